@@ -1,0 +1,208 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/polis-os/polis/event"
+)
+
+// BenchmarkSet measures Set with many watchers that are idle (caught up, not
+// in Get). Its cost must not grow with the number of watchers.
+func BenchmarkSet(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
+			var v Value[int]
+			v.Set(0)
+			ws := make([]event.Watcher[int], n)
+			for i := range ws {
+				ws[i] = v.Watch()
+				if _, err := ws[i].Get(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				v.Set(i)
+			}
+			b.StopTimer()
+			for _, w := range ws {
+				w.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkSetBlockedWatchers is Set when n watchers are blocked in Get: the
+// cost includes waking every one of them, so it grows with n by nature.
+func BenchmarkSetBlockedWatchers(b *testing.B) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
+			var v, ack Value[int]
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			for range n {
+				w := v.Watch()
+				go func() {
+					defer w.Close()
+					for {
+						d, err := w.Get(ctx)
+						if err != nil {
+							done <- struct{}{}
+							return
+						}
+						ack.Set(d)
+					}
+				}()
+			}
+			aw := ack.Watch()
+			defer aw.Close()
+			b.ReportAllocs()
+			for i := 1; b.Loop(); i++ {
+				v.Set(i)
+				// Wait until at least one watcher has seen this round.
+				if _, err := aw.Get(ctx, event.Filter(func(d int) bool { return d >= i })); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cancel()
+			for range n {
+				<-done
+			}
+		})
+	}
+}
+
+// BenchmarkWakeLatency is the time from Set to a blocked Get returning in
+// another goroutine (plus a channel hand-back to the setter).
+func BenchmarkWakeLatency(b *testing.B) {
+	var v Value[int]
+	w := v.Watch()
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan int)
+	go func() {
+		for {
+			d, err := w.Get(ctx)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- d
+		}
+	}()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		v.Set(i)
+		<-got
+	}
+	cancel()
+	for range got {
+	}
+}
+
+// BenchmarkPingPong bounces a counter between two goroutines through two
+// values: one op is two Sets and two wake-ups.
+func BenchmarkPingPong(b *testing.B) {
+	var ping, pong Value[int]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pingW, pongW := ping.Watch(), pong.Watch()
+	defer pingW.Close()
+	defer pongW.Close()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			d, err := pingW.Get(ctx)
+			if err != nil {
+				return
+			}
+			pong.Set(d)
+		}
+	}()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		ping.Set(i)
+		if _, err := pongW.Get(ctx, event.Filter(func(d int) bool { return d == i })); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	<-exited
+}
+
+// BenchmarkIdleWatcher reports the memory one idle watcher costs (B/op).
+func BenchmarkIdleWatcher(b *testing.B) {
+	var v Value[int]
+	v.Set(1)
+	ws := make([]event.Watcher[int], 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		ws = append(ws, v.Watch())
+	}
+	b.StopTimer()
+	for _, w := range ws {
+		w.Close()
+	}
+}
+
+// BenchmarkInputsWait measures one Inputs.Wait over two values of different
+// types after one of them changed, without blocking.
+func BenchmarkInputsWait(b *testing.B) {
+	var a Value[int]
+	var s Value[string]
+	s.Set("ready")
+	var in event.Inputs
+	defer in.Close()
+	event.Input(&in, &a, func(d int) bool { return d >= 0 })
+	event.Input(&in, &s, func(s string) bool { return s == "ready" })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.Set(i)
+		if _, err := in.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkInputsWaitBlocked is the same wait when the change comes from
+// another goroutine while Wait is blocked.
+func BenchmarkInputsWaitBlocked(b *testing.B) {
+	var a, ack Value[int]
+	var s Value[string]
+	s.Set("ready")
+	var in event.Inputs
+	defer in.Close()
+	ai := event.Input(&in, &a, nil)
+	event.Input(&in, &s, func(s string) bool { return s == "ready" })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			if _, err := in.Wait(ctx); err != nil {
+				return
+			}
+			ack.Set(ai.Latest())
+		}
+	}()
+	aw := ack.Watch()
+	defer aw.Close()
+	b.ReportAllocs()
+	for i := 1; b.Loop(); i++ {
+		a.Set(i)
+		if _, err := aw.Get(ctx, event.Filter(func(d int) bool { return d == i })); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	<-exited
+}
