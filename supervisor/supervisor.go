@@ -1,0 +1,113 @@
+package supervisor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+)
+
+// Runnable is a unit of work run and restarted by the supervisor. It must
+// return soon after ctx is cancelled. See the package documentation for what
+// its return value means.
+type Runnable func(ctx context.Context) error
+
+// Supervisor is the handle of a running tree, returned by New so that the
+// program can observe the tree and wait for its end.
+type Supervisor struct {
+	cfg config
+	// live counts the root's keeper; Wait waits on it.
+	live tracker
+	tree memory.Value[TreeState]
+
+	// mu guards the tree structure and every node's mutable fields. It is
+	// never held while a runnable or a logger is called.
+	mu   sync.Mutex
+	root *node
+}
+
+// New starts root, named "root", under a new supervisor and returns at once.
+// The tree lives until ctx is cancelled; then every runnable is cancelled and
+// Wait returns once all have exited. New panics if root is nil, a
+// programming error that no caller could handle.
+func New(ctx context.Context, root Runnable, opts ...Option) *Supervisor {
+	if root == nil {
+		panic("supervisor: New called with a nil root runnable")
+	}
+	s := &Supervisor{
+		cfg:  newConfig(opts),
+		tree: memory.Value[TreeState]{Name: "supervisor_tree"},
+	}
+	n := &node{
+		sup:      s,
+		name:     "root",
+		path:     "root",
+		runnable: root,
+		logger:   s.cfg.logger.Named("root"),
+		state:    StateNew,
+		since:    time.Now(),
+	}
+	s.root = n
+	s.mu.Lock()
+	s.markDirty(n)
+	s.publishLocked()
+	s.mu.Unlock()
+	s.live.add()
+	g := &group{sup: s, members: []*node{n}}
+	go g.keep(ctx, &s.live)
+	return s
+}
+
+// Wait blocks until every runnable of the tree has exited. That happens after
+// the context given to New is cancelled, or earlier if every runnable is done.
+func (s *Supervisor) Wait() {
+	<-s.live.idleChan()
+}
+
+// Tree returns the state of the whole tree as an event value. It is set
+// before New returns, so a watcher's first Get never blocks, and updated on
+// every state change of any node.
+func (s *Supervisor) Tree() event.ValueWatch[TreeState] {
+	return &s.tree
+}
+
+// markDirty flags n and its ancestors for the next publishLocked.
+func (s *Supervisor) markDirty(n *node) {
+	for ; n != nil && !n.dirty; n = n.parent {
+		n.dirty = true
+	}
+}
+
+// publishLocked sets the tree value if anything changed since the last call,
+// rebuilding only the dirty paths. Setting under mu keeps versions in the
+// order of the changes.
+func (s *Supervisor) publishLocked() {
+	if !s.root.dirty {
+		return
+	}
+	s.tree.Set(TreeState{root: s.root.rebuild()})
+}
+
+func (n *node) rebuild() *snapNode {
+	if !n.dirty {
+		return n.snap
+	}
+	n.dirty = false
+	sn := &snapNode{
+		name:      n.path,
+		state:     n.state,
+		restarts:  n.restarts,
+		lastError: n.lastErr,
+		since:     n.since,
+	}
+	if len(n.kids) > 0 {
+		sn.children = make([]*snapNode, len(n.kids))
+		for i, k := range n.kids {
+			sn.children[i] = k.rebuild()
+		}
+	}
+	n.snap = sn
+	return sn
+}
