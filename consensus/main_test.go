@@ -1,0 +1,124 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait of a test on a member's status. Generous:
+// under -race on two busy cores an etcd election can take seconds.
+const waitTimeout = 60 * time.Second
+
+// subnet hands each test (and each benchmark iteration) its own
+// 127.24.N.0/24, so members of different tests never share an address.
+var subnet atomic.Uint32
+
+// addrs returns n peer addresses on a fresh loopback /24, each with a port
+// the kernel just reported free on that address.
+func addrs(t testing.TB, n int) []string {
+	t.Helper()
+	s := subnet.Add(1)
+	if s > 250 {
+		t.Fatal("out of test subnets")
+	}
+	var res []string
+	for i := 1; i <= n; i++ {
+		ip := netip.AddrFrom4([4]byte{127, 24, byte(s), byte(i)})
+		l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+		if err != nil {
+			t.Fatalf("finding a free port on %s: %v", ip, err)
+		}
+		res = append(res, l.Addr().String())
+		l.Close()
+	}
+	return res
+}
+
+// start runs svc under a supervisor test harness; the returned function
+// stops it and waits until Run has returned (etcd closed).
+func start(t testing.TB, svc *Service) (stop func()) {
+	t.Helper()
+	cancel := supervisor.TestHarness(t, svc.Run)
+	return func() {
+		t.Helper()
+		cancel()
+		waitFor(t, svc, "stopped", func(s *Status) bool { return s.State == StateStopped })
+	}
+}
+
+// newService is New that fails the test on error.
+func newService(t testing.TB, cfg Config) *Service {
+	t.Helper()
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return svc
+}
+
+// waitFor waits until svc's status satisfies pred and returns it.
+func waitFor(t testing.TB, svc *Service, what string, pred func(*Status) bool) *Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	st, err := event.Get(ctx, svc.Status(), event.Filter(pred))
+	if err != nil {
+		t.Fatalf("waiting for %s to be %s: %v", svc.cfg.Name, what, err)
+	}
+	return st
+}
+
+// waitVoter waits until svc serves as a voter.
+func waitVoter(t testing.TB, svc *Service) *Status {
+	t.Helper()
+	return waitFor(t, svc, "a voter", IsVoter)
+}
+
+// waitStoppedWith waits until svc's Run has returned an error matching
+// target (the harness keeps restarting it; every run ends the same way).
+func waitStoppedWith(t testing.TB, svc *Service, target error) *Status {
+	t.Helper()
+	return waitFor(t, svc, fmt.Sprintf("stopped with %v", target), func(s *Status) bool {
+		return s.State == StateStopped && errors.Is(s.Err, target)
+	})
+}
+
+// eventually polls cond until it returns nil or the deadline passes. It is
+// for conditions no event value reports (a file rewritten on another member,
+// a TLS handshake refused).
+func eventually(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %s: %v", what, waitTimeout, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// ctxT is a context for one RPC of a test.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
