@@ -124,19 +124,13 @@ func (t TreeState) Root() (NodeState, bool) {
 // Node looks a node up by its full dotted name ("root.a.b").
 func (t TreeState) Node(name string) (NodeState, bool) {
 	n := t.root
-	if n == nil {
+	first, rest, more := strings.Cut(name, ".")
+	if n == nil || first != n.name {
 		return NodeState{}, false
 	}
-	rest, ok := strings.CutPrefix(name, n.name)
-	if !ok {
-		return NodeState{}, false
-	}
-	for rest != "" {
+	for more {
 		var part string
-		if rest, ok = strings.CutPrefix(rest, "."); !ok {
-			return NodeState{}, false
-		}
-		part, rest, _ = strings.Cut(rest, ".")
+		part, rest, more = strings.Cut(rest, ".")
 		if n = n.child(part); n == nil {
 			return NodeState{}, false
 		}
