@@ -147,14 +147,14 @@ func (c *Config) validate() error {
 		return fmt.Errorf("PeerKey: %d bytes, want %d", len(c.PeerKey), ed25519.PrivateKeySize)
 	}
 	if c.Bootstrap && c.Join != nil {
-		return errors.New("Bootstrap and Join are mutually exclusive")
+		return errors.New("only one of Bootstrap and Join may be set")
 	}
 	if c.Join != nil {
 		if c.PeerKey == nil {
-			return errors.New("Join requires PeerKey: the key whose public half was given to AddLearner")
+			return errors.New("joining requires PeerKey: the key whose public half was given to AddLearner")
 		}
 		if err := c.Join.validate(); err != nil {
-			return fmt.Errorf("Join: %w", err)
+			return fmt.Errorf("join data: %w", err)
 		}
 	}
 	if c.HeartbeatInterval == 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
@@ -25,7 +26,7 @@ import (
 //
 //	AddLearner  issue a certificate, record it, add the learner, hand back JoinData
 //	Promote     make a caught-up learner a voter (joiners also do it themselves)
-//	Remove      revoke the certificate, remove the member, forget the certificate
+//	Remove      remove the member, revoke its certificate, forget the certificate
 //
 // Concurrent changes for the same name are not serialised here: the curator
 // serialises membership changes.
@@ -34,8 +35,10 @@ import (
 // learner has caught up with the leader's log, which takes a few round trips
 // on a fresh cluster and longer on a big one.
 const (
-	promoteInitialBackoff = 100 * time.Millisecond
-	promoteMaxBackoff     = 5 * time.Second
+	promoteInitialBackoff  = 100 * time.Millisecond
+	promoteMaxBackoff      = 5 * time.Second
+	reconfigInitialBackoff = 200 * time.Millisecond
+	reconfigMaxBackoff     = 2 * time.Second
 )
 
 // ErrNoMember is returned when a membership change names no known member.
@@ -125,7 +128,11 @@ func (s *Status) AddLearner(ctx context.Context, name, peerAddress string, pub e
 	if _, err := m.cli.Put(ctx, peerPrefix+name, string(cert.Raw)); err != nil {
 		return nil, fmt.Errorf("recording certificate of %q: %w", name, err)
 	}
-	resp, err := m.cli.MemberAddAsLearner(ctx, []string{peerURL(addr)})
+	var resp *clientv3.MemberAddResponse
+	err = retryUnhealthy(ctx, func() (err error) {
+		resp, err = m.cli.MemberAddAsLearner(ctx, []string{peerURL(addr)})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("adding learner %q: %w", name, err)
 	}
@@ -153,6 +160,27 @@ func (s *Status) AddLearner(ctx context.Context, name, peerAddress string, pub e
 	return jd, nil
 }
 
+// retryUnhealthy runs change until etcd stops refusing it for lack of
+// health. etcd's strict reconfiguration check refuses membership changes
+// until every voter needed for quorum has been connected for five seconds
+// (etcdserver.HealthInterval), which is never the case right after a
+// promotion: joins or removals in a row would otherwise fail one time in
+// two. ctx bounds the wait, so a cluster that really lost a member still
+// fails the call.
+func retryUnhealthy(ctx context.Context, change func() error) error {
+	backoff := reconfigInitialBackoff
+	for {
+		err := change()
+		if !errors.Is(err, rpctypes.ErrUnhealthy) {
+			return err
+		}
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return fmt.Errorf("cluster still unhealthy: %w", err)
+		}
+		backoff = min(2*backoff, reconfigMaxBackoff)
+	}
+}
+
 // Promote makes the learner name a voter. etcd refuses while the learner
 // has not caught up; joining members retry by themselves (runPromoter), so
 // this is for operators and tests.
@@ -168,18 +196,26 @@ func (s *Status) Promote(ctx context.Context, name string) error {
 	if mem == nil {
 		return fmt.Errorf("promoting %q: %w", name, ErrNoMember)
 	}
-	if _, err := m.cli.MemberPromote(ctx, mem.ID); err != nil {
+	err = retryUnhealthy(ctx, func() error {
+		_, err := m.cli.MemberPromote(ctx, mem.ID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("promoting %q: %w", name, err)
 	}
 	return nil
 }
 
 // Remove removes member name from the cluster and revokes its peer
-// certificate. The revocation comes first: from then on no member accepts a
-// new peer connection with that certificate, so the removed member cannot
-// rejoin the peer mesh even if it still holds its key and data. Removing a
-// name that only has a certificate (added, never started and already
-// removed from etcd) just revokes it.
+// certificate, so that it cannot rejoin the peer mesh with it even though it
+// still holds its key and data.
+//
+// Membership goes first: the removed member then learns of its removal
+// (from the log, or from the peers that answer "removed" to it) and stops,
+// reporting ErrRemoved. Revoking first would cut it off before it could
+// learn, leaving it running without a leader forever. Both steps are
+// idempotent: if Remove fails half-way, calling it again finishes the job
+// (a name that only has a certificate left just gets it revoked).
 func (s *Status) Remove(ctx context.Context, name string) error {
 	m, err := s.running()
 	if err != nil {
@@ -196,6 +232,15 @@ func (s *Status) Remove(ctx context.Context, name string) error {
 	if mem == nil && cert == nil {
 		return fmt.Errorf("removing %q: %w", name, ErrNoMember)
 	}
+	if mem != nil {
+		err := retryUnhealthy(ctx, func() error {
+			_, err := m.cli.MemberRemove(ctx, mem.ID)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("removing %q from etcd: %w", name, err)
+		}
+	}
 	if cert != nil {
 		c, err := loadCA(ctx, m.cli)
 		if err != nil {
@@ -204,14 +249,9 @@ func (s *Status) Remove(ctx context.Context, name string) error {
 		if err := revoke(ctx, m.cli, c, cert.SerialNumber); err != nil {
 			return fmt.Errorf("revoking certificate of %q: %w", name, err)
 		}
-	}
-	if mem != nil {
-		if _, err := m.cli.MemberRemove(ctx, mem.ID); err != nil {
-			return fmt.Errorf("removing %q from etcd: %w", name, err)
+		if _, err := m.cli.Delete(ctx, peerPrefix+name); err != nil {
+			return fmt.Errorf("forgetting certificate of %q: %w", name, err)
 		}
-	}
-	if _, err := m.cli.Delete(ctx, peerPrefix+name); err != nil {
-		return fmt.Errorf("forgetting certificate of %q: %w", name, err)
 	}
 	supervisor.Logger(ctx).Info("removed consensus member", zap.String("name", name))
 	return nil

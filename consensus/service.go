@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
@@ -93,7 +94,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if id.Removed {
 		return fmt.Errorf("%w (recorded in %s)", ErrRemoved, layout(s.cfg.DataDir).identityFile())
 	}
-	ecfg, err := s.etcdConfig(id, logger)
+	var removed atomic.Bool
+	ecfg, err := s.etcdConfig(id, logger, &removed)
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	case err := <-e.Err():
 		return fmt.Errorf("etcd failed while starting: %w", err)
 	case <-e.Server.StopNotify():
-		return s.stopped(e, id)
+		return s.stopped(e, id, &removed)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -160,7 +162,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	for {
 		st, err := m.status()
 		if err != nil {
-			return s.stopped(e, id)
+			return s.stopped(e, id, &removed)
 		}
 		s.status.Set(st)
 		select {
@@ -169,7 +171,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 		case err := <-e.Err():
 			return fmt.Errorf("etcd failed: %w", err)
 		case <-e.Server.StopNotify():
-			return s.stopped(e, id)
+			return s.stopped(e, id, &removed)
 		case <-e.Server.LeaderChangedNotify():
 		case <-m.kick:
 		case <-ticker.C:
@@ -180,9 +182,9 @@ func (s *Service) Run(ctx context.Context) (err error) {
 // stopped explains why etcd stopped on its own. A member that finds itself
 // removed records it, so that later starts fail fast instead of talking to
 // peers that reject it.
-func (s *Service) stopped(e *embed.Etcd, id *identity) error {
-	if e.Server.Cluster().Member(e.Server.MemberID()) != nil {
-		return errors.New("etcd server stopped")
+func (s *Service) stopped(e *embed.Etcd, id *identity, removed *atomic.Bool) error {
+	if e.Server.Cluster().Member(e.Server.MemberID()) != nil && !removed.Load() {
+		return errors.New("etcd server stopped by itself")
 	}
 	id.Removed = true
 	if err := writeIdentity(layout(s.cfg.DataDir), id); err != nil {
@@ -208,7 +210,9 @@ func (s *Service) checkIDs(e *embed.Etcd, id *identity) error {
 }
 
 // etcdConfig translates the member's configuration into etcd's.
-func (s *Service) etcdConfig(id *identity, logger *zap.Logger) (*embed.Config, error) {
+// removed is set when etcd reports that it stopped because the member was
+// removed (see removalSpotter).
+func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed *atomic.Bool) (*embed.Config, error) {
 	l := layout(s.cfg.DataDir)
 	ec := embed.NewConfig()
 	ec.Name = s.cfg.Name
@@ -257,7 +261,10 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger) (*embed.Config, e
 	ec.AutoCompactionRetention = "1h"
 
 	ec.Logger = "zap"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger.Named("etcd"))
+	etcdLogger := logger.Named("etcd").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return &removalSpotter{Core: c, seen: removed}
+	}))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger)
 	return ec, nil
 }
 
@@ -365,6 +372,39 @@ func (m *member) finishBootstrap(ctx context.Context, logger *zap.Logger) error 
 	}
 	logger.Info("bootstrap finished: CA stored in etcd", zap.String("cluster-id", m.etcd.Server.Cluster().ID().String()))
 	return nil
+}
+
+// etcdRemovedMessage is what etcd logs, and only logs, when its server
+// stops on a critical error, which rafthttp raises only when peers answer
+// that this member was removed ("the member has been permanently removed
+// from the cluster"). A removed member learns it either by applying its
+// own removal (then it is gone from its membership view) or from such an
+// answer (then it is not, because it never applied the change).
+const etcdRemovedMessage = "data-dir used by this member must be removed"
+
+// removalSpotter is a zap core around etcd's logger that notices
+// etcdRemovedMessage. embed exposes the server's critical errors in no other
+// way.
+type removalSpotter struct {
+	zapcore.Core
+	seen *atomic.Bool
+}
+
+// Enabled lets warnings through to Check even if the wrapped core would
+// drop them, so that a quiet logger does not blind the spotter.
+func (r *removalSpotter) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.WarnLevel || r.Core.Enabled(l)
+}
+
+func (r *removalSpotter) With(fields []zapcore.Field) zapcore.Core {
+	return &removalSpotter{Core: r.Core.With(fields), seen: r.seen}
+}
+
+func (r *removalSpotter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == etcdRemovedMessage {
+		r.seen.Store(true)
+	}
+	return r.Core.Check(e, ce)
 }
 
 // memberIDString formats an etcd member ID the way etcd logs it.
