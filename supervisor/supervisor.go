@@ -90,11 +90,14 @@ func (s *Supervisor) publishLocked() {
 	s.tree.Set(TreeState{root: s.root.rebuild()})
 }
 
+// rebuild returns n's snapshot, making new snapshot nodes only along dirty
+// paths and reusing every chunk of children that did not change.
 func (n *node) rebuild() *snapNode {
 	if !n.dirty {
 		return n.snap
 	}
 	n.dirty = false
+	prev := n.snap
 	sn := &snapNode{
 		name:      n.path,
 		state:     n.state,
@@ -103,11 +106,35 @@ func (n *node) rebuild() *snapNode {
 		since:     n.since,
 	}
 	if len(n.kids) > 0 {
-		sn.children = make([]*snapNode, len(n.kids))
-		for i, k := range n.kids {
-			sn.children[i] = k.rebuild()
+		sn.children = make([][]*snapNode, (len(n.kids)+chunkSize-1)/chunkSize)
+		for ci := range sn.children {
+			kids := n.kids[ci*chunkSize : min(len(n.kids), (ci+1)*chunkSize)]
+			if prev != nil && ci < len(prev.children) && unchanged(kids, prev.children[ci]) {
+				sn.children[ci] = prev.children[ci]
+				continue
+			}
+			chunk := make([]*snapNode, len(kids))
+			for i, k := range kids {
+				chunk[i] = k.rebuild()
+			}
+			sn.children[ci] = chunk
 		}
 	}
 	n.snap = sn
 	return sn
+}
+
+// unchanged reports whether a published chunk still shows exactly kids.
+// Comparing the snapshot pointers also catches insertions and removals,
+// which shift kids from one chunk to the next.
+func unchanged(kids []*node, chunk []*snapNode) bool {
+	if len(kids) != len(chunk) {
+		return false
+	}
+	for i, k := range kids {
+		if k.dirty || k.snap != chunk[i] {
+			return false
+		}
+	}
+	return true
 }

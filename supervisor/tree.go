@@ -3,6 +3,7 @@ package supervisor
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 )
@@ -99,8 +100,15 @@ type snapNode struct {
 	restarts  int
 	lastError string
 	since     time.Time
-	children  []*snapNode // sorted by name
+	// children are sorted by name and cut into chunks of at most
+	// chunkSize, so that a change below a wide node copies one chunk and
+	// the chunk index rather than every sibling.
+	children [][]*snapNode
 }
+
+// chunkSize trades the cost of copying a chunk against the cost of
+// copying the chunk index; 32 keeps both small up to thousands of siblings.
+const chunkSize = 32
 
 func (n *snapNode) public() NodeState {
 	return NodeState{
@@ -141,17 +149,17 @@ func (t TreeState) Node(name string) (NodeState, bool) {
 // child finds a direct child by its last name component.
 func (n *snapNode) child(short string) *snapNode {
 	prefix := len(n.name) + 1
-	lo, hi := 0, len(n.children)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		switch c := n.children[mid]; strings.Compare(c.name[prefix:], short) {
-		case 0:
-			return c
-		case -1:
-			lo = mid + 1
-		default:
-			hi = mid
-		}
+	cmp := func(c *snapNode, short string) int { return strings.Compare(c.name[prefix:], short) }
+	// The first chunk whose last child is not before short holds it, if
+	// any does.
+	ci, _ := slices.BinarySearchFunc(n.children, short, func(chunk []*snapNode, short string) int {
+		return cmp(chunk[len(chunk)-1], short)
+	})
+	if ci == len(n.children) {
+		return nil
+	}
+	if i, found := slices.BinarySearchFunc(n.children[ci], short, cmp); found {
+		return n.children[ci][i]
 	}
 	return nil
 }
@@ -169,9 +177,11 @@ func (n *snapNode) walk(yield func(NodeState) bool) bool {
 	if !yield(n.public()) {
 		return false
 	}
-	for _, c := range n.children {
-		if !c.walk(yield) {
-			return false
+	for _, chunk := range n.children {
+		for _, c := range chunk {
+			if !c.walk(yield) {
+				return false
+			}
 		}
 	}
 	return true
@@ -183,9 +193,11 @@ func (n NodeState) Children() iter.Seq[NodeState] {
 		if n.snap == nil {
 			return
 		}
-		for _, c := range n.snap.children {
-			if !yield(c.public()) {
-				return
+		for _, chunk := range n.snap.children {
+			for _, c := range chunk {
+				if !yield(c.public()) {
+					return
+				}
 			}
 		}
 	}

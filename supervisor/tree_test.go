@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +119,75 @@ func TestStateString(t *testing.T) {
 	}
 	if s := State(99).String(); s != "state(99)" {
 		t.Errorf("unknown state renders as %q", s)
+	}
+}
+
+// TestWideTree covers a parent with more children than fit in one chunk of
+// the snapshot: lookups, order, and sharing of unchanged chunks.
+func TestWideTree(t *testing.T) {
+	const width = 5*chunkSize + 7
+	var names []string
+	for i := range width {
+		names = append(names, fmt.Sprintf("c%03d", i))
+	}
+	poke := make(chan struct{})
+	tr := startTree(t, func(ctx context.Context) error {
+		// Start in reverse so that every Run inserts at the front.
+		for _, name := range slices.Backward(names) {
+			if err := Run(ctx, name, func(ctx context.Context) error {
+				Signal(ctx, SignalHealthy)
+				if name == names[width-1] {
+					select {
+					case <-poke:
+						return errors.New("poked")
+					case <-ctx.Done():
+					}
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			}); err != nil {
+				return err
+			}
+		}
+		return healthyUntilCancelled(ctx)
+	})
+	before := tr.waitFor(t, "all healthy", func(ts TreeState) bool {
+		for n := range ts.All() {
+			if n.State != StateHealthy {
+				return false
+			}
+		}
+		return true
+	})
+	var got []string
+	for n := range before.All() {
+		if n.Name != "root" {
+			got = append(got, n.ShortName())
+		}
+	}
+	if !slices.Equal(got, names) {
+		t.Fatalf("children out of order or missing: %v", got)
+	}
+	for _, name := range names {
+		if n, ok := before.Node("root." + name); !ok || n.ShortName() != name {
+			t.Errorf("Node(root.%s): %v, %v", name, n.Name, ok)
+		}
+		if _, ok := before.Node("root." + name + "x"); ok {
+			t.Errorf("Node(root.%sx) found something", name)
+		}
+	}
+	for _, name := range []string{"a", "c", "c0", "d", "c999"} {
+		if _, ok := before.Node("root." + name); ok {
+			t.Errorf("Node(root.%s) found something", name)
+		}
+	}
+
+	close(poke)
+	tr.waitNode(t, "root."+names[width-1], "restarted", func(n NodeState) bool { return n.Restarts == 1 })
+	after := tr.now(t)
+	rb, _ := before.Root()
+	ra, _ := after.Root()
+	if !slices.Equal(rb.snap.children[0], ra.snap.children[0]) || &rb.snap.children[0][0] != &ra.snap.children[0][0] {
+		t.Error("a change in the last chunk copied the first one")
 	}
 }
