@@ -82,6 +82,45 @@ func TestRefuseMismatch(t *testing.T) {
 	waitVoter(t, svc)
 }
 
+// TestRefuseOtherClusterData checks that etcd data of another cluster is
+// refused even when identity.json and the PKI files match the
+// configuration (a directory assembled from two, or restored from the wrong
+// backup).
+func TestRefuseOtherClusterData(t *testing.T) {
+	a := addrs(t, 1)
+	cfgA := bootstrapConfig(t, "one", a[0])
+	cfgB := bootstrapConfig(t, "one", a[0])
+	for _, cfg := range []Config{cfgA, cfgB} {
+		svc := newService(t, cfg)
+		stop := start(t, svc)
+		waitVoter(t, svc)
+		stop()
+	}
+	la, lb := layout(cfgA.DataDir), layout(cfgB.DataDir)
+	for _, f := range [][2]string{
+		{la.identityFile(), lb.identityFile()},
+		{la.caFile(), lb.caFile()},
+		{la.peerCertFile(), lb.peerCertFile()},
+		{la.peerKeyFile(), lb.peerKeyFile()},
+		{la.crlFile(), lb.crlFile()},
+	} {
+		data, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeFileAtomic(f[1], data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := newService(t, cfgB)
+	stop := start(t, svc)
+	st := waitStoppedWith(t, svc, ErrDataMismatch)
+	if !strings.Contains(st.Err.Error(), "cluster") {
+		t.Errorf("error %q does not mention the cluster", st.Err)
+	}
+	stop()
+}
+
 // joinDataFor issues join data from c for a member, as AddLearner would but
 // without a cluster behind it.
 func joinDataFor(t testing.TB, c *ca, name, addr string, key ed25519.PrivateKey) *JoinData {
