@@ -1,0 +1,317 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/eventtest"
+)
+
+func TestMain(m *testing.M) {
+	// Stopping an embedded etcd member leaves its peers' idle HTTP keep-alive
+	// connections (raft's peer transport) open until they time out. This
+	// package runs no HTTP of its own, so those are the only HTTP
+	// connection goroutines that can be left.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
+	)
+}
+
+// decodeInt reads decimal numbers; a deleted key decodes as -1.
+func decodeInt(_, value []byte) (int, error) {
+	if value == nil {
+		return -1, nil
+	}
+	return strconv.Atoi(string(value))
+}
+
+// kv is what a range watcher of decodeKV delivers.
+type kv struct {
+	key, value string
+	deleted    bool
+}
+
+func decodeKV(key, value []byte) (kv, error) {
+	if string(value) == "corrupt" {
+		return kv{}, errors.New("corrupt data")
+	}
+	return kv{key: string(key), value: string(value), deleted: value == nil}, nil
+}
+
+func put(t testing.TB, cli *clientv3.Client, key, value string) int64 {
+	t.Helper()
+	resp, err := cli.Put(testCtx(t), key, value)
+	if err != nil {
+		t.Fatalf("Put %s: %v", key, err)
+	}
+	return resp.Header.Revision
+}
+
+func TestConformance(t *testing.T) {
+	c := newCluster(t, 1)
+	// The server starts some of its goroutines on its first connection: make
+	// that happen before the suite counts goroutines.
+	put(t, c.client(t, 0), "/warmup", "")
+	n := 0
+	eventtest.Run(t, eventtest.Backend{
+		New: func(t *testing.T) (func(int), event.ValueWatch[int]) {
+			// A client per subtest, closed by its cleanup: clientv3 keeps
+			// idle watch streams for reuse, which the suite's leak check
+			// would rightly count against the subtest.
+			cli := c.client(t, 0)
+			n++
+			key := fmt.Sprintf("/conformance/%d", n)
+			return func(d int) { put(t, cli, key, strconv.Itoa(d)) }, NewValue(cli, key, decodeInt)
+		},
+		// Unlike memory, a Set reaches watchers through etcd: allow for it
+		// when concluding that a Get keeps blocking.
+		Quiet: 200 * time.Millisecond,
+	})
+}
+
+func get[T any](t testing.TB, w event.Watcher[T], opts ...event.GetOption[T]) T {
+	t.Helper()
+	d, err := w.Get(testCtx(t), opts...)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return d
+}
+
+func mustBlock[T any](t testing.TB, w event.Watcher[T]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if d, err := w.Get(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get = %v, %v; want it to block", d, err)
+	}
+}
+
+func TestSingleKeyDeletion(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	v := NewValue(cli, "/k", decodeInt)
+	w := v.Watch()
+	defer w.Close()
+	put(t, cli, "/k", "1")
+	if d := get(t, w); d != 1 {
+		t.Fatalf("Get = %d", d)
+	}
+	if _, err := cli.Delete(testCtx(t), "/k"); err != nil {
+		t.Fatal(err)
+	}
+	if d := get(t, w); d != -1 {
+		t.Fatalf("Get after delete = %d, want the decoder's deletion value", d)
+	}
+	// A new watcher of a deleted key sees an unset value.
+	w2 := v.Watch()
+	defer w2.Close()
+	mustBlock(t, w2)
+}
+
+// Writing the same bytes again is a new revision but not a new value.
+func TestDuplicatesDoNotWake(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	v := NewValue(cli, "/dup", decodeInt)
+	w := v.Watch()
+	defer w.Close()
+	put(t, cli, "/dup", "7")
+	get(t, w)
+	put(t, cli, "/dup", "7")
+	put(t, cli, "/dup", "7")
+	mustBlock(t, w)
+	put(t, cli, "/dup", "8")
+	if d := get(t, w); d != 8 {
+		t.Fatalf("Get = %d, want 8", d)
+	}
+}
+
+func TestDecoderErrorKeepsWatcherWorking(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	w := NewValue(cli, "/bad", decodeInt).Watch()
+	defer w.Close()
+	rev := put(t, cli, "/bad", "not a number")
+	_, err := w.Get(testCtx(t))
+	if err == nil || !strings.Contains(err.Error(), `"/bad"`) || !strings.Contains(err.Error(), strconv.FormatInt(rev, 10)) {
+		t.Fatalf("Get of corrupt data = %v, want an error naming the key and revision", err)
+	}
+	var numErr *strconv.NumError
+	if !errors.As(err, &numErr) {
+		t.Fatalf("the decoder's error is not wrapped: %v", err)
+	}
+	put(t, cli, "/bad", "5")
+	if d := get(t, w); d != 5 {
+		t.Fatalf("Get after a good write = %d", d)
+	}
+}
+
+func TestRangeBacklogAndChanges(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	for _, k := range []string{"a", "b", "c"} {
+		put(t, cli, "/nodes/"+k, "v1")
+	}
+	put(t, cli, "/other", "not in range")
+	v := NewPrefix(cli, "/nodes/", decodeKV)
+
+	// The backlog lists what exists, then says so.
+	w := v.Watch()
+	defer w.Close()
+	var listed []string
+	for {
+		d, err := w.Get(testCtx(t), event.BacklogOnly[kv]())
+		if errors.Is(err, event.ErrBacklogDone) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, d.key+"="+d.value)
+	}
+	if got := strings.Join(listed, ","); got != "/nodes/a=v1,/nodes/b=v1,/nodes/c=v1" {
+		t.Fatalf("backlog = %s", got)
+	}
+
+	// Changes are coalesced per key and deletions are delivered.
+	put(t, cli, "/nodes/a", "v2")
+	put(t, cli, "/nodes/a", "v3")
+	if _, err := cli.Delete(testCtx(t), "/nodes/b"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, cli, "/nodes/d", "v1")
+	want := map[string]kv{
+		"/nodes/a": {key: "/nodes/a", value: "v3"},
+		"/nodes/b": {key: "/nodes/b", deleted: true},
+		"/nodes/d": {key: "/nodes/d", value: "v1"},
+	}
+	got := map[string]kv{}
+	for len(got) < len(want) {
+		d := get(t, w)
+		if d.key == "/nodes/a" && d.value == "v2" {
+			continue // a may be seen before v3 was written
+		}
+		got[d.key] = d
+	}
+	for k, wv := range want {
+		if got[k] != wv {
+			t.Errorf("%s = %+v, want %+v", k, got[k], wv)
+		}
+	}
+	mustBlock(t, w)
+
+	// A watcher without BacklogOnly starts with the current state.
+	w2 := v.Watch()
+	defer w2.Close()
+	var state []string
+	for range 3 {
+		d := get(t, w2)
+		state = append(state, d.key+"="+d.value)
+	}
+	if s := strings.Join(state, ","); s != "/nodes/a=v3,/nodes/c=v1,/nodes/d=v1" {
+		t.Fatalf("initial state = %s", s)
+	}
+}
+
+// While a member is down, keys change and the history is compacted: the
+// watcher, talking only to that member, must resume by re-reading and report
+// the keys that changed and the ones deleted during the gap.
+func TestMemberRestartAndCompaction(t *testing.T) {
+	c := newCluster(t, 3)
+	watched := (c.leader(t) + 1) % 3 // a follower, so the others keep quorum
+	writer := c.client(t, (watched+1)%3, (watched+2)%3)
+	put(t, writer, "/gap/keep", "1")
+	put(t, writer, "/gap/gone", "1")
+
+	v := NewPrefix(c.client(t, watched), "/gap/", decodeKV)
+	w := v.Watch()
+	defer w.Close()
+	for range 2 {
+		get(t, w)
+	}
+	health := v.Health().Watch()
+	defer health.Close()
+	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected })); err != nil {
+		t.Fatal(err)
+	}
+
+	c.stopMember(watched)
+	put(t, writer, "/gap/keep", "2")
+	if _, err := writer.Delete(testCtx(t), "/gap/gone"); err != nil {
+		t.Fatal(err)
+	}
+	rev := put(t, writer, "/gap/new", "1")
+	if _, err := writer.Compact(testCtx(t), rev, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	c.restartMember(watched)
+
+	want := map[string]kv{
+		"/gap/keep": {key: "/gap/keep", value: "2"},
+		"/gap/gone": {key: "/gap/gone", deleted: true},
+		"/gap/new":  {key: "/gap/new", value: "1"},
+	}
+	got := map[string]kv{}
+	for len(got) < len(want) {
+		d := get(t, w)
+		if _, dup := got[d.key]; dup {
+			t.Fatalf("%s delivered twice", d.key)
+		}
+		got[d.key] = d
+	}
+	for k, wv := range want {
+		if got[k] != wv {
+			t.Errorf("%s = %+v, want %+v", k, got[k], wv)
+		}
+	}
+	mustBlock(t, w)
+	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected && h.Revision >= rev })); err != nil {
+		t.Fatalf("health never recovered: %v", err)
+	}
+}
+
+// Updates written across a leader change all reach a watcher on a follower.
+func TestLeaderChange(t *testing.T) {
+	c := newCluster(t, 3)
+	leader := c.leader(t)
+	watched := (leader + 1) % 3
+	other := (leader + 2) % 3
+	writer := c.client(t, watched, other)
+	v := NewValue(c.client(t, watched), "/leader-change", decodeInt)
+	w := v.Watch()
+	defer w.Close()
+
+	put(t, writer, "/leader-change", "1")
+	if d := get(t, w); d != 1 {
+		t.Fatalf("Get = %d", d)
+	}
+	c.stopMember(leader)
+	if nl := c.leader(t); nl == leader {
+		t.Fatalf("leader did not change")
+	}
+	for i := 2; i <= 10; i++ {
+		put(t, writer, "/leader-change", strconv.Itoa(i))
+	}
+	last := 1
+	for last != 10 {
+		d := get(t, w)
+		if d <= last {
+			t.Fatalf("Get = %d after %d", d, last)
+		}
+		last = d
+	}
+	c.restartMember(leader)
+}
