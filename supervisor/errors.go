@@ -19,7 +19,7 @@ var (
 	// that name in its current run.
 	ErrDuplicateName = errors.New("a sibling with this name already exists")
 	// ErrNotRunning means the calling runnable can no longer start children:
-	// its context is cancelled or it has already returned.
+	// its context (or the one passed) is cancelled, or it has returned.
 	ErrNotRunning = errors.New("calling runnable is cancelled or has returned")
 	// ErrReturnedWithoutDone is the failure recorded for a runnable that
 	// returned nil without signalling SignalDone: a runnable that stops

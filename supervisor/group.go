@@ -126,8 +126,12 @@ func (g *group) runOnce(parentCtx context.Context, bo backoff.BackOff, attempt i
 		return 0, false
 	}
 	wait := backoff.Stop
-	if failure != nil && parentCtx.Err() == nil {
+	switch {
+	case failure != nil && parentCtx.Err() == nil:
 		wait = g.nextBackoff(bo, failure)
+	case failure != nil:
+		// It failed on its own just before its parent began stopping.
+		g.logFailure(failure, "runnable failed; not restarting, its parent is stopping")
 	}
 	now = time.Now()
 	s.mu.Lock()
@@ -167,12 +171,21 @@ func markCancelling(n *node, now time.Time) {
 // nextBackoff decides how long to wait before the restart and logs the
 // failure with that decision.
 func (g *group) nextBackoff(bo backoff.BackOff, f *result) time.Duration {
-	cfg := g.sup.cfg
-	if !f.healthyAt.IsZero() && f.at.Sub(f.healthyAt) >= cfg.backoffReset {
+	if !f.healthyAt.IsZero() && f.at.Sub(f.healthyAt) >= g.sup.cfg.backoffReset {
 		bo.Reset()
 	}
 	wait := bo.NextBackOff()
+	if wait == backoff.Stop {
+		g.logFailure(f, "runnable failed; the backoff policy gave up, not restarting")
+	} else {
+		g.logFailure(f, "runnable failed; restarting after backoff", zap.Duration("backoff", wait))
+	}
+	return wait
+}
 
+// logFailure logs f on the failed runnable's logger, with its group and, for
+// a panic, the stack.
+func (g *group) logFailure(f *result, msg string, extra ...zap.Field) {
 	fields := []zap.Field{zap.Error(f.err), zap.Int("restarts", f.restarts)}
 	if len(g.members) > 1 {
 		names := make([]string, len(g.members))
@@ -184,13 +197,7 @@ func (g *group) nextBackoff(bo backoff.BackOff, f *result) time.Duration {
 	if pe := (*panicError)(nil); errors.As(f.err, &pe) {
 		fields = append(fields, zap.ByteString("stack", pe.stack))
 	}
-	log := f.run.node.logger
-	if wait == backoff.Stop {
-		log.Error("runnable failed; the backoff policy gave up, not restarting", fields...)
-	} else {
-		log.Error("runnable failed; restarting after backoff", append(fields, zap.Duration("backoff", wait))...)
-	}
-	return wait
+	f.run.node.logger.Error(msg, append(fields, extra...)...)
 }
 
 // waitExit waits for every goroutine of a cancelled group run, warning about

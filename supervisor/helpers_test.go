@@ -153,8 +153,9 @@ func healthyUntilCancelled(ctx context.Context) error {
 // runs records the contexts of successive runs of one runnable, so that
 // tests can check how often it ran and whether earlier runs were cancelled.
 type runs struct {
-	mu   sync.Mutex
-	ctxs []context.Context
+	mu       sync.Mutex
+	ctxs     []context.Context
+	returned []chan struct{}
 }
 
 // start records a run and returns its 1-based number.
@@ -162,7 +163,22 @@ func (r *runs) start(ctx context.Context) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ctxs = append(r.ctxs, ctx)
+	r.returned = append(r.returned, make(chan struct{}))
 	return len(r.ctxs)
+}
+
+// end records that run i has returned; runnables defer it.
+func (r *runs) end(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.returned[i-1])
+}
+
+// hasReturned reports whether run i has called end.
+func (r *runs) hasReturned(i int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return isClosed(r.returned[i-1])
 }
 
 func (r *runs) count() int {

@@ -70,8 +70,17 @@ func (s *Supervisor) Wait() {
 // before New returns, so a watcher's first Get never blocks, and updated on
 // every state change of any node.
 func (s *Supervisor) Tree() event.ValueWatch[TreeState] {
-	return &s.tree
+	return treeWatch{&s.tree}
 }
+
+// treeWatch hides the Set of the underlying value: only the supervisor
+// may write the tree.
+type treeWatch struct{ v *memory.Value[TreeState] }
+
+func (t treeWatch) Watch() event.Watcher[TreeState] { return t.v.Watch() }
+
+// Info reports the bookkeeping of the tree value (version, watchers).
+func (t treeWatch) Info() event.Info { return t.v.Info() }
 
 // markDirty flags n and its ancestors for the next publishLocked.
 func (s *Supervisor) markDirty(n *node) {

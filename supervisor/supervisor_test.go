@@ -210,7 +210,7 @@ func TestBackoffStopGivesUp(t *testing.T) {
 
 func TestParentFailureRestartsSubtree(t *testing.T) {
 	var parent, child, grandchild runs
-	var exitedEarly bool
+	var restartedEarly bool
 	grandchildHealthy := make(chan struct{}, 1)
 	tr := startTree(t, func(ctx context.Context) error {
 		if err := Run(ctx, "parent", func(ctx context.Context) error {
@@ -218,12 +218,12 @@ func TestParentFailureRestartsSubtree(t *testing.T) {
 			if n == 2 {
 				// The restart must only happen once the whole old
 				// subtree has returned.
-				exitedEarly = child.ctx(1).Err() == nil || grandchild.ctx(1).Err() == nil
+				restartedEarly = !child.hasReturned(1) || !grandchild.hasReturned(1)
 			}
 			err := Run(ctx, "child", func(ctx context.Context) error {
-				child.start(ctx)
+				defer child.end(child.start(ctx))
 				if err := Run(ctx, "grandchild", func(ctx context.Context) error {
-					grandchild.start(ctx)
+					defer grandchild.end(grandchild.start(ctx))
 					Signal(ctx, SignalHealthy)
 					grandchildHealthy <- struct{}{}
 					<-ctx.Done()
@@ -252,7 +252,7 @@ func TestParentFailureRestartsSubtree(t *testing.T) {
 		g, _ := ts.Node("root.parent.child.grandchild")
 		return p.State == StateHealthy && p.Restarts == 1 && g.State == StateHealthy
 	})
-	if exitedEarly {
+	if restartedEarly {
 		t.Error("parent restarted before its old subtree returned")
 	}
 	if parent.count() != 2 || child.count() != 2 || grandchild.count() != 2 {
@@ -297,7 +297,7 @@ func TestChildFailureDoesNotRestartParent(t *testing.T) {
 
 func TestGroupRestartsTogether(t *testing.T) {
 	var a, b, c runs
-	var bFirstRunLeftEarly bool
+	var restartedEarly bool
 	bHealthy := make(chan struct{})
 	cDone := make(chan struct{})
 	tr := startTree(t, func(ctx context.Context) error {
@@ -308,11 +308,13 @@ func TestGroupRestartsTogether(t *testing.T) {
 					<-cDone
 					return errors.New("a broke")
 				}
-				bFirstRunLeftEarly = b.ctx(1).Err() == nil
+				restartedEarly = !b.hasReturned(1)
 				return healthyUntilCancelled(ctx)
 			},
 			"b": func(ctx context.Context) error {
-				if b.start(ctx) == 1 {
+				n := b.start(ctx)
+				defer b.end(n)
+				if n == 1 {
 					Signal(ctx, SignalHealthy)
 					close(bHealthy)
 					<-ctx.Done()
@@ -343,7 +345,7 @@ func TestGroupRestartsTogether(t *testing.T) {
 	if a.count() != 2 || b.count() != 2 || c.count() != 2 {
 		t.Errorf("runs: a %d, b %d, c %d; want 2 each", a.count(), b.count(), c.count())
 	}
-	if bFirstRunLeftEarly {
+	if restartedEarly {
 		t.Error("group restarted before all members returned")
 	}
 	if n, _ := ts.Node("root.a"); n.LastError != "a broke" {

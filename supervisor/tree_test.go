@@ -131,12 +131,13 @@ func TestWideTree(t *testing.T) {
 		names = append(names, fmt.Sprintf("c%03d", i))
 	}
 	poke := make(chan struct{})
+	var last runs
 	tr := startTree(t, func(ctx context.Context) error {
 		// Start in reverse so that every Run inserts at the front.
 		for _, name := range slices.Backward(names) {
 			if err := Run(ctx, name, func(ctx context.Context) error {
 				Signal(ctx, SignalHealthy)
-				if name == names[width-1] {
+				if name == names[width-1] && last.start(ctx) == 1 {
 					select {
 					case <-poke:
 						return errors.New("poked")
