@@ -31,6 +31,12 @@
 // and logged with its stack) and runtime.Goexit. Returning, with or without
 // an error, after the supervisor cancelled ctx is not a failure.
 //
+// Signals are bound to one run of a runnable: a goroutine left behind by a
+// run that has returned cannot signal, or start children, for the next run
+// (its Signal calls are ignored, its Run calls return [ErrNotRunning]).
+// Signal panics when ctx belongs to no runnable, because that is a
+// programming error no caller could handle.
+//
 // # Failure, restart, backoff
 //
 // When a runnable fails, its whole subtree is cancelled, the supervisor
@@ -63,9 +69,17 @@
 // immutable [TreeState] snapshot, published on every state change, with each
 // node's dotted name, [State], restart count, last error and the time it
 // entered its state. Tests wait on it with event.Filter instead of sleeping;
-// the CLI prints it.
+// the CLI prints it ([TreeState.String]).
+//
+// [TestHarness] runs a runnable as the root of a tree for one test, logging
+// through the test and with a short backoff, and waits for the whole tree
+// when the test ends so that no goroutine outlives it.
 //
 // # What this package does not do
+//
+// It only supervises what it runs: a panic in a goroutine that a runnable
+// starts by itself still crashes the program, so work that may fail belongs
+// in a child runnable.
 //
 // It never gives up on its own and never escalates a failure to the parent:
 // a worker that cannot work keeps being restarted with growing backoff and

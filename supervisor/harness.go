@@ -18,16 +18,23 @@ import (
 // through t after it ended.
 func TestHarness(t testing.TB, r Runnable) (cancel func()) {
 	t.Helper()
-	ctx, cancelCtx := context.WithCancel(context.Background())
-	s := New(ctx, r,
-		WithLogger(zaptest.NewLogger(t)),
-		WithBackoff(testBackoff),
-	)
+	_, cancel = TestHarnessTree(t, r)
+	return cancel
+}
+
+// TestHarnessTree is TestHarness for tests that also need the supervisor,
+// typically to wait on Tree until a runnable is healthy. opts apply after
+// the harness's own, so a test can replace the logger or the backoff.
+func TestHarnessTree(t testing.TB, r Runnable, opts ...Option) (*Supervisor, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	base := []Option{WithLogger(zaptest.NewLogger(t)), WithBackoff(testBackoff)}
+	s := New(ctx, r, append(base, opts...)...)
 	t.Cleanup(func() {
-		cancelCtx()
+		cancel()
 		s.Wait()
 	})
-	return cancelCtx
+	return s, cancel
 }
 
 func testBackoff() backoff.BackOff {
