@@ -1,0 +1,190 @@
+package identity
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestMain fails the package if any goroutine outlives the tests. Every
+// etcd server, etcd client, gRPC server and connection a test makes is
+// closed by the test's cleanup, so nothing is ignored.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTimeout bounds every wait of a test on etcd or a connection.
+// Generous: an embedded etcd under -race on a busy machine is slow.
+const testTimeout = 60 * time.Second
+
+// ctxT is a context for the etcd calls of one test.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// etcdSubnet hands each embedded etcd its own loopback address,
+// 127.62.N.1, so that no two servers of this package (and no other
+// package's, which use other 127.x ranges) share an address. It wraps
+// around after 250 (long benchmarks); by then earlier servers are long gone,
+// and ports are checked free anyway.
+var etcdSubnet atomic.Uint32
+
+// freePort returns a port the kernel just reported free on ip.
+func freePort(t testing.TB, ip netip.Addr) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		t.Fatalf("finding a free port on %s: %v", ip, err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startEtcd starts a one-member etcd on a fresh loopback address, stopped
+// by the test's cleanup.
+func startEtcd(t testing.TB) *embed.Etcd {
+	t.Helper()
+	n := 1 + (etcdSubnet.Add(1)-1)%250
+	ip := netip.AddrFrom4([4]byte{127, 62, byte(n), 1})
+	peer := url.URL{Scheme: "http", Host: netip.AddrPortFrom(ip, freePort(t, ip)).String()}
+	client := url.URL{Scheme: "http", Host: netip.AddrPortFrom(ip, freePort(t, ip)).String()}
+	cfg := embed.NewConfig()
+	cfg.Name = "identity-test"
+	cfg.Dir = t.TempDir()
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil { // as etcd wants its data directory
+		t.Fatal(err)
+	}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg.InitialClusterToken = fmt.Sprintf("identity-test-%d", n)
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("starting etcd on %s: %v", ip, err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("etcd on %s failed: %v", ip, err)
+	case <-time.After(testTimeout):
+		t.Fatalf("etcd on %s not ready after %s", ip, testTimeout)
+	}
+	return e
+}
+
+// etcdClient returns a client of e confined to prefix, as the curator's
+// namespaced client is, closed by the test's cleanup.
+func etcdClient(t testing.TB, e *embed.Etcd, prefix string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{e.Clients[0].Addr().String()},
+		DialTimeout: testTimeout,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	cli.KV = namespace.NewKV(cli.KV, prefix)
+	cli.Watcher = namespace.NewWatcher(cli.Watcher, prefix)
+	cli.Lease = namespace.NewLease(cli.Lease, prefix)
+	return cli
+}
+
+// testNow is the time tests issue at: now, truncated to a second as
+// certificates are.
+func testNow() time.Time { return time.Now().Truncate(time.Second) }
+
+// mustCA makes a CA valid from now.
+func mustCA(t testing.TB, now time.Time) *CA {
+	t.Helper()
+	ca, err := NewCA(now)
+	if err != nil {
+		t.Fatalf("NewCA: %v", err)
+	}
+	return ca
+}
+
+// mustKey makes a key.
+func mustKey(t testing.TB) ed25519.PrivateKey {
+	t.Helper()
+	key, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// pubOf is key's public key.
+func pubOf(key ed25519.PrivateKey) ed25519.PublicKey { return key.Public().(ed25519.PublicKey) }
+
+// loopback is the address test servers listen on and node certificates
+// name.
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// node is a node's key and certificate.
+type node struct {
+	key  ed25519.PrivateKey
+	cert *x509.Certificate
+	tls  tls.Certificate
+}
+
+// mustNode issues a node certificate at now for a fresh key, naming the
+// loopback address.
+func mustNode(t testing.TB, ca *CA, now time.Time) node {
+	t.Helper()
+	key := mustKey(t)
+	cert, err := ca.IssueNode(pubOf(key), []netip.Addr{loopback}, now)
+	if err != nil {
+		t.Fatalf("IssueNode: %v", err)
+	}
+	return node{key: key, cert: cert, tls: mustTLS(t, cert, key)}
+}
+
+// mustUser issues a user certificate at now for a fresh key.
+func mustUser(t testing.TB, ca *CA, name string, now time.Time) node {
+	t.Helper()
+	key := mustKey(t)
+	cert, err := ca.IssueUser(name, pubOf(key), now)
+	if err != nil {
+		t.Fatalf("IssueUser: %v", err)
+	}
+	return node{key: key, cert: cert, tls: mustTLS(t, cert, key)}
+}
+
+// mustTLS is TLSCertificate that fails the test on error.
+func mustTLS(t testing.TB, cert *x509.Certificate, key ed25519.PrivateKey) tls.Certificate {
+	t.Helper()
+	c, err := TLSCertificate(cert, key)
+	if err != nil {
+		t.Fatalf("TLSCertificate: %v", err)
+	}
+	return c
+}
+
+// certs is what n presents in a handshake.
+func (n node) certs() []*x509.Certificate { return []*x509.Certificate{n.cert} }

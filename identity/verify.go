@@ -1,0 +1,277 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Kind says what kind of caller an Identity describes.
+type Kind int
+
+// The kinds of callers. The zero Kind is KindUnauthenticated, so a zero
+// Identity grants nothing.
+const (
+	// KindUnauthenticated is a caller that presented a self-signed
+	// certificate: all that is known is that it holds the private key of
+	// Identity.PublicKey. A registering node is one. It is never a node,
+	// whatever its certificate says.
+	KindUnauthenticated Kind = iota
+	// KindNode is a node, with a node certificate from the cluster CA.
+	KindNode
+	// KindUser is a user (an operator), with a user certificate from the
+	// cluster CA.
+	KindUser
+)
+
+// String returns "unauthenticated", "node" or "user".
+func (k Kind) String() string {
+	switch k {
+	case KindUnauthenticated:
+		return "unauthenticated"
+	case KindNode:
+		return "node"
+	case KindUser:
+		return "user"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Identity is who a peer is, as established from the certificate it
+// presented. Only the fields of its Kind are set.
+type Identity struct {
+	// Kind is the kind of peer.
+	Kind Kind
+	// NodeID is the node's ID, for KindNode. It is NodeID(PublicKey).
+	NodeID string
+	// UserName is the user's name, for KindUser.
+	UserName string
+	// PublicKey is the peer's public key, whatever its kind: for a node
+	// the key the curator must find in the node's record, for a
+	// registering node the key it asks to register.
+	PublicKey ed25519.PublicKey
+	// NotAfter is when the peer's certificate expires, for KindNode and
+	// KindUser; after it, the identity no longer holds (see PeerIdentity).
+	NotAfter time.Time
+}
+
+// IsNode reports whether i is the node nodeID, authenticated by a
+// certificate from the cluster CA. It is the check behind "a node may only
+// update itself".
+func (i Identity) IsNode(nodeID string) bool {
+	return i.Kind == KindNode && i.NodeID != "" && i.NodeID == nodeID
+}
+
+// String describes i for logs: "node node-…", "user owner" or
+// "unauthenticated node-…" (the ID the key would have).
+func (i Identity) String() string {
+	switch i.Kind {
+	case KindNode:
+		return "node " + i.NodeID
+	case KindUser:
+		return "user " + i.UserName
+	case KindUnauthenticated:
+		if len(i.PublicKey) == ed25519.PublicKeySize {
+			return "unauthenticated " + NodeID(i.PublicKey)
+		}
+		return "unauthenticated"
+	}
+	return i.Kind.String()
+}
+
+// Errors of Identify. Others (wrapped with these) say what was wrong.
+var (
+	// ErrNoCertificate means that the peer presented no certificate.
+	ErrNoCertificate = errors.New("no certificate presented")
+	// ErrUntrusted means that the peer's certificate is neither valid and
+	// issued by the cluster CA, nor a self-signed ephemeral certificate:
+	// another cluster's, expired, not yet valid, or malformed.
+	ErrUntrusted = errors.New("certificate not trusted")
+)
+
+// Verifier establishes identities against one cluster CA. It needs only
+// the CA's certificate, so every node and user can have one. A Verifier is
+// safe for concurrent use.
+type Verifier struct {
+	ca    *x509.Certificate
+	roots *x509.CertPool
+}
+
+// NewVerifier returns a Verifier trusting the CA whose certificate is
+// caCert (from the register ticket, the cluster directory or CA.Certificate).
+// caCert must be a self-signed ed25519 CA certificate.
+func NewVerifier(caCert *x509.Certificate) (*Verifier, error) {
+	if caCert == nil {
+		return nil, errors.New("no CA certificate")
+	}
+	if _, ok := caCert.PublicKey.(ed25519.PublicKey); !ok {
+		return nil, fmt.Errorf("CA certificate has a %T key, want ed25519", caCert.PublicKey)
+	}
+	if !caCert.IsCA || !caCert.BasicConstraintsValid {
+		return nil, errors.New("CA certificate is not a CA certificate")
+	}
+	if err := caCert.CheckSignature(caCert.SignatureAlgorithm, caCert.RawTBSCertificate, caCert.Signature); err != nil {
+		return nil, fmt.Errorf("CA certificate is not self-signed: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	return &Verifier{ca: caCert, roots: roots}, nil
+}
+
+// CACertificate returns the certificate of the CA v trusts.
+func (v *Verifier) CACertificate() *x509.Certificate { return v.ca }
+
+// Identify says who a client is from the certificates it presented in a
+// TLS handshake (leaf first, as in tls.ConnectionState.PeerCertificates),
+// at time now. There are exactly three outcomes besides an error:
+//
+//   - The leaf is valid at now and signed by the CA, and is a node
+//     certificate: KindNode. (The CA signs leaves directly; any other
+//     certificates presented are ignored, never used as intermediates.)
+//   - Likewise for a user certificate: KindUser.
+//   - The leaf does not verify against the CA, is self-signed (by the key it
+//     carries), is not a CA certificate and is the only certificate
+//     presented: KindUnauthenticated, with only PublicKey set. Its subject,
+//     extensions and validity period are ignored: it proves only that the
+//     peer holds its key.
+//
+// Anything else is an error wrapping ErrNoCertificate or ErrUntrusted: a
+// certificate from another CA, an expired one, one the CA signed but that
+// is not a well-formed node or user certificate (such as the CA's own).
+// A certificate that verifies against the CA is never reconsidered as
+// self-signed.
+func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Identity, error) {
+	if len(presented) == 0 || presented[0] == nil {
+		return Identity{}, ErrNoCertificate
+	}
+	leaf := presented[0]
+	_, verr := leaf.Verify(x509.VerifyOptions{
+		Roots:       v.roots,
+		CurrentTime: now,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if verr == nil {
+		id, err := classify(leaf)
+		if err != nil {
+			return Identity{}, fmt.Errorf("%w: issued by the cluster CA but %w", ErrUntrusted, err)
+		}
+		return id, nil
+	}
+	if len(presented) == 1 && isSelfSigned(leaf) {
+		return Identity{Kind: KindUnauthenticated, PublicKey: leaf.PublicKey.(ed25519.PublicKey)}, nil
+	}
+	return Identity{}, fmt.Errorf("%w: %q: %w", ErrUntrusted, leaf.Subject.CommonName, verr)
+}
+
+// identifyServer checks the certificate a server presented, which the TLS
+// stack has verified against the CA (chain, time, server authentication,
+// host name): it must be a node certificate.
+func identifyServer(presented []*x509.Certificate) error {
+	if len(presented) == 0 {
+		return ErrNoCertificate
+	}
+	id, err := classify(presented[0])
+	if err != nil {
+		return fmt.Errorf("%w: server certificate issued by the cluster CA but %w", ErrUntrusted, err)
+	}
+	if id.Kind != KindNode {
+		return fmt.Errorf("%w: server presents a %s certificate, want a node's", ErrUntrusted, id.Kind)
+	}
+	return nil
+}
+
+// classify reads the identity in a certificate the CA issued. It checks
+// that the whole certificate agrees with the kind its OU claims, so that a
+// mistake in issuance cannot yield an identity: a node certificate must name
+// the node its key belongs to and authenticate both sides; a user
+// certificate must name a valid user and authenticate clients only.
+func classify(cert *x509.Certificate) (Identity, error) {
+	if cert.IsCA {
+		return Identity{}, errors.New("it is a CA certificate")
+	}
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return Identity{}, fmt.Errorf("it has a %T key, want ed25519", cert.PublicKey)
+	}
+	if len(cert.Subject.OrganizationalUnit) != 1 {
+		return Identity{}, fmt.Errorf("its subject has %d organizational units, want 1", len(cert.Subject.OrganizationalUnit))
+	}
+	name := cert.Subject.CommonName
+	switch cert.Subject.OrganizationalUnit[0] {
+	case ouNode:
+		if err := VerifyNodeID(name, pub); err != nil {
+			return Identity{}, fmt.Errorf("node certificate: %w", err)
+		}
+		if !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+			return Identity{}, fmt.Errorf("node certificate of %s: not good for both server and client authentication", name)
+		}
+		return Identity{Kind: KindNode, NodeID: name, PublicKey: pub, NotAfter: cert.NotAfter}, nil
+	case ouUser:
+		if err := ValidateUserName(name); err != nil {
+			return Identity{}, fmt.Errorf("user certificate: %w", err)
+		}
+		if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || len(cert.UnknownExtKeyUsage) != 0 {
+			return Identity{}, fmt.Errorf("user certificate of %q: not for client authentication only", name)
+		}
+		if len(cert.DNSNames) != 0 || len(cert.IPAddresses) != 0 || len(cert.URIs) != 0 || len(cert.EmailAddresses) != 0 {
+			return Identity{}, fmt.Errorf("user certificate of %q: names hosts", name)
+		}
+		return Identity{Kind: KindUser, UserName: name, PublicKey: pub, NotAfter: cert.NotAfter}, nil
+	}
+	return Identity{}, fmt.Errorf("its organizational unit %q is not a kind of certificate", cert.Subject.OrganizationalUnit[0])
+}
+
+// isSelfSigned reports whether cert is an acceptable ephemeral certificate:
+// an ed25519 end-entity certificate whose issuer is its subject and whose
+// signature its own key verifies.
+func isSelfSigned(cert *x509.Certificate) bool {
+	if _, ok := cert.PublicKey.(ed25519.PublicKey); !ok || cert.IsCA {
+		return false
+	}
+	if string(cert.RawIssuer) != string(cert.RawSubject) {
+		return false
+	}
+	return cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature) == nil
+}
+
+// EphemeralCertificate returns the self-signed certificate a node presents
+// while it registers, made for key at now. Its subject names the node ID
+// the key would have, for whoever reads it in a log, but servers trust
+// nothing in it beyond its key (see Verifier.Identify): a registering node
+// is KindUnauthenticated, and it is the register ticket that says it may
+// register. Servers ignore its validity period; EphemeralCertificateLifetime
+// is nominal.
+func EphemeralCertificate(key ed25519.PrivateKey, now time.Time) (*x509.Certificate, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("making ephemeral certificate: ed25519 private key of %d bytes, want %d", len(key), ed25519.PrivateKeySize)
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, fmt.Errorf("making ephemeral certificate: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouEphemeral}, CommonName: NodeID(pub)},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(EphemeralCertificateLifetime),
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		SubjectKeyId:          keyID(pub),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	if err != nil {
+		return nil, fmt.Errorf("self-signing ephemeral certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parsing ephemeral certificate: %w", err)
+	}
+	return cert, nil
+}
