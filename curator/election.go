@@ -1,0 +1,182 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// electionPrefix holds one key per candidate; the oldest one leads.
+const electionPrefix = "election"
+
+// DefaultLeaseTTL is how long a leader that stopped renewing its lease (a
+// crash, a partition) keeps the leadership: the time to a new leader after a
+// leader dies.
+const DefaultLeaseTTL = 5 * time.Second
+
+// ErrNotLeader is returned by a leader-guarded write when this curator no
+// longer holds the leadership it was given: the write did not happen.
+var ErrNotLeader = errors.New("curator: not the leader (leadership lost)")
+
+// Election runs one curator's candidacy for leadership through etcd and
+// publishes who leads. Every curator runs one; the winner keeps a lease
+// alive, and loses the leadership when the lease expires or is revoked.
+type Election struct {
+	// Client reaches etcd, in the curator's namespace.
+	Client *clientv3.Client
+	// Candidate is what this curator publishes while it leads: who it is
+	// and how to reach it. Followers read it from Status.
+	Candidate []byte
+	// LeaseTTL defaults to DefaultLeaseTTL. etcd counts it in whole seconds.
+	LeaseTTL time.Duration
+
+	mu     sync.Mutex
+	status memory.Value[*LeaderStatus]
+	// The two halves of the status, written by Run and by its observer.
+	leading *Leadership
+	leader  []byte
+}
+
+// LeaderStatus is a curator's view of the leadership.
+type LeaderStatus struct {
+	// Leading is set while this curator is the leader; its writes must go
+	// through it.
+	Leading *Leadership
+	// Leader is the current leader's Candidate value (this curator's own
+	// while it leads), nil while nobody leads.
+	Leader []byte
+}
+
+// Leadership is proof of leadership at one point in etcd's history: the
+// election key this curator created and its revision. A transaction guarded
+// by it succeeds only while that key still exists, so a deposed leader can
+// never overwrite its successor's state.
+type Leadership struct {
+	client *clientv3.Client
+	key    string
+	rev    int64
+}
+
+// Guard is the comparison that holds exactly while this leadership lasts.
+func (l *Leadership) Guard() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
+}
+
+// Txn runs a transaction guarded by the leadership: if the leadership still
+// holds and every cmp succeeds, then is applied, otherwise els. A lost
+// leadership is ErrNotLeader whatever the other comparisons say. succeeded
+// reports whether then was applied.
+func (l *Leadership) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op) (resp *clientv3.TxnResponse, succeeded bool, err error) {
+	// The guard is checked in a nested transaction so that a failing cmp and
+	// a lost leadership can be told apart in one round trip.
+	inner := clientv3.OpTxn(cmps, then, els)
+	resp, err = l.client.Txn(ctx).If(l.Guard()).Then(inner).Commit()
+	if err != nil {
+		return nil, false, fmt.Errorf("leader transaction: %w", err)
+	}
+	if !resp.Succeeded {
+		return nil, false, ErrNotLeader
+	}
+	in := resp.Responses[0].GetResponseTxn()
+	return (*clientv3.TxnResponse)(in), in.Succeeded, nil
+}
+
+// Status is the leadership as this curator sees it.
+func (e *Election) Status() event.ValueWatch[*LeaderStatus] { return &e.status }
+
+func (e *Election) publish(leading *Leadership, leader []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leading, e.leader = leading, leader
+	if leading != nil {
+		leader = e.Candidate
+	}
+	e.status.Set(&LeaderStatus{Leading: leading, Leader: leader})
+}
+
+func (e *Election) setLeader(leader []byte) {
+	e.mu.Lock()
+	leading := e.leading
+	e.mu.Unlock()
+	e.publish(leading, leader)
+}
+
+// Run campaigns until this curator leads, holds the leadership while its
+// lease lives, and returns an error when it is lost, so that the supervisor
+// starts a new candidacy. It resigns when ctx is cancelled, handing the
+// leadership over at once instead of after the lease expires.
+func (e *Election) Run(ctx context.Context) error {
+	ttl := e.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	seconds := max(int(ttl/time.Second), 1)
+	// The session outlives ctx by the time it takes to resign, so that a
+	// cancelled curator can still revoke its lease.
+	sessionCtx, cancelSession := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSession()
+	session, err := concurrency.NewSession(e.Client, concurrency.WithTTL(seconds), concurrency.WithContext(sessionCtx))
+	if err != nil {
+		return fmt.Errorf("creating election session: %w", err)
+	}
+	defer func() {
+		// Revoking the lease deletes our key: followers see a new leader
+		// immediately rather than after the TTL.
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+		defer cancel()
+		if _, err := e.Client.Revoke(closeCtx, session.Lease()); err != nil {
+			supervisor.Logger(ctx).Warn("revoking the election lease failed; it will expire", zap.Error(err))
+		}
+		session.Orphan()
+	}()
+	election := concurrency.NewElection(session, electionPrefix)
+	e.publish(nil, nil)
+
+	if err := supervisor.Run(ctx, "observer", func(ctx context.Context) error {
+		supervisor.Signal(ctx, supervisor.SignalHealthy)
+		return e.observe(ctx, election)
+	}); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+
+	if err := election.Campaign(ctx, string(e.Candidate)); err != nil {
+		return fmt.Errorf("campaigning: %w", err)
+	}
+	leadership := &Leadership{client: e.Client, key: election.Key(), rev: election.Rev()}
+	supervisor.Logger(ctx).Info("leading", zap.String("key", election.Key()), zap.Int64("revision", election.Rev()))
+	e.publish(leadership, nil)
+	defer e.publish(nil, nil)
+
+	select {
+	case <-session.Done():
+		return errors.New("leadership lost: the election lease expired")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// observe publishes the current leader's candidate value as it changes.
+func (e *Election) observe(ctx context.Context, election *concurrency.Election) error {
+	for resp := range election.Observe(ctx) {
+		if len(resp.Kvs) == 0 {
+			e.setLeader(nil)
+			continue
+		}
+		e.setLeader(resp.Kvs[0].Value)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("observing the election stopped")
+}

@@ -1,0 +1,76 @@
+package curator
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Idle HTTP keep-alive connections of etcd's peer transport can
+		// outlive a stopped member briefly; this package serves no HTTP.
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+const waitTimeout = 60 * time.Second
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Every test cluster of this package gets its own loopback address,
+// 127.25.<n>.1, so that nothing is shared between tests or packages.
+var subnet atomic.Int32
+
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	s := 1 + (subnet.Add(1)-1)%250
+	ip := netip.AddrFrom4([4]byte{127, 25, byte(s), 1})
+	l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+	if err != nil {
+		t.Fatalf("finding a free port on %s: %v", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startConsensus bootstraps a one-member etcd and returns a client in the
+// curator's namespace. Everything stops when the test ends.
+func startConsensus(t testing.TB) *clientv3.Client {
+	t.Helper()
+	svc, err := consensus.New(consensus.Config{
+		Name:        "one",
+		DataDir:     t.TempDir(),
+		PeerAddress: freeAddress(t),
+		Bootstrap:   true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, svc.Run)
+	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
+	if err != nil {
+		t.Fatalf("waiting for consensus: %v", err)
+	}
+	cli, err := st.ClientFor("curator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
