@@ -1,0 +1,323 @@
+package identity
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A TLS server on a real socket: it accepts connections one at a time,
+// runs the handshake with the given configuration, writes the identity it
+// established to the client on one line, and reports each connection's
+// outcome on results.
+type tlsServer struct {
+	addr    string
+	results chan serverResult
+}
+
+// serverResult is what the server made of one connection.
+type serverResult struct {
+	id  Identity
+	err error // the handshake's or Identify's
+}
+
+// serveTLS runs a tlsServer on 127.0.0.1:0 until the test ends.
+func serveTLS(t testing.TB, cfg *tls.Config, v *Verifier) *tlsServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tlsServer{addr: ln.Addr().String(), results: make(chan serverResult, 64)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // listener closed
+			}
+			s.results <- s.handle(tls.Server(c, cfg), v)
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return s
+}
+
+func (s *tlsServer) handle(c *tls.Conn, v *Verifier) serverResult {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(testTimeout))
+	if err := c.Handshake(); err != nil {
+		return serverResult{err: err}
+	}
+	id, err := v.Identify(c.ConnectionState().PeerCertificates, time.Now())
+	if err != nil {
+		return serverResult{err: err}
+	}
+	fmt.Fprintf(c, "%s\n", id)
+	return serverResult{id: id}
+}
+
+// dial connects to s with cfg and returns the line the server wrote (its
+// view of the client), what the server reported for the connection, and
+// the error the client saw.
+func (s *tlsServer) dial(t testing.TB, cfg *tls.Config) (string, serverResult, error) {
+	t.Helper()
+	line, cerr := func() (string, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: testTimeout}, "tcp", s.addr, cfg)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(testTimeout))
+		// In TLS 1.3 the client's handshake completes before the server
+		// has checked the client's certificate: a refusal shows here.
+		return bufio.NewReader(c).ReadString('\n')
+	}()
+	select {
+	case r := <-s.results:
+		return line, r, cerr
+	case <-time.After(testTimeout):
+		t.Fatal("server reported nothing about the connection")
+		return "", serverResult{}, nil
+	}
+}
+
+// pki is a cluster's CA with a curator's node certificate and its server
+// configuration, serving on loopback.
+type pki struct {
+	ca     *CA
+	v      *Verifier
+	server node
+	srv    *tlsServer
+}
+
+func newPKI(t testing.TB) *pki {
+	t.Helper()
+	now := testNow()
+	p := &pki{ca: mustCA(t, now)}
+	p.v = p.ca.Verifier()
+	p.server = mustNode(t, p.ca, now)
+	cfg, err := ServerConfig(p.v, p.server.tls)
+	if err != nil {
+		t.Fatalf("ServerConfig: %v", err)
+	}
+	p.srv = serveTLS(t, cfg, p.v)
+	return p
+}
+
+func TestTLSIdentifiesCallers(t *testing.T) {
+	p := newPKI(t)
+	now := testNow()
+
+	n := mustNode(t, p.ca, now)
+	nodeCfg, err := NodeClientConfig(p.v, n.tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := mustUser(t, p.ca, "owner", now)
+	userCfg, err := UserClientConfig(p.v, u.tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regKey := mustKey(t)
+	regCfg, err := RegisterClientConfig(p.v, regKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		want Identity
+	}{
+		{"node", nodeCfg, Identity{Kind: KindNode, NodeID: NodeID(pubOf(n.key))}},
+		{"user", userCfg, Identity{Kind: KindUser, UserName: "owner"}},
+		{"registering node", regCfg, Identity{Kind: KindUnauthenticated}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, r, cerr := p.srv.dial(t, tc.cfg)
+			if cerr != nil || r.err != nil {
+				t.Fatalf("client: %v; server: %v", cerr, r.err)
+			}
+			if r.id.Kind != tc.want.Kind || r.id.NodeID != tc.want.NodeID || r.id.UserName != tc.want.UserName {
+				t.Errorf("server identified %+v, want %+v", r.id, tc.want)
+			}
+			if strings.TrimSpace(line) != r.id.String() {
+				t.Errorf("client read %q, want %q", line, r.id)
+			}
+		})
+	}
+	// The registering node's identity is its key.
+	_, r, _ := p.srv.dial(t, regCfg)
+	if !r.id.PublicKey.Equal(pubOf(regKey)) {
+		t.Error("registering node identified with another key")
+	}
+}
+
+// TestTLSSelfSignedNeverNode presents self-signed copies of a node's and
+// a user's certificates, with their real keys: the server takes them for
+// unauthenticated callers, nothing more.
+func TestTLSSelfSignedNeverNode(t *testing.T) {
+	p := newPKI(t)
+	now := testNow()
+	for _, victim := range []node{mustNode(t, p.ca, now), mustUser(t, p.ca, "owner", now)} {
+		forged := mustTLS(t, selfSign(t, victim.cert, victim.key), victim.key)
+		_, r, cerr := p.srv.dial(t, clientConfig(p.v, forged))
+		if cerr != nil || r.err != nil {
+			t.Fatalf("client: %v; server: %v", cerr, r.err)
+		}
+		if r.id.Kind != KindUnauthenticated || r.id.NodeID != "" || r.id.UserName != "" {
+			t.Errorf("self-signed copy of %s identified as %+v", victim.cert.Subject.CommonName, r.id)
+		}
+	}
+}
+
+// TestTLSRefusesClients has clients present certificates the server must
+// refuse in the handshake.
+func TestTLSRefusesClients(t *testing.T) {
+	p := newPKI(t)
+	now := testNow()
+	otherCA := mustCA(t, now)
+	past := now.Add(-2 * NodeCertificateLifetime)
+	oldCA := p.ca // same CA, certificate issued two years ago
+	expired := mustNode(t, oldCA, past)
+	expiredUser := mustUser(t, oldCA, "owner", now.Add(-2*UserCertificateLifetime))
+
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		want error
+	}{
+		{"another CA's node", clientConfig(p.v, mustNode(t, otherCA, now).tls), ErrUntrusted},
+		{"another CA's user", clientConfig(p.v, mustUser(t, otherCA, "owner", now).tls), ErrUntrusted},
+		{"expired node", clientConfig(p.v, expired.tls), ErrUntrusted},
+		{"expired user", clientConfig(p.v, expiredUser.tls), ErrUntrusted},
+		{"no certificate", &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.v.roots}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, r, cerr := p.srv.dial(t, tc.cfg)
+			if r.err == nil {
+				t.Fatalf("server accepted the client as %+v", r.id)
+			}
+			if tc.want != nil && !errors.Is(r.err, tc.want) {
+				t.Errorf("server refused with %v, want %v", r.err, tc.want)
+			}
+			if cerr == nil || line != "" {
+				t.Errorf("client read %q, %v; want a refusal", line, cerr)
+			}
+			t.Logf("server: %v; client: %v", r.err, cerr)
+		})
+	}
+	// Refused before use, too: a client does not build a configuration
+	// around a certificate peers would refuse, nor one of the wrong kind.
+	if _, err := NodeClientConfig(p.v, expired.tls); err == nil {
+		t.Error("NodeClientConfig accepted an expired certificate")
+	}
+	if _, err := NodeClientConfig(p.v, mustUser(t, p.ca, "owner", now).tls); err == nil {
+		t.Error("NodeClientConfig accepted a user certificate")
+	}
+	if _, err := UserClientConfig(p.v, mustNode(t, p.ca, now).tls); err == nil {
+		t.Error("UserClientConfig accepted a node certificate")
+	}
+	if _, err := NodeClientConfig(p.v, mustNode(t, otherCA, now).tls); err == nil {
+		t.Error("NodeClientConfig accepted another CA's certificate")
+	}
+	if _, err := ServerConfig(p.v, mustUser(t, p.ca, "owner", now).tls); err == nil {
+		t.Error("ServerConfig accepted a user certificate")
+	}
+}
+
+// TestTLSClientChecksServer has clients refuse servers that are not nodes
+// of their cluster at the address they dialled.
+func TestTLSClientChecksServer(t *testing.T) {
+	now := testNow()
+	ca := mustCA(t, now)
+	v := ca.Verifier()
+	n := mustNode(t, ca, now)
+	nodeCfg, err := NodeClientConfig(v, n.tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regCfg, err := RegisterClientConfig(v, mustKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rawServer serves cert with a configuration that bypasses
+	// ServerConfig's checks of its own certificate.
+	rawServer := func(cert tls.Certificate) *tlsServer {
+		cfg, err := ServerConfig(v, n.tls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+		return serveTLS(t, cfg, v)
+	}
+	otherCA := mustCA(t, now)
+	elsewhere, err := ca.IssueNode(pubOf(n.key), []netip.Addr{netip.MustParseAddr("10.9.9.9")}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Certificates the CA signed and the TLS stack accepts for a server at
+	// 127.0.0.1, but that are not node certificates: only the client's
+	// own check refuses them.
+	misissued := func(ou, cn string) tls.Certificate {
+		key := mustKey(t)
+		cert, err := ca.issue(&x509.Certificate{
+			Subject:     pkix.Name{OrganizationalUnit: []string{ou}, CommonName: cn},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		}, pubOf(key), now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustTLS(t, cert, key)
+	}
+	for _, tc := range []struct {
+		name   string
+		server tls.Certificate
+	}{
+		{"a user certificate good for servers", misissued(ouUser, "owner")},
+		{"a node certificate for another key", misissued(ouNode, NodeID(pubOf(n.key)))},
+		{"another CA's node", mustNode(t, otherCA, now).tls},
+		{"a user", mustUser(t, ca, "owner", now).tls},
+		{"an expired node", mustNode(t, ca, now.Add(-2*NodeCertificateLifetime)).tls},
+		{"a node at another address", mustTLS(t, elsewhere, n.key)},
+		{"a self-signed copy of a node", mustTLS(t, selfSign(t, n.cert, n.key), n.key)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := rawServer(tc.server)
+			for _, cfg := range []*tls.Config{nodeCfg, regCfg} {
+				line, _, cerr := srv.dial(t, cfg)
+				if cerr == nil || line != "" {
+					t.Errorf("client accepted the server: read %q", line)
+				}
+				t.Logf("client: %v", cerr)
+			}
+		})
+	}
+
+	// A node may also be dialled by its ID, which its certificate names.
+	srv := rawServer(n.tls)
+	byID := nodeCfg.Clone()
+	byID.ServerName = NodeID(pubOf(n.key))
+	if _, r, cerr := srv.dial(t, byID); cerr != nil || r.err != nil {
+		t.Errorf("dialling by node ID: client %v, server %v", cerr, r.err)
+	}
+	byOtherID := nodeCfg.Clone()
+	byOtherID.ServerName = NodeID(pubOf(mustKey(t)))
+	if line, _, cerr := srv.dial(t, byOtherID); cerr == nil {
+		t.Errorf("dialling another node's ID reached this one: %q", line)
+	}
+}
