@@ -64,11 +64,11 @@ type TakeOwnershipResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// DER of the owner certificate, for the owner key, from the cluster CA.
 	OwnerCertificate []byte `protobuf:"bytes,1,opt,name=owner_certificate,json=ownerCertificate,proto3" json:"owner_certificate,omitempty"`
-	// DER of the cluster CA certificate, which the owner then uses to check
-	// the curators' certificates.
-	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The cluster's curators and CA certificate, with which the owner then
+	// finds and checks the curators.
+	ClusterDirectory *ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TakeOwnershipResponse) Reset() {
@@ -108,9 +108,9 @@ func (x *TakeOwnershipResponse) GetOwnerCertificate() []byte {
 	return nil
 }
 
-func (x *TakeOwnershipResponse) GetCaCertificate() []byte {
+func (x *TakeOwnershipResponse) GetClusterDirectory() *ClusterDirectory {
 	if x != nil {
-		return x.CaCertificate
+		return x.ClusterDirectory
 	}
 	return nil
 }
@@ -119,11 +119,11 @@ var File_polis_curator_v1_aaa_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_aaa_proto_rawDesc = "" +
 	"\n" +
-	"\x1apolis/curator/v1/aaa.proto\x12\x10polis.curator.v1\x1a\x1cpolis/curator/v1/authz.proto\"\x16\n" +
-	"\x14TakeOwnershipRequest\"k\n" +
+	"\x1apolis/curator/v1/aaa.proto\x12\x10polis.curator.v1\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x16\n" +
+	"\x14TakeOwnershipRequest\"\x95\x01\n" +
 	"\x15TakeOwnershipResponse\x12+\n" +
-	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate2v\n" +
+	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate\x12O\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory2v\n" +
 	"\n" +
 	"AAAService\x12h\n" +
 	"\rTakeOwnership\x12&.polis.curator.v1.TakeOwnershipRequest\x1a'.polis.curator.v1.TakeOwnershipResponse\"\x06\xe2\xa6\x19\x02\b\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
@@ -144,15 +144,17 @@ var file_polis_curator_v1_aaa_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_polis_curator_v1_aaa_proto_goTypes = []any{
 	(*TakeOwnershipRequest)(nil),  // 0: polis.curator.v1.TakeOwnershipRequest
 	(*TakeOwnershipResponse)(nil), // 1: polis.curator.v1.TakeOwnershipResponse
+	(*ClusterDirectory)(nil),      // 2: polis.curator.v1.ClusterDirectory
 }
 var file_polis_curator_v1_aaa_proto_depIdxs = []int32{
-	0, // 0: polis.curator.v1.AAAService.TakeOwnership:input_type -> polis.curator.v1.TakeOwnershipRequest
-	1, // 1: polis.curator.v1.AAAService.TakeOwnership:output_type -> polis.curator.v1.TakeOwnershipResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: polis.curator.v1.TakeOwnershipResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	0, // 1: polis.curator.v1.AAAService.TakeOwnership:input_type -> polis.curator.v1.TakeOwnershipRequest
+	1, // 2: polis.curator.v1.AAAService.TakeOwnership:output_type -> polis.curator.v1.TakeOwnershipResponse
+	2, // [2:3] is the sub-list for method output_type
+	1, // [1:2] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_aaa_proto_init() }
@@ -161,6 +163,7 @@ func file_polis_curator_v1_aaa_proto_init() {
 		return
 	}
 	file_polis_curator_v1_authz_proto_init()
+	file_polis_curator_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -30,19 +30,19 @@ type Caller int32
 const (
 	// Never valid: a method that declares no caller cannot be called.
 	Caller_CALLER_UNSPECIFIED Caller = 0
-	// Anyone, with or without a client certificate. Only for calls that
-	// reveal nothing secret and change nothing, such as where the leader is
-	// and which CA the cluster uses.
+	// Anyone. The call does not look at who is calling, so it may only
+	// reveal what is not secret and change nothing: where the leader is,
+	// which CA the cluster uses.
 	Caller_CALLER_UNAUTHENTICATED Caller = 1
-	// A caller that proves it holds an ed25519 private key by presenting a
-	// TLS client certificate for the matching public key. The certificate is
-	// not checked against the cluster CA, so it is usually self-signed, and
-	// the caller is known by its public key alone; the handler decides what
-	// that key may do (register with a ticket, commit an approved
-	// registration, rejoin as a known node, take ownership with the owner
-	// key). The TLS handshake is the proof of possession: the client signs
-	// the handshake transcript, which contains the server's fresh random
-	// value, so the proof is bound to this connection and cannot be replayed.
+	// Anyone who proves that it holds an ed25519 private key, and is known
+	// by the matching public key alone. The proof is the TLS client
+	// certificate for that key: the client signs the handshake transcript,
+	// which contains the server's fresh random value, so the proof is bound
+	// to the connection and cannot be replayed. Whether the cluster CA
+	// issued the certificate does not matter (it is usually self-signed);
+	// the handler decides what the key may do: register with a ticket,
+	// commit an approved registration, rejoin as a known node, take
+	// ownership as the owner.
 	Caller_CALLER_KEY_HOLDER Caller = 2
 	// Any node with a valid node certificate from the cluster CA. Used for
 	// calls that read cluster state on behalf of the node.

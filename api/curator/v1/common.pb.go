@@ -45,9 +45,10 @@ const (
 	// A full member: it holds a node certificate, heartbeats, and may be
 	// given roles.
 	NodeState_NODE_STATE_UP NodeState = 3
-	// Taken out of the cluster for good: its roles are gone and its
-	// certificates are revoked. Kept so that the node's key cannot be used
-	// to come back, until an operator deletes the record.
+	// Taken out of the cluster for good: its roles are gone and the curator
+	// refuses its calls, whatever certificate it presents. The record is
+	// kept, so that the node's key cannot come back, until an operator
+	// deletes it.
 	NodeState_NODE_STATE_DECOMMISSIONED NodeState = 4
 )
 
@@ -808,15 +809,19 @@ func (x *CuratorEndpoint) GetPort() uint32 {
 	return 0
 }
 
-// ClusterDirectory says how to reach the cluster: every curator, which is
-// every UP node that reports a running curator. Any of them accepts every
-// call (a follower hands it on to the leader), so a client may dial any and
-// move on when one goes away. Nodes keep a copy to find the cluster again
-// after a reboot.
+// ClusterDirectory says how to reach the cluster and how to know it is the
+// cluster: every curator, and the CA that certifies them. Nodes keep a copy
+// to find the cluster again after a reboot; new nodes get one with the
+// register ticket.
 type ClusterDirectory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The curators, ordered by node ID.
-	Curators      []*CuratorEndpoint `protobuf:"bytes,1,rep,name=curators,proto3" json:"curators,omitempty"`
+	// The curators: every UP node that reports a running curator, ordered by
+	// node ID. Any of them accepts every call (a follower hands it on to the
+	// leader), so a client may dial any and move on when one goes away.
+	Curators []*CuratorEndpoint `protobuf:"bytes,1,rep,name=curators,proto3" json:"curators,omitempty"`
+	// DER of the cluster CA certificate. Clients accept a curator only with a
+	// node certificate from this CA for the node ID they dialled.
+	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +859,13 @@ func (*ClusterDirectory) Descriptor() ([]byte, []int) {
 func (x *ClusterDirectory) GetCurators() []*CuratorEndpoint {
 	if x != nil {
 		return x.Curators
+	}
+	return nil
+}
+
+func (x *ClusterDirectory) GetCaCertificate() []byte {
+	if x != nil {
+		return x.CaCertificate
 	}
 	return nil
 }
@@ -904,9 +916,10 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x0fCuratorEndpoint\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\rR\x04port\"Q\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\"x\n" +
 	"\x10ClusterDirectory\x12=\n" +
-	"\bcurators\x18\x01 \x03(\v2!.polis.curator.v1.CuratorEndpointR\bcurators*\x85\x01\n" +
+	"\bcurators\x18\x01 \x03(\v2!.polis.curator.v1.CuratorEndpointR\bcurators\x12%\n" +
+	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate*\x85\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eNODE_STATE_NEW\x10\x01\x12\x16\n" +

@@ -680,11 +680,9 @@ type CommitRegistrationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// DER of the node's certificate, for its key, from the cluster CA.
 	NodeCertificate []byte `protobuf:"bytes,1,opt,name=node_certificate,json=nodeCertificate,proto3" json:"node_certificate,omitempty"`
-	// DER of the cluster CA certificate.
-	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	// Where the cluster's curators are; the node keeps it to find the
-	// cluster again after a reboot.
-	ClusterDirectory *ClusterDirectory `protobuf:"bytes,3,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
+	// The cluster's curators and CA certificate; the node keeps it to find
+	// the cluster again after a reboot.
+	ClusterDirectory *ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -722,13 +720,6 @@ func (*CommitRegistrationResponse) Descriptor() ([]byte, []int) {
 func (x *CommitRegistrationResponse) GetNodeCertificate() []byte {
 	if x != nil {
 		return x.NodeCertificate
-	}
-	return nil
-}
-
-func (x *CommitRegistrationResponse) GetCaCertificate() []byte {
-	if x != nil {
-		return x.CaCertificate
 	}
 	return nil
 }
@@ -782,10 +773,8 @@ type JoinResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// DER of a fresh node certificate for the node's key.
 	NodeCertificate []byte `protobuf:"bytes,1,opt,name=node_certificate,json=nodeCertificate,proto3" json:"node_certificate,omitempty"`
-	// DER of the cluster CA certificate.
-	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	// The current cluster directory.
-	ClusterDirectory *ClusterDirectory `protobuf:"bytes,3,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
+	// The current cluster directory, CA certificate included.
+	ClusterDirectory *ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -823,13 +812,6 @@ func (*JoinResponse) Descriptor() ([]byte, []int) {
 func (x *JoinResponse) GetNodeCertificate() []byte {
 	if x != nil {
 		return x.NodeCertificate
-	}
-	return nil
-}
-
-func (x *JoinResponse) GetCaCertificate() []byte {
-	if x != nil {
-		return x.CaCertificate
 	}
 	return nil
 }
@@ -1050,16 +1032,14 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\v2\x1c.polis.curator.v1.NodeStatusR\x06status\"+\n" +
 	"\x10RegisterResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x1b\n" +
-	"\x19CommitRegistrationRequest\"\xbf\x01\n" +
+	"\x19CommitRegistrationRequest\"\x98\x01\n" +
 	"\x1aCommitRegistrationResponse\x12)\n" +
-	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\x12O\n" +
-	"\x11cluster_directory\x18\x03 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\r\n" +
-	"\vJoinRequest\"\xb1\x01\n" +
+	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12O\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\r\n" +
+	"\vJoinRequest\"\x8a\x01\n" +
 	"\fJoinResponse\x12)\n" +
-	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\x12O\n" +
-	"\x11cluster_directory\x18\x03 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\x12\n" +
+	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12O\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\x12\n" +
 	"\x10GetLeaderRequest\"\x8f\x01\n" +
 	"\x11GetLeaderResponse\x129\n" +
 	"\x06leader\x18\x01 \x01(\v2!.polis.curator.v1.CuratorEndpointR\x06leader\x12?\n" +

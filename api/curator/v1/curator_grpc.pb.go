@@ -112,8 +112,8 @@ type CuratorServiceClient interface {
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
-	// trusts (for example a fingerprint it was given with the register
-	// ticket) before relying on it.
+	// trusts before relying on it (a cluster directory it kept, a
+	// fingerprint an operator gave it).
 	GetCACertificate(ctx context.Context, in *GetCACertificateRequest, opts ...grpc.CallOption) (*GetCACertificateResponse, error)
 }
 
@@ -306,8 +306,8 @@ type CuratorServiceServer interface {
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
-	// trusts (for example a fingerprint it was given with the register
-	// ticket) before relying on it.
+	// trusts before relying on it (a cluster directory it kept, a
+	// fingerprint an operator gave it).
 	GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error)
 	mustEmbedUnimplementedCuratorServiceServer()
 }

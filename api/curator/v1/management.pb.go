@@ -61,12 +61,10 @@ func (*GetClusterInfoRequest) Descriptor() ([]byte, []int) {
 // GetClusterInfoResponse describes the cluster.
 type GetClusterInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Where the cluster's curators are.
+	// The cluster's curators and CA certificate.
 	ClusterDirectory *ClusterDirectory `protobuf:"bytes,1,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
-	// DER of the cluster CA certificate.
-	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoResponse) Reset() {
@@ -102,13 +100,6 @@ func (*GetClusterInfoResponse) Descriptor() ([]byte, []int) {
 func (x *GetClusterInfoResponse) GetClusterDirectory() *ClusterDirectory {
 	if x != nil {
 		return x.ClusterDirectory
-	}
-	return nil
-}
-
-func (x *GetClusterInfoResponse) GetCaCertificate() []byte {
-	if x != nil {
-		return x.CaCertificate
 	}
 	return nil
 }
@@ -272,8 +263,10 @@ type GetRegisterTicketResponse struct {
 	// registered node still needs an operator's approval. Treat it as a
 	// secret all the same.
 	RegisterTicket []byte `protobuf:"bytes,1,opt,name=register_ticket,json=registerTicket,proto3" json:"register_ticket,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The cluster's curators and CA certificate.
+	ClusterDirectory *ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetRegisterTicketResponse) Reset() {
@@ -309,6 +302,13 @@ func (*GetRegisterTicketResponse) Descriptor() ([]byte, []int) {
 func (x *GetRegisterTicketResponse) GetRegisterTicket() []byte {
 	if x != nil {
 		return x.RegisterTicket
+	}
+	return nil
+}
+
+func (x *GetRegisterTicketResponse) GetClusterDirectory() *ClusterDirectory {
+	if x != nil {
+		return x.ClusterDirectory
 	}
 	return nil
 }
@@ -812,10 +812,9 @@ var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\n" +
 	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\x90\x01\n" +
+	"\x15GetClusterInfoRequest\"i\n" +
 	"\x16GetClusterInfoResponse\x12O\n" +
-	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\"\xe5\x01\n" +
+	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\xe5\x01\n" +
 	"\x10ListNodesRequest\x12\x19\n" +
 	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x123\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x1b.polis.curator.v1.NodeStateR\x06states\x12F\n" +
@@ -825,9 +824,10 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
 	"\x11ListNodesResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.polis.curator.v1.NodeR\x05nodes\"\x1a\n" +
-	"\x18GetRegisterTicketRequest\"D\n" +
+	"\x18GetRegisterTicketRequest\"\x95\x01\n" +
 	"\x19GetRegisterTicketResponse\x12'\n" +
-	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\"-\n" +
+	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x12O\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"-\n" +
 	"\x12ApproveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x15\n" +
 	"\x13ApproveNodeResponse\"\x92\x02\n" +
@@ -913,30 +913,31 @@ var file_polis_curator_v1_management_proto_depIdxs = []int32{
 	20, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
 	16, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
 	21, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	22, // 4: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	17, // 5: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	18, // 6: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	0,  // 7: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	2,  // 8: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	4,  // 9: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	6,  // 10: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	8,  // 11: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	10, // 12: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	12, // 13: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	14, // 14: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	1,  // 15: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	3,  // 16: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	5,  // 17: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	7,  // 18: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	9,  // 19: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	11, // 20: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	13, // 21: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	15, // 22: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	19, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	22, // 5: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	17, // 6: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	18, // 7: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	0,  // 8: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	2,  // 9: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	4,  // 10: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	6,  // 11: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	8,  // 12: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	10, // 13: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	12, // 14: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	14, // 15: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	1,  // 16: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	3,  // 17: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	5,  // 18: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	7,  // 19: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	9,  // 20: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	11, // 21: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	13, // 22: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	15, // 23: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }

@@ -42,14 +42,17 @@ const (
 // well-formed node ID and NOT_FOUND if no such node exists.
 type ManagementServiceClient interface {
 	// GetClusterInfo returns what a client needs to reach and trust the
-	// cluster: its curators and its CA certificate.
+	// cluster: its directory of curators, with their addresses, and its CA
+	// certificate.
 	GetClusterInfo(ctx context.Context, in *GetClusterInfoRequest, opts ...grpc.CallOption) (*GetClusterInfoResponse, error)
 	// ListNodes streams the records of the nodes that match the request, in
 	// batches, ordered by node ID, and then ends. The records include health
 	// and time since the last heartbeat; consensus join data is left out.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListNodesResponse], error)
-	// GetRegisterTicket returns the cluster's register ticket, which a new
-	// node presents to Curator.Register.
+	// GetRegisterTicket returns what a new node needs in its parameters to
+	// join the cluster: the register ticket it presents to
+	// CuratorService.Register, and the cluster directory through which it
+	// finds and checks the curators.
 	GetRegisterTicket(ctx context.Context, in *GetRegisterTicketRequest, opts ...grpc.CallOption) (*GetRegisterTicketResponse, error)
 	// ApproveNode lets a registered node in: NEW becomes STANDBY, and the
 	// node can then collect its certificate. Approving a node that is
@@ -69,10 +72,11 @@ type ManagementServiceClient interface {
 	// member.
 	UpdateNodeRoles(ctx context.Context, in *UpdateNodeRolesRequest, opts ...grpc.CallOption) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
-	// roles are taken away (as by UpdateNodeRoles), its certificates are
-	// revoked, and it becomes DECOMMISSIONED. Its key can never be used to
-	// register or join again. Decommissioning a DECOMMISSIONED node
-	// succeeds and changes nothing.
+	// roles are taken away (as by UpdateNodeRoles, which also revokes its
+	// consensus peer certificate) and it becomes DECOMMISSIONED. From then on
+	// the curator refuses every call the node makes, whatever certificate it
+	// presents, and its key can never register or join again.
+	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
 	// instead) or is the last consensus member.
@@ -80,7 +84,8 @@ type ManagementServiceClient interface {
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
 	// Errors: FAILED_PRECONDITION if the node is UP (decommission it first,
-	// so that its roles and credentials are gone before its record is).
+	// so that its roles are gone and its calls refused before its record
+	// is).
 	DeleteNode(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*DeleteNodeResponse, error)
 	// UpdateNodeLabels sets and removes labels of one node in one atomic
 	// change, and returns the node's resulting labels.
@@ -201,14 +206,17 @@ func (c *managementServiceClient) UpdateNodeLabels(ctx context.Context, in *Upda
 // well-formed node ID and NOT_FOUND if no such node exists.
 type ManagementServiceServer interface {
 	// GetClusterInfo returns what a client needs to reach and trust the
-	// cluster: its curators and its CA certificate.
+	// cluster: its directory of curators, with their addresses, and its CA
+	// certificate.
 	GetClusterInfo(context.Context, *GetClusterInfoRequest) (*GetClusterInfoResponse, error)
 	// ListNodes streams the records of the nodes that match the request, in
 	// batches, ordered by node ID, and then ends. The records include health
 	// and time since the last heartbeat; consensus join data is left out.
 	ListNodes(*ListNodesRequest, grpc.ServerStreamingServer[ListNodesResponse]) error
-	// GetRegisterTicket returns the cluster's register ticket, which a new
-	// node presents to Curator.Register.
+	// GetRegisterTicket returns what a new node needs in its parameters to
+	// join the cluster: the register ticket it presents to
+	// CuratorService.Register, and the cluster directory through which it
+	// finds and checks the curators.
 	GetRegisterTicket(context.Context, *GetRegisterTicketRequest) (*GetRegisterTicketResponse, error)
 	// ApproveNode lets a registered node in: NEW becomes STANDBY, and the
 	// node can then collect its certificate. Approving a node that is
@@ -228,10 +236,11 @@ type ManagementServiceServer interface {
 	// member.
 	UpdateNodeRoles(context.Context, *UpdateNodeRolesRequest) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
-	// roles are taken away (as by UpdateNodeRoles), its certificates are
-	// revoked, and it becomes DECOMMISSIONED. Its key can never be used to
-	// register or join again. Decommissioning a DECOMMISSIONED node
-	// succeeds and changes nothing.
+	// roles are taken away (as by UpdateNodeRoles, which also revokes its
+	// consensus peer certificate) and it becomes DECOMMISSIONED. From then on
+	// the curator refuses every call the node makes, whatever certificate it
+	// presents, and its key can never register or join again.
+	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
 	// instead) or is the last consensus member.
@@ -239,7 +248,8 @@ type ManagementServiceServer interface {
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
 	// Errors: FAILED_PRECONDITION if the node is UP (decommission it first,
-	// so that its roles and credentials are gone before its record is).
+	// so that its roles are gone and its calls refused before its record
+	// is).
 	DeleteNode(context.Context, *DeleteNodeRequest) (*DeleteNodeResponse, error)
 	// UpdateNodeLabels sets and removes labels of one node in one atomic
 	// change, and returns the node's resulting labels.
