@@ -47,7 +47,7 @@ type AAAServiceClient interface {
 	//
 	// The owner may call this any number of times; each call issues a fresh
 	// certificate, which is also how the owner renews one. The owner then
-	// calls the Management API with the same key and the new certificate.
+	// calls ManagementService with the same key and the new certificate.
 	//
 	// Errors: PERMISSION_DENIED if the caller's key is not the owner key.
 	TakeOwnership(ctx context.Context, in *TakeOwnershipRequest, opts ...grpc.CallOption) (*TakeOwnershipResponse, error)
@@ -96,7 +96,7 @@ type AAAServiceServer interface {
 	//
 	// The owner may call this any number of times; each call issues a fresh
 	// certificate, which is also how the owner renews one. The owner then
-	// calls the Management API with the same key and the new certificate.
+	// calls ManagementService with the same key and the new certificate.
 	//
 	// Errors: PERMISSION_DENIED if the caller's key is not the owner key.
 	TakeOwnership(context.Context, *TakeOwnershipRequest) (*TakeOwnershipResponse, error)

@@ -28,9 +28,9 @@ const (
 //	Register         ApproveNode          CommitRegistration     DecommissionNode
 //	────────► NEW ──────────────► STANDBY ─────────────────► UP ───────────────► DECOMMISSIONED
 //
-// A node's record is removed with Management.DeleteNode (from NEW, STANDBY
-// or DECOMMISSIONED); a removed node must register again, with a new key,
-// to come back.
+// ManagementService.DeleteNode removes a node's record (from NEW, STANDBY
+// or DECOMMISSIONED); a deleted node comes back only by registering again,
+// which needs a new approval.
 type NodeState int32
 
 const (
@@ -182,13 +182,14 @@ type Node struct {
 	// limits.
 	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The node's health as judged from its heartbeats. Filled in by
-	// Management.ListNodes; NODE_HEALTH_UNSPECIFIED in Curator.Watch, where a
-	// value that changes with every heartbeat would turn each heartbeat into
-	// an update for every watcher.
+	// ManagementService.ListNodes; NODE_HEALTH_UNSPECIFIED in
+	// CuratorService.Watch, where a value that changes with every heartbeat
+	// would turn each heartbeat into an update for every watcher.
 	Health NodeHealth `protobuf:"varint,7,opt,name=health,proto3,enum=polis.curator.v1.NodeHealth" json:"health,omitempty"`
 	// How long ago the curator received the node's last heartbeat. Filled in
-	// by Management.ListNodes when health is HEALTHY or HEARTBEAT_TIMEOUT;
-	// unset otherwise, and always in Curator.Watch (see health).
+	// by ManagementService.ListNodes when health is HEALTHY or
+	// HEARTBEAT_TIMEOUT; unset otherwise, and always in CuratorService.Watch
+	// (see health).
 	TimeSinceHeartbeat *durationpb.Duration `protobuf:"bytes,8,opt,name=time_since_heartbeat,json=timeSinceHeartbeat,proto3" json:"time_since_heartbeat,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -289,7 +290,7 @@ type Roles struct {
 	// The node runs a consensus (etcd) member and a curator.
 	ConsensusMember *ConsensusMemberRole `protobuf:"bytes,1,opt,name=consensus_member,json=consensusMember,proto3" json:"consensus_member,omitempty"`
 	// The node runs the Kubernetes control plane. Requires consensus_member:
-	// Management.UpdateNodeRoles refuses it otherwise, and taking
+	// ManagementService.UpdateNodeRoles refuses it otherwise, and taking
 	// consensus_member away takes this role too.
 	KubernetesController *KubernetesControllerRole `protobuf:"bytes,2,opt,name=kubernetes_controller,json=kubernetesController,proto3" json:"kubernetes_controller,omitempty"`
 	// The node runs Kubernetes workloads.
@@ -355,9 +356,9 @@ func (x *Roles) GetKubernetesWorker() *KubernetesWorkerRole {
 type ConsensusMemberRole struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the node's consensus member needs to join. Filled in only in the
-	// node's own record as the node itself watches it (Curator.Watch by that
-	// node for its own ID); empty everywhere else, where the presence of the
-	// role is all that matters. A node whose consensus data directory
+	// node's own record as the node itself watches it (CuratorService.Watch
+	// by that node, of one node or all); empty everywhere else, where the
+	// presence of the role is all that matters. A node whose consensus data directory
 	// already holds its member restarts from there and ignores this.
 	JoinData      *ConsensusJoinData `protobuf:"bytes,1,opt,name=join_data,json=joinData,proto3" json:"join_data,omitempty"`
 	unknownFields protoimpl.UnknownFields

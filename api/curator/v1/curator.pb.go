@@ -537,7 +537,7 @@ func (x *RenewCertificateResponse) GetCaCertificate() []byte {
 // RegisterRequest registers the calling key as a new node.
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The cluster's register ticket (Management GetRegisterTicket), 32
+	// The cluster's register ticket (ManagementService.GetRegisterTicket), 32
 	// bytes. Required.
 	RegisterTicket []byte `protobuf:"bytes,1,opt,name=register_ticket,json=registerTicket,proto3" json:"register_ticket,omitempty"`
 	// The node's status at registration, so that the operator who approves

@@ -76,9 +76,9 @@ type CuratorServiceClient interface {
 	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
 	// Register records a new node, identified by the key of its client
 	// certificate, in state NEW. The caller must present the cluster's
-	// register ticket. An operator then approves the node (Management
-	// ApproveNode), after which the node collects its certificate with
-	// CommitRegistration.
+	// register ticket. An operator then approves the node
+	// (ManagementService.ApproveNode), after which the node collects its
+	// certificate with CommitRegistration.
 	//
 	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
 	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
@@ -270,9 +270,9 @@ type CuratorServiceServer interface {
 	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
 	// Register records a new node, identified by the key of its client
 	// certificate, in state NEW. The caller must present the cluster's
-	// register ticket. An operator then approves the node (Management
-	// ApproveNode), after which the node collects its certificate with
-	// CommitRegistration.
+	// register ticket. An operator then approves the node
+	// (ManagementService.ApproveNode), after which the node collects its
+	// certificate with CommitRegistration.
 	//
 	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
 	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
