@@ -358,8 +358,9 @@ type ConsensusMemberRole struct {
 	// What the node's consensus member needs to join. Filled in only in the
 	// node's own record as the node itself watches it (CuratorService.Watch
 	// by that node, of one node or all); empty everywhere else, where the
-	// presence of the role is all that matters. A node whose consensus data directory
-	// already holds its member restarts from there and ignores this.
+	// presence of the role is all that matters. A node whose consensus data
+	// directory already holds its member restarts from there and ignores
+	// this.
 	JoinData      *ConsensusJoinData `protobuf:"bytes,1,opt,name=join_data,json=joinData,proto3" json:"join_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
