@@ -29,8 +29,8 @@ const (
 	// NodeCertificateLifetime is how long a node certificate is valid: one
 	// year. Running nodes renew once NeedsRenewal says so (after eight
 	// months), leaving four months in which a node that was switched off
-	// can come back and renew. A node that stays off longer must register
-	// again. Expiry is a backstop, not the way to remove a node: the
+	// can come back and renew. A node that stays off longer cannot renew
+	// over mTLS and must be enrolled anew, as the curator allows. Expiry is a backstop, not the way to remove a node: the
 	// curator refuses decommissioned and deleted nodes by their state.
 	NodeCertificateLifetime = 365 * 24 * time.Hour
 

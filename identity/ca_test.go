@@ -390,6 +390,22 @@ func TestNewVerifierRefuses(t *testing.T) {
 	if _, err := NewVerifier(nil); err == nil {
 		t.Error("NewVerifier accepted nil")
 	}
+	// A Verifier not made by NewVerifier trusts nothing, in particular not
+	// the system's roots.
+	for _, v := range []*Verifier{nil, {}} {
+		if _, err := v.Identify(n.certs(), now); err == nil {
+			t.Error("a zero Verifier identified a certificate")
+		}
+		if _, err := RegisterClientConfig(v, n.key); err == nil {
+			t.Error("RegisterClientConfig accepted a zero Verifier")
+		}
+		if _, err := NodeClientConfig(v, n.tls); err == nil {
+			t.Error("NodeClientConfig accepted a zero Verifier")
+		}
+		if _, err := ServerConfig(v, n.tls); err == nil {
+			t.Error("ServerConfig accepted a zero Verifier")
+		}
+	}
 }
 
 func TestTLSCertificate(t *testing.T) {

@@ -91,8 +91,8 @@
 // the OU says which kind a certificate is, and the rest of the certificate
 // must agree (key usages, names), so a user certificate does not pass for a
 // node even where its name would. A certificate that verifies against the
-// CA is never reconsidered as self-signed; one that does not is never
-// anything but unauthenticated.
+// CA is never reconsidered as self-signed; one that does not is at most
+// unauthenticated.
 //
 // Clients ([NodeClientConfig], [UserClientConfig], [RegisterClientConfig])
 // trust the cluster CA and nothing else, and accept only servers with a

@@ -69,6 +69,9 @@ func UserClientConfig(v *Verifier, cert tls.Certificate) (*tls.Config, error) {
 // the CA certificate of the register ticket or cluster directory. See
 // clientConfig for how the server is checked.
 func RegisterClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, error) {
+	if err := v.check(); err != nil {
+		return nil, err
+	}
 	cert, err := EphemeralCertificate(key, time.Now())
 	if err != nil {
 		return nil, err

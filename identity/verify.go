@@ -123,6 +123,15 @@ func NewVerifier(caCert *x509.Certificate) (*Verifier, error) {
 	return &Verifier{ca: caCert, roots: roots}, nil
 }
 
+// check refuses a Verifier not made by NewVerifier: with no roots, Go's
+// x509 and TLS verification would fall back to the system's public roots.
+func (v *Verifier) check() error {
+	if v == nil || v.roots == nil {
+		return errors.New("identity: Verifier not made by NewVerifier")
+	}
+	return nil
+}
+
 // CACertificate returns the certificate of the CA v trusts.
 func (v *Verifier) CACertificate() *x509.Certificate { return v.ca }
 
@@ -146,6 +155,9 @@ func (v *Verifier) CACertificate() *x509.Certificate { return v.ca }
 // A certificate that verifies against the CA is never reconsidered as
 // self-signed.
 func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Identity, error) {
+	if err := v.check(); err != nil {
+		return Identity{}, err
+	}
 	if len(presented) == 0 || presented[0] == nil {
 		return Identity{}, ErrNoCertificate
 	}
