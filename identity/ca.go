@@ -37,13 +37,17 @@ const (
 	// UserCertificateLifetime is how long a user certificate is valid: 90
 	// days, renewed by the user's tools after 60. A user's key sits on an
 	// operator's workstation, so its certificate is kept shorter-lived than
-	// a node's; 90 rather than 30 days so that an owner who leaves a quiet
-	// cluster alone for a month is not locked out of it. Removing a user is,
-	// again, done by the curator's state, not by expiry.
+	// a node's, bounding how long the credentials of a tool nobody runs
+	// any more stay usable. It cannot bound a stolen key (whoever holds the
+	// key can renew), and removing a user is, again, done by the curator's
+	// state, not by expiry. 90 rather than 30 days: the owner can always
+	// get a fresh certificate with its key, but delegated users depend on
+	// the owner or the curator for one, and should not lose access after a
+	// quiet month.
 	UserCertificateLifetime = 90 * 24 * time.Hour
 
-	// EphemeralCertificateLifetime is the nominal lifetime of a registering
-	// node's self-signed certificate. Nothing relies on it: a self-signed
+	// EphemeralCertificateLifetime is the nominal lifetime of a
+	// self-signed certificate (EphemeralCertificate). Nothing relies on it: a self-signed
 	// certificate conveys only its key, whose possession the TLS handshake
 	// proves, so servers ignore its validity period (a machine that has not
 	// registered yet may have no trustworthy clock).

@@ -227,7 +227,7 @@ func TestRenew(t *testing.T) {
 	}
 }
 
-func TestEphemeralIsUnauthenticated(t *testing.T) {
+func TestEphemeralIsKeyHolder(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
 	v := ca.Verifier()
@@ -242,8 +242,8 @@ func TestEphemeralIsUnauthenticated(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Identify(ephemeral) at %s: %v", at, err)
 		}
-		if id.Kind != KindUnauthenticated || id.NodeID != "" || id.UserName != "" || !id.PublicKey.Equal(pubOf(key)) || id.IsNode(NodeID(pubOf(key))) {
-			t.Errorf("Identify(ephemeral) = %+v, want unauthenticated with the key", id)
+		if id.Kind != KindKeyHolder || id.NodeID != "" || id.UserName != "" || !id.PublicKey.Equal(pubOf(key)) || !id.HoldsKey() || id.IsNode(NodeID(pubOf(key))) {
+			t.Errorf("Identify(ephemeral) = %+v, want a key holder with the key", id)
 		}
 	}
 	// Not with company: an ephemeral certificate comes alone.
@@ -253,7 +253,7 @@ func TestEphemeralIsUnauthenticated(t *testing.T) {
 }
 
 // TestForgedSelfSigned makes self-signed certificates that copy everything
-// a node or user certificate has: they are unauthenticated, never more.
+// a node or user certificate has: their holders hold keys, nothing more.
 func TestForgedSelfSigned(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
@@ -266,7 +266,7 @@ func TestForgedSelfSigned(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Identify(self-signed copy of %s): %v", victim.cert.Subject.CommonName, err)
 		}
-		if id.Kind != KindUnauthenticated || id.NodeID != "" || id.UserName != "" {
+		if id.Kind != KindKeyHolder || id.NodeID != "" || id.UserName != "" {
 			t.Errorf("self-signed copy of %s identifies as %+v", victim.cert.Subject.CommonName, id)
 		}
 		// Presenting the real CA certificate alongside changes nothing.
@@ -358,6 +358,17 @@ func TestMisissuedRefused(t *testing.T) {
 	}
 }
 
+func TestIdentifyAnonymous(t *testing.T) {
+	now := testNow()
+	v := mustCA(t, now).Verifier()
+	for _, certs := range [][]*x509.Certificate{nil, {}} {
+		id, err := v.Identify(certs, now)
+		if err != nil || id.Kind != KindAnonymous || id.HoldsKey() || id.PublicKey != nil {
+			t.Errorf("Identify(%v) = %+v, %v; want anonymous", certs, id, err)
+		}
+	}
+}
+
 func TestIdentifyRefuses(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
@@ -370,7 +381,7 @@ func TestIdentifyRefuses(t *testing.T) {
 		at    time.Time
 		want  error
 	}{
-		{"nothing", nil, now, ErrNoCertificate},
+		{"a nil certificate", []*x509.Certificate{nil}, now, ErrUntrusted},
 		{"another CA's node", []*x509.Certificate{other.cert}, now, ErrUntrusted},
 		{"expired", []*x509.Certificate{n.cert}, n.cert.NotAfter.Add(time.Second), ErrUntrusted},
 		{"not yet valid", []*x509.Certificate{n.cert}, n.cert.NotBefore.Add(-time.Second), ErrUntrusted},
@@ -396,8 +407,8 @@ func TestNewVerifierRefuses(t *testing.T) {
 		if _, err := v.Identify(n.certs(), now); err == nil {
 			t.Error("a zero Verifier identified a certificate")
 		}
-		if _, err := RegisterClientConfig(v, n.key); err == nil {
-			t.Error("RegisterClientConfig accepted a zero Verifier")
+		if _, err := KeyHolderClientConfig(v, n.key); err == nil {
+			t.Error("KeyHolderClientConfig accepted a zero Verifier")
 		}
 		if _, err := NodeClientConfig(v, n.tls); err == nil {
 			t.Error("NodeClientConfig accepted a zero Verifier")
@@ -420,13 +431,13 @@ func TestTLSCertificate(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{KindUnauthenticated: "unauthenticated", KindNode: "node", KindUser: "user", Kind(7): "Kind(7)"} {
+	for k, want := range map[Kind]string{KindAnonymous: "anonymous", KindKeyHolder: "key-holder", KindNode: "node", KindUser: "user", Kind(7): "Kind(7)"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", int(k), got, want)
 		}
 	}
 	var zero Identity
-	if zero.Kind != KindUnauthenticated || zero.IsNode("") {
-		t.Error("the zero Identity is not unauthenticated")
+	if zero.Kind != KindAnonymous || zero.IsNode("") || zero.HoldsKey() || zero.String() != "anonymous" {
+		t.Error("the zero Identity is not anonymous")
 	}
 }

@@ -1,9 +1,9 @@
 // Package identity gives Polis its identities: node keys and the node IDs
 // derived from them, the cluster certificate authority kept in etcd, the
 // certificates it issues to nodes and users, the self-signed certificates
-// of nodes that are still registering, the mutual-TLS configurations every
-// connection to the curator uses, and the answer to "who is calling?" on
-// the server side.
+// that prove a key the CA has not certified (yet), the mutual-TLS
+// configurations of every connection to the curator, and the answer to
+// "who is calling?" on the server side.
 //
 // # Why one package
 //
@@ -62,9 +62,11 @@
 //   - User certificates ([CA.IssueUser]): CN the user name, OU polis-user,
 //     good for client authentication only, naming no host, valid for
 //     [UserCertificateLifetime] (90 days).
-//   - Ephemeral certificates ([EphemeralCertificate]): self-signed by a
-//     node that is registering, with its own key. They convey that key and
-//     nothing else.
+//   - Ephemeral certificates ([EphemeralCertificate]): self-signed, with
+//     the presenter's own key, by whoever must prove it holds a key but has
+//     no valid certificate from the CA: a node registering, or joining after
+//     its certificate expired while it was down; the owner taking
+//     ownership. They convey that key and nothing else.
 //
 // Holders renew once two thirds of the validity period have passed
 // ([NeedsRenewal], [RenewAt]); [CA.Renew] reissues for the same key and
@@ -73,17 +75,21 @@
 // # Who is calling
 //
 // The curator's server ([ServerConfig], or [ServerCredentials] for gRPC)
-// requires a client certificate but leaves its verification to
+// asks for a client certificate and leaves its verification to
 // [Verifier.Identify], run in the handshake of every connection, which
-// decides between exactly three outcomes:
+// decides between exactly four outcomes, matching the kinds of callers the
+// curator's API declares:
 //
+//   - [KindAnonymous]: no certificate. Such a caller may only ask what is
+//     not secret (which curator leads, which CA the cluster uses).
+//   - [KindKeyHolder]: a certificate that the CA did not sign but its own
+//     key did. The caller has proven it holds that key, and nothing more:
+//     whatever its subject claims, it is not a node. What the key may do
+//     (register with a ticket, join as a known node, take ownership) is the
+//     curator's decision.
 //   - [KindNode]: a node certificate from the CA, valid now, whose CN is the
 //     node ID of its own key.
 //   - [KindUser]: a user certificate from the CA, valid now.
-//   - [KindUnauthenticated]: a certificate that the CA did not sign but its
-//     own key did. The caller has proven it holds that key, and nothing
-//     more: whatever its subject claims, it is not a node. The only thing
-//     such a caller can sensibly do is register, with a register ticket.
 //
 // Anything else fails the handshake: a certificate from another CA, an
 // expired or not yet valid one, one the CA signed but that is neither a
@@ -91,18 +97,19 @@
 // the OU says which kind a certificate is, and the rest of the certificate
 // must agree (key usages, names), so a user certificate does not pass for a
 // node even where its name would. A certificate that verifies against the
-// CA is never reconsidered as self-signed; one that does not is at most
-// unauthenticated.
+// CA is never reconsidered as self-signed; one that does not is at most a
+// key holder. Every kind but the anonymous one carries the caller's proven
+// public key ([Identity.HoldsKey]).
 //
-// Clients ([NodeClientConfig], [UserClientConfig], [RegisterClientConfig])
+// Clients ([NodeClientConfig], [UserClientConfig], [KeyHolderClientConfig])
 // trust the cluster CA and nothing else, and accept only servers with a
 // node certificate that names the address or node ID they dialled. All
 // connections are TLS 1.3.
 //
 // On the gRPC side, [PeerIdentity] returns the caller's [Identity] from a
 // call's context, so that the curator's central permission check (each RPC
-// declares the permission it needs) starts from one value. A node may act
-// only on itself: [Identity.IsNode].
+// declares the caller and permission it needs) starts from one value. A
+// node may act only on itself: [Identity.IsNode].
 //
 // # What this package does not do
 //

@@ -90,7 +90,7 @@ func PeerIdentity(ctx context.Context) (Identity, error) {
 		return Identity{}, ErrNoIdentity
 	}
 	id := ai.Identity
-	if id.Kind != KindUnauthenticated && time.Now().After(id.NotAfter) {
+	if (id.Kind == KindNode || id.Kind == KindUser) && time.Now().After(id.NotAfter) {
 		return Identity{}, fmt.Errorf("%w: %s, at %s", ErrExpired, id, id.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return id, nil

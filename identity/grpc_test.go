@@ -98,7 +98,7 @@ func TestGRPCIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	regKey := mustKey(t)
-	regCfg, err := RegisterClientConfig(v, regKey)
+	regCfg, err := KeyHolderClientConfig(v, regKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +111,9 @@ func TestGRPCIdentity(t *testing.T) {
 	}{
 		{"node", nodeCfg, "node " + NodeID(pubOf(n.key))},
 		{"user", userCfg, "user owner"},
-		{"registering node", regCfg, "unauthenticated " + NodeID(pubOf(regKey))},
-		{"self-signed copy of a node", clientConfig(v, forged), "unauthenticated " + NodeID(pubOf(n.key))},
+		{"registering node", regCfg, "key-holder " + NodeID(pubOf(regKey))},
+		{"self-signed copy of a node", clientConfig(v, forged), "key-holder " + NodeID(pubOf(n.key))},
+		{"anonymous", &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: v.roots}, "anonymous"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := callAs(t, addr, tc.cfg)
@@ -183,9 +184,14 @@ func TestPeerIdentity(t *testing.T) {
 	if got, err := PeerIdentity(withAuth(AuthInfo{Identity: expired})); !errors.Is(err, ErrExpired) {
 		t.Errorf("PeerIdentity with an expired certificate = %+v, %v; want ErrExpired", got, err)
 	}
-	// Unauthenticated callers have no certificate validity to outlive.
+	// Anonymous callers and key holders have no certificate validity to
+	// outlive.
 	if _, err := PeerIdentity(withAuth(AuthInfo{})); err != nil {
-		t.Errorf("PeerIdentity(unauthenticated) = %v", err)
+		t.Errorf("PeerIdentity(anonymous) = %v", err)
+	}
+	holder := Identity{Kind: KindKeyHolder, PublicKey: pubOf(mustKey(t))}
+	if got, err := PeerIdentity(withAuth(AuthInfo{Identity: holder})); err != nil || !got.HoldsKey() {
+		t.Errorf("PeerIdentity(key holder) = %+v, %v", got, err)
 	}
 	if (AuthInfo{}).AuthType() != "tls" {
 		t.Errorf("AuthInfo.AuthType() = %q, want tls", (AuthInfo{}).AuthType())

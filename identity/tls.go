@@ -10,17 +10,18 @@ import (
 )
 
 // ServerConfig returns the TLS configuration of a curator (or any service
-// that nodes, users and registering nodes reach), presenting cert, the
+// that nodes, users and nodes still enrolling reach), presenting cert, the
 // server's node certificate from v's CA.
 //
-// Clients must present a certificate (tls.RequireAnyClientCert), which the
-// TLS stack itself does not verify: VerifyConnection does, with
-// v.Identify, on every connection. A certificate that is neither a valid
-// node or user certificate from the CA nor a self-signed ephemeral one fails
-// the handshake. A connection that succeeds may still be unauthenticated
-// (a registering node): what a caller may do is decided per call from its
-// Identity (see Verifier.Identify, ServerCredentials and PeerIdentity),
-// never from the mere fact that the handshake succeeded.
+// Clients may present a certificate (tls.RequestClientCert), which the TLS
+// stack checks only for possession of its key: VerifyConnection verifies
+// it, with v.Identify, on every connection. A certificate that is neither a
+// valid node or user certificate from the CA nor a self-signed one fails
+// the handshake. A connection that succeeds may be anonymous (no
+// certificate) or a mere key holder (self-signed): what a caller may do is
+// decided per call from its Identity (see Verifier.Identify,
+// ServerCredentials and PeerIdentity), never from the mere fact that the
+// handshake succeeded.
 //
 // Only TLS 1.3 is offered, and session tickets are disabled, so that every
 // connection is a full handshake in which the client proves possession of
@@ -34,7 +35,7 @@ func ServerConfig(v *Verifier, cert tls.Certificate) (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion:             tls.VersionTLS13,
 		Certificates:           []tls.Certificate{cert},
-		ClientAuth:             tls.RequireAnyClientCert,
+		ClientAuth:             tls.RequestClientCert,
 		SessionTicketsDisabled: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := v.Identify(cs.PeerCertificates, time.Now())
@@ -63,12 +64,14 @@ func UserClientConfig(v *Verifier, cert tls.Certificate) (*tls.Config, error) {
 	return clientConfig(v, cert), nil
 }
 
-// RegisterClientConfig returns the TLS configuration of a node that
-// registers with the cluster: it presents a fresh ephemeral certificate for
-// key (EphemeralCertificate) and checks the server against v, made from
-// the CA certificate of the register ticket or cluster directory. See
-// clientConfig for how the server is checked.
-func RegisterClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, error) {
+// KeyHolderClientConfig returns the TLS configuration of a peer that
+// proves only that it holds key: it presents a self-signed certificate for
+// key (EphemeralCertificate), and the server sees a KindKeyHolder. It is
+// what a node uses to register (with v made from the CA certificate of the
+// register ticket or cluster directory), what a node whose certificate
+// expired while it was down uses to join again, and what the owner uses to
+// take ownership. See clientConfig for how the server is checked.
+func KeyHolderClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, error) {
 	if err := v.check(); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func TestTLSIdentifiesCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	regKey := mustKey(t)
-	regCfg, err := RegisterClientConfig(p.v, regKey)
+	regCfg, err := KeyHolderClientConfig(p.v, regKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,8 @@ func TestTLSIdentifiesCallers(t *testing.T) {
 	}{
 		{"node", nodeCfg, Identity{Kind: KindNode, NodeID: NodeID(pubOf(n.key))}},
 		{"user", userCfg, Identity{Kind: KindUser, UserName: "owner"}},
-		{"registering node", regCfg, Identity{Kind: KindUnauthenticated}},
+		{"registering node", regCfg, Identity{Kind: KindKeyHolder}},
+		{"anonymous", &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.v.roots}, Identity{Kind: KindAnonymous}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line, r, cerr := p.srv.dial(t, tc.cfg)
@@ -168,7 +169,7 @@ func TestTLSIdentifiesCallers(t *testing.T) {
 
 // TestTLSSelfSignedNeverNode presents self-signed copies of a node's and
 // a user's certificates, with their real keys: the server takes them for
-// unauthenticated callers, nothing more.
+// key holders, nothing more.
 func TestTLSSelfSignedNeverNode(t *testing.T) {
 	p := newPKI(t)
 	now := testNow()
@@ -178,7 +179,7 @@ func TestTLSSelfSignedNeverNode(t *testing.T) {
 		if cerr != nil || r.err != nil {
 			t.Fatalf("client: %v; server: %v", cerr, r.err)
 		}
-		if r.id.Kind != KindUnauthenticated || r.id.NodeID != "" || r.id.UserName != "" {
+		if r.id.Kind != KindKeyHolder || r.id.NodeID != "" || r.id.UserName != "" || !r.id.PublicKey.Equal(pubOf(victim.key)) {
 			t.Errorf("self-signed copy of %s identified as %+v", victim.cert.Subject.CommonName, r.id)
 		}
 	}
@@ -204,14 +205,14 @@ func TestTLSRefusesClients(t *testing.T) {
 		{"another CA's user", clientConfig(p.v, mustUser(t, otherCA, "owner", now).tls), ErrUntrusted},
 		{"expired node", clientConfig(p.v, expired.tls), ErrUntrusted},
 		{"expired user", clientConfig(p.v, expiredUser.tls), ErrUntrusted},
-		{"no certificate", &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.v.roots}, nil},
+		{"the CA's own certificate", clientConfig(p.v, mustTLS(t, p.ca.Certificate(), p.ca.key)), ErrUntrusted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line, r, cerr := p.srv.dial(t, tc.cfg)
 			if r.err == nil {
 				t.Fatalf("server accepted the client as %+v", r.id)
 			}
-			if tc.want != nil && !errors.Is(r.err, tc.want) {
+			if !errors.Is(r.err, tc.want) {
 				t.Errorf("server refused with %v, want %v", r.err, tc.want)
 			}
 			if cerr == nil || line != "" {
@@ -220,6 +221,16 @@ func TestTLSRefusesClients(t *testing.T) {
 			t.Logf("server: %v; client: %v", r.err, cerr)
 		})
 	}
+	// The node whose certificate expired proves its key instead, as it
+	// does to join again after a long time down.
+	joinCfg, err := KeyHolderClientConfig(p.v, expired.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r, cerr := p.srv.dial(t, joinCfg); cerr != nil || r.err != nil || r.id.Kind != KindKeyHolder || NodeID(r.id.PublicKey) != expired.cert.Subject.CommonName {
+		t.Errorf("expired node as key holder: client %v, server %v, %+v", cerr, r.err, r.id)
+	}
+
 	// Refused before use, too: a client does not build a configuration
 	// around a certificate peers would refuse, nor one of the wrong kind.
 	if _, err := NodeClientConfig(p.v, expired.tls); err == nil {
@@ -250,7 +261,7 @@ func TestTLSClientChecksServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regCfg, err := RegisterClientConfig(v, mustKey(t))
+	regCfg, err := KeyHolderClientConfig(v, mustKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,17 +11,25 @@ import (
 	"time"
 )
 
-// Kind says what kind of caller an Identity describes.
+// Kind says what kind of caller an Identity describes. The kinds match the
+// callers the curator's API declares (api/curator/v1, enum Caller):
+// KindAnonymous satisfies only CALLER_UNAUTHENTICATED, every other kind
+// also CALLER_KEY_HOLDER (see Identity.HoldsKey), KindNode CALLER_NODE and,
+// for its own record, CALLER_NODE_SELF, and KindUser CALLER_USER.
 type Kind int
 
-// The kinds of callers. The zero Kind is KindUnauthenticated, so a zero
-// Identity grants nothing.
+// The kinds of callers. The zero Kind is KindAnonymous, so a zero Identity
+// grants nothing.
 const (
-	// KindUnauthenticated is a caller that presented a self-signed
-	// certificate: all that is known is that it holds the private key of
-	// Identity.PublicKey. A registering node is one. It is never a node,
-	// whatever its certificate says.
-	KindUnauthenticated Kind = iota
+	// KindAnonymous is a caller that presented no certificate. Nothing is
+	// known about it; it may only ask what is not secret.
+	KindAnonymous Kind = iota
+	// KindKeyHolder is a caller that presented a self-signed certificate:
+	// all that is known is that it holds the private key of
+	// Identity.PublicKey. A registering node is one, as are a node joining
+	// after its certificate expired and an owner taking ownership. It is
+	// never a node or a user, whatever its certificate says.
+	KindKeyHolder
 	// KindNode is a node, with a node certificate from the cluster CA.
 	KindNode
 	// KindUser is a user (an operator), with a user certificate from the
@@ -29,11 +37,13 @@ const (
 	KindUser
 )
 
-// String returns "unauthenticated", "node" or "user".
+// String returns "anonymous", "key-holder", "node" or "user".
 func (k Kind) String() string {
 	switch k {
-	case KindUnauthenticated:
-		return "unauthenticated"
+	case KindAnonymous:
+		return "anonymous"
+	case KindKeyHolder:
+		return "key-holder"
 	case KindNode:
 		return "node"
 	case KindUser:
@@ -51,9 +61,11 @@ type Identity struct {
 	NodeID string
 	// UserName is the user's name, for KindUser.
 	UserName string
-	// PublicKey is the peer's public key, whatever its kind: for a node
-	// the key the curator must find in the node's record, for a
-	// registering node the key it asks to register.
+	// PublicKey is the peer's public key, for every kind but KindAnonymous:
+	// the peer proved in the handshake that it holds the private key. For a
+	// node, the curator must find this key in the node's record; for a key
+	// holder, it is the key that asks to register, join or take
+	// ownership.
 	PublicKey ed25519.PublicKey
 	// NotAfter is when the peer's certificate expires, for KindNode and
 	// KindUser; after it, the identity no longer holds (see PeerIdentity).
@@ -67,27 +79,31 @@ func (i Identity) IsNode(nodeID string) bool {
 	return i.Kind == KindNode && i.NodeID != "" && i.NodeID == nodeID
 }
 
-// String describes i for logs: "node node-…", "user owner" or
-// "unauthenticated node-…" (the ID the key would have).
+// HoldsKey reports whether the peer proved that it holds the private key
+// of i.PublicKey: true for every kind but KindAnonymous.
+func (i Identity) HoldsKey() bool {
+	return i.Kind != KindAnonymous && len(i.PublicKey) == ed25519.PublicKeySize
+}
+
+// String describes i for logs: "node node-…", "user owner", "key-holder
+// node-…" (the ID the key would have) or "anonymous".
 func (i Identity) String() string {
 	switch i.Kind {
 	case KindNode:
 		return "node " + i.NodeID
 	case KindUser:
 		return "user " + i.UserName
-	case KindUnauthenticated:
+	case KindKeyHolder:
 		if len(i.PublicKey) == ed25519.PublicKeySize {
-			return "unauthenticated " + NodeID(i.PublicKey)
+			return "key-holder " + NodeID(i.PublicKey)
 		}
-		return "unauthenticated"
 	}
 	return i.Kind.String()
 }
 
-// Errors of Identify. Others (wrapped with these) say what was wrong.
+// ErrUntrusted is what Verifier.Identify and the TLS configurations wrap
+// when they refuse a certificate; the rest of the error says why.
 var (
-	// ErrNoCertificate means that the peer presented no certificate.
-	ErrNoCertificate = errors.New("no certificate presented")
 	// ErrUntrusted means that the peer's certificate is neither valid and
 	// issued by the cluster CA, nor a self-signed ephemeral certificate:
 	// another cluster's, expired, not yet valid, or malformed.
@@ -137,29 +153,38 @@ func (v *Verifier) CACertificate() *x509.Certificate { return v.ca }
 
 // Identify says who a client is from the certificates it presented in a
 // TLS handshake (leaf first, as in tls.ConnectionState.PeerCertificates),
-// at time now. There are exactly three outcomes besides an error:
+// at time now. There are exactly four outcomes besides an error:
 //
+//   - Nothing presented: KindAnonymous.
 //   - The leaf is valid at now and signed by the CA, and is a node
 //     certificate: KindNode. (The CA signs leaves directly; any other
 //     certificates presented are ignored, never used as intermediates.)
 //   - Likewise for a user certificate: KindUser.
 //   - The leaf does not verify against the CA, is self-signed (by the key it
 //     carries), is not a CA certificate and is the only certificate
-//     presented: KindUnauthenticated, with only PublicKey set. Its subject,
+//     presented: KindKeyHolder, with only PublicKey set. Its subject,
 //     extensions and validity period are ignored: it proves only that the
-//     peer holds its key.
+//     peer holds its key. (The TLS handshake proves that, by checking the
+//     peer's signature with the key; Identify does not, so call it only on
+//     the certificates of a completed handshake.)
 //
-// Anything else is an error wrapping ErrNoCertificate or ErrUntrusted: a
-// certificate from another CA, an expired one, one the CA signed but that
+// Anything else is an error wrapping ErrUntrusted: a certificate from
+// another CA, an expired or not yet valid one, one the CA signed but that
 // is not a well-formed node or user certificate (such as the CA's own).
-// A certificate that verifies against the CA is never reconsidered as
-// self-signed.
+// Such a certificate is not downgraded to a key holder: a peer that
+// presents one is misconfigured or lying, and is refused. In particular, a
+// node whose certificate has expired must present a self-signed one to
+// prove its key (see KeyHolderClientConfig). A certificate that verifies
+// against the CA is never reconsidered as self-signed.
 func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Identity, error) {
 	if err := v.check(); err != nil {
 		return Identity{}, err
 	}
-	if len(presented) == 0 || presented[0] == nil {
-		return Identity{}, ErrNoCertificate
+	if len(presented) == 0 {
+		return Identity{Kind: KindAnonymous}, nil
+	}
+	if presented[0] == nil {
+		return Identity{}, fmt.Errorf("%w: nil certificate", ErrUntrusted)
 	}
 	leaf := presented[0]
 	_, verr := leaf.Verify(x509.VerifyOptions{
@@ -175,7 +200,7 @@ func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Ident
 		return id, nil
 	}
 	if len(presented) == 1 && isSelfSigned(leaf) {
-		return Identity{Kind: KindUnauthenticated, PublicKey: leaf.PublicKey.(ed25519.PublicKey)}, nil
+		return Identity{Kind: KindKeyHolder, PublicKey: leaf.PublicKey.(ed25519.PublicKey)}, nil
 	}
 	return Identity{}, fmt.Errorf("%w: %q: %w", ErrUntrusted, leaf.Subject.CommonName, verr)
 }
@@ -185,7 +210,7 @@ func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Ident
 // host name): it must be a node certificate.
 func identifyServer(presented []*x509.Certificate) error {
 	if len(presented) == 0 {
-		return ErrNoCertificate
+		return fmt.Errorf("%w: server presented no certificate", ErrUntrusted)
 	}
 	id, err := classify(presented[0])
 	if err != nil {
@@ -251,13 +276,15 @@ func isSelfSigned(cert *x509.Certificate) bool {
 	return cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature) == nil
 }
 
-// EphemeralCertificate returns the self-signed certificate a node presents
-// while it registers, made for key at now. Its subject names the node ID
-// the key would have, for whoever reads it in a log, but servers trust
-// nothing in it beyond its key (see Verifier.Identify): a registering node
-// is KindUnauthenticated, and it is the register ticket that says it may
-// register. Servers ignore its validity period; EphemeralCertificateLifetime
-// is nominal.
+// EphemeralCertificate returns a self-signed certificate for key, made at
+// now: what a peer without a valid certificate from the cluster CA presents
+// to prove that it holds key (a node registering or joining after its
+// certificate expired, an owner taking ownership). Its subject names the
+// node ID the key would have, for whoever reads it in a log, but servers
+// trust nothing in it beyond its key (see Verifier.Identify): its holder is
+// KindKeyHolder, and what it may do with its key is the curator's decision
+// (a register ticket, a known node's key, the owner's key). Servers ignore
+// its validity period; EphemeralCertificateLifetime is nominal.
 func EphemeralCertificate(key ed25519.PrivateKey, now time.Time) (*x509.Certificate, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("making ephemeral certificate: ed25519 private key of %d bytes, want %d", len(key), ed25519.PrivateKeySize)
