@@ -45,9 +45,10 @@ proto_wrapper() {
 	chmod +x "$1"
 }
 
-# buf runs buf at the pinned version in $proto_dir.
+# buf runs buf at the pinned version. Give it $proto_dir as its input: it
+# then reports paths relative to the repository root.
 buf() {
-	(cd "$proto_dir" && go run "github.com/bufbuild/buf/cmd/buf@$buf_version" "$@")
+	go run "github.com/bufbuild/buf/cmd/buf@$buf_version" "$@"
 }
 
 # proto_build_tools runs every tool once up front, so that a cold build
@@ -68,7 +69,7 @@ proto_build_tools() {
 proto_generate() {
 	local bin
 	bin=$(proto_tools_path "$1")
-	PATH="$bin:$PATH" buf generate --output "$1/generated"
+	PATH="$bin:$PATH" buf generate "$proto_dir" --template "$proto_dir/buf.gen.yaml" --output "$1/generated"
 }
 
 # proto_generated_files DIR prints, sorted and relative to DIR, the
