@@ -91,6 +91,17 @@ func (l *Leadership) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []c
 	return (*clientv3.TxnResponse)(in), in.Succeeded, nil
 }
 
+// Current is the leadership as this curator sees it now, without waiting;
+// before Run has started, nobody is known to lead.
+func (e *Election) Current() LeaderStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.leading != nil {
+		return LeaderStatus{Leading: e.leading, Leader: e.Candidate}
+	}
+	return LeaderStatus{Leader: e.leader}
+}
+
 // Status is the leadership as this curator sees it.
 func (e *Election) Status() event.ValueWatch[*LeaderStatus] { return &e.status }
 

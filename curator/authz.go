@@ -1,0 +1,165 @@
+package curator
+
+import (
+	"context"
+	"crypto/ed25519"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+)
+
+// Every RPC passes through one check before its handler runs:
+//
+//  1. the method's requirement, as declared in the proto
+//     (curatorv1.MethodRequirement); a method without one is refused;
+//  2. the caller's identity from its TLS certificate (identity.PeerIdentity);
+//  3. for nodes, their record: a node that was deleted or decommissioned is
+//     refused even though its certificate is still valid; for users, their
+//     permissions (the owner holds all);
+//  4. leadership: only the leader serves state; the others answer
+//     UNAVAILABLE naming the leader, which the curator client follows.
+//
+// Handlers then find the caller and the leader state in their context.
+
+// servedByAnyCurator are the methods a follower answers itself.
+var servedByAnyCurator = map[string]bool{
+	cpb.CuratorService_GetLeader_FullMethodName:        true,
+	cpb.CuratorService_GetCACertificate_FullMethodName: true,
+}
+
+type callerKey struct{}
+type leaderKey struct{}
+
+// callerFrom returns the authorised caller of an RPC.
+func callerFrom(ctx context.Context) identity.Identity {
+	id, _ := ctx.Value(callerKey{}).(identity.Identity)
+	return id
+}
+
+// leaderFrom returns the leader state an RPC runs under; nil only for
+// servedByAnyCurator methods on a follower.
+func leaderFrom(ctx context.Context) *leaderState {
+	l, _ := ctx.Value(leaderKey{}).(*leaderState)
+	return l
+}
+
+func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authorize(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := s.authorize(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &authorizedStream{ServerStream: ss, ctx: ctx})
+}
+
+type authorizedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a *authorizedStream) Context() context.Context { return a.ctx }
+
+func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
+	req, err := cpb.MethodRequirement(method)
+	if err != nil {
+		return nil, status.Errorf(codes.PermissionDenied, "%s: %v", method, err)
+	}
+	caller, err := identity.PeerIdentity(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", method, err)
+	}
+	if err := s.checkCaller(ctx, req, caller); err != nil {
+		return nil, err
+	}
+	ctx = context.WithValue(ctx, callerKey{}, caller)
+	if servedByAnyCurator[method] {
+		return ctx, nil
+	}
+	l, _ := event.Get(ctx, &s.leader)
+	if l == nil {
+		return nil, s.notLeader()
+	}
+	return context.WithValue(ctx, leaderKey{}, l), nil
+}
+
+func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller identity.Identity) error {
+	switch req.Caller {
+	case cpb.Caller_CALLER_UNAUTHENTICATED:
+		return nil
+	case cpb.Caller_CALLER_KEY_HOLDER:
+		if !caller.HoldsKey() {
+			return status.Error(codes.Unauthenticated, "this call needs a client certificate proving a key (a self-signed certificate is enough)")
+		}
+		return nil
+	case cpb.Caller_CALLER_NODE, cpb.Caller_CALLER_NODE_SELF:
+		if caller.Kind != identity.KindNode {
+			return status.Errorf(codes.PermissionDenied, "only nodes may make this call; the caller is %s", caller)
+		}
+		return s.checkNodeStanding(ctx, caller)
+	case cpb.Caller_CALLER_USER:
+		if caller.Kind != identity.KindUser {
+			return status.Errorf(codes.PermissionDenied, "only users may make this call; the caller is %s", caller)
+		}
+		if !userHolds(caller.UserName, req.Permission) {
+			return status.Errorf(codes.PermissionDenied, "user %q does not hold %s", caller.UserName, req.Permission)
+		}
+		return nil
+	default:
+		return status.Errorf(codes.PermissionDenied, "unknown caller requirement %v", req.Caller)
+	}
+}
+
+// checkNodeStanding refuses nodes whose record is gone or decommissioned,
+// or holds another key: their certificate may still be valid, but they are
+// no longer part of the cluster.
+func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identity) error {
+	snap, err := s.nodes.current(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	}
+	n := snap.nodes[caller.NodeID]
+	switch {
+	case n == nil:
+		return status.Errorf(codes.PermissionDenied, "node %s is not part of the cluster (deleted or never registered)", caller.NodeID)
+	case !caller.PublicKey.Equal(ed25519.PublicKey(n.PublicKey)):
+		return status.Errorf(codes.PermissionDenied, "node %s: the certificate's key is not the node's key", caller.NodeID)
+	case n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED:
+		return status.Errorf(codes.PermissionDenied, "node %s is decommissioned", caller.NodeID)
+	case n.State != cpb.NodeState_NODE_STATE_UP:
+		return status.Errorf(codes.PermissionDenied, "node %s is %s, not UP", caller.NodeID, n.State)
+	}
+	return nil
+}
+
+// userHolds says whether a user holds a permission. There is one user so
+// far, the owner, and it holds every permission; users with explicit
+// permission sets come with the user management RPCs.
+func userHolds(user string, _ cpb.Permission) bool {
+	return user == OwnerUserName
+}
+
+// OwnerUserName is the name in the owner's user certificate.
+const OwnerUserName = "owner"
+
+// notLeader is the error a follower gives for calls only the leader serves.
+func (s *Service) notLeader() error {
+	st := s.election.Current()
+	var ep cpb.CuratorEndpoint
+	if st.Leader != nil && proto.Unmarshal(st.Leader, &ep) == nil {
+		return status.Errorf(codes.Unavailable, "not the leader: the leader is %s at %s:%d", ep.NodeId, ep.Address, ep.Port)
+	}
+	return status.Error(codes.Unavailable, "not the leader, and no leader is known (an election is under way)")
+}

@@ -1,0 +1,104 @@
+package curator
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/identity"
+)
+
+// BootstrapParams describe a new cluster and its first node.
+type BootstrapParams struct {
+	// OwnerKey is the public key of the cluster's owner, who exchanges it
+	// for an owner certificate with AAAService.TakeOwnership.
+	OwnerKey ed25519.PublicKey
+	// NodeKey is the first node's public key.
+	NodeKey ed25519.PublicKey
+	// NodeStatus is the first node's status; its external address goes
+	// into the node's certificate.
+	NodeStatus *cpb.NodeStatus
+}
+
+// ErrBootstrapMismatch is returned by Bootstrap when the store already holds
+// a cluster bootstrapped with another owner or first node.
+var ErrBootstrapMismatch = errors.New("curator: the store holds another cluster")
+
+// Bootstrap initialises the curator's state for a new cluster in an etcd
+// namespace that has just been created: the cluster CA, the owner's key, a
+// register ticket, and the first node, UP with the ConsensusMember and
+// KubernetesController roles. It returns the first node's certificate.
+//
+// It is idempotent: run again with the same parameters (after a crash
+// half-way, say) it completes what is missing and returns a fresh
+// certificate; run with other parameters it refuses with
+// ErrBootstrapMismatch and changes nothing. Everything but the CA is
+// written in one transaction, so the state is never half-initialised.
+func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now time.Time) (*x509.Certificate, error) {
+	if len(p.OwnerKey) != ed25519.PublicKeySize || len(p.NodeKey) != ed25519.PublicKeySize {
+		return nil, errors.New("bootstrap: owner and node keys must be ed25519 public keys")
+	}
+	addr, err := netip.ParseAddr(p.NodeStatus.GetExternalAddress())
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: the node's external address: %w", err)
+	}
+	ca, _, err := identity.EnsureCA(ctx, cli, now)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	id := identity.NodeID(p.NodeKey)
+	node := &cpb.Node{
+		Id:        id,
+		PublicKey: p.NodeKey,
+		State:     cpb.NodeState_NODE_STATE_UP,
+		Roles: &cpb.Roles{
+			ConsensusMember:      &cpb.ConsensusMemberRole{},
+			KubernetesController: &cpb.KubernetesControllerRole{},
+		},
+		Status: p.NodeStatus,
+	}
+	op, err := putNodeOp(node)
+	if err != nil {
+		return nil, err
+	}
+	ticket := make([]byte, 32)
+	if _, err := rand.Read(ticket); err != nil {
+		return nil, err
+	}
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0)).
+		Then(clientv3.OpPut(ownerKey, string(p.OwnerKey)), clientv3.OpPut(ticketKey, string(ticket)), op).
+		Else(clientv3.OpGet(ownerKey), clientv3.OpGet(nodeKey(id))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: writing the cluster state: %w", err)
+	}
+	if !resp.Succeeded {
+		owner := resp.Responses[0].GetResponseRange().Kvs
+		nodes := resp.Responses[1].GetResponseRange().Kvs
+		if len(owner) != 1 || !p.OwnerKey.Equal(ed25519.PublicKey(owner[0].Value)) || len(nodes) != 1 {
+			return nil, ErrBootstrapMismatch
+		}
+		existing, err := decodeNode(nodes[0].Key, nodes[0].Value)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		if !proto.Equal(existing.Roles, node.Roles) || existing.State != node.State {
+			return nil, fmt.Errorf("%w: the first node's record has changed since", ErrBootstrapMismatch)
+		}
+	}
+	cert, err := ca.IssueNode(p.NodeKey, []netip.Addr{addr}, now)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: issuing the first node's certificate: %w", err)
+	}
+	return cert, nil
+}

@@ -1,0 +1,168 @@
+package curator
+
+import (
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"net/netip"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// testCluster is a bootstrapped cluster with one curator, served over real
+// mTLS on a loopback address, and the credentials to call it as each kind
+// of caller.
+type testCluster struct {
+	t         *testing.T
+	etcd      *clientv3.Client
+	consensus *consensus.Service
+	curator   *Service
+	status    *Status
+	ca        *identity.CA
+	ownerKey  ed25519.PrivateKey
+	nodeKey   ed25519.PrivateKey // the first node's
+	nodeCert  *x509.Certificate
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	peer := freeAddress(t)
+	svc, err := consensus.New(consensus.Config{Name: "one", DataDir: t.TempDir(), PeerAddress: peer, Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, svc.Run)
+	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
+	if err != nil {
+		t.Fatalf("waiting for consensus: %v", err)
+	}
+	cli, err := st.ClientFor("curator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+
+	c := &testCluster{t: t, etcd: cli, consensus: svc, ownerKey: mustKey(t), nodeKey: mustKey(t)}
+	ip := netip.MustParseAddrPort(peer).Addr()
+	c.nodeCert, err = Bootstrap(ctxT(t), cli, BootstrapParams{
+		OwnerKey:   c.ownerKey.Public().(ed25519.PublicKey),
+		NodeKey:    c.nodeKey.Public().(ed25519.PublicKey),
+		NodeStatus: &cpb.NodeStatus{ExternalAddress: ip.String()},
+	}, time.Now())
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	c.ca, err = identity.LoadCA(ctxT(t), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.curator, err = New(Config{
+		Client:        cli,
+		Consensus:     svc.Status(),
+		NodeKey:       c.nodeKey,
+		ListenAddress: netip.AddrPortFrom(ip, 0).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, c.curator.Run)
+	c.status, err = event.Get(ctxT(t), c.curator.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := event.Get(ctxT(t), &c.curator.leader, event.Filter(func(l *leaderState) bool { return l != nil })); err != nil {
+		t.Fatalf("waiting for the curator to lead: %v", err)
+	}
+	return c
+}
+
+func mustKey(t testing.TB) ed25519.PrivateKey {
+	t.Helper()
+	k, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// dial connects to the curator with a TLS configuration.
+func (c *testCluster) dial(cfg *tls.Config) *grpc.ClientConn {
+	c.t.Helper()
+	conn, err := grpc.NewClient(c.status.Address.String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// asOwner calls as the owner, with a user certificate issued straight
+// from the CA.
+func (c *testCluster) asOwner() *grpc.ClientConn {
+	c.t.Helper()
+	cert, err := c.ca.IssueUser(OwnerUserName, c.ownerKey.Public().(ed25519.PublicKey), time.Now())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.asUserCert(cert, c.ownerKey)
+}
+
+func (c *testCluster) asUserCert(cert *x509.Certificate, key ed25519.PrivateKey) *grpc.ClientConn {
+	c.t.Helper()
+	tc, err := identity.TLSCertificate(cert, key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := identity.UserClientConfig(c.ca.Verifier(), tc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.dial(cfg)
+}
+
+// asNode calls as a node holding cert for key.
+func (c *testCluster) asNode(cert *x509.Certificate, key ed25519.PrivateKey) *grpc.ClientConn {
+	c.t.Helper()
+	tc, err := identity.TLSCertificate(cert, key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := identity.NodeClientConfig(c.ca.Verifier(), tc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.dial(cfg)
+}
+
+// asFirstNode calls as the bootstrapped node.
+func (c *testCluster) asFirstNode() *grpc.ClientConn {
+	return c.asNode(c.nodeCert, c.nodeKey)
+}
+
+// asKeyHolder calls with a self-signed certificate for key.
+func (c *testCluster) asKeyHolder(key ed25519.PrivateKey) *grpc.ClientConn {
+	c.t.Helper()
+	cfg, err := identity.KeyHolderClientConfig(c.ca.Verifier(), key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.dial(cfg)
+}
+
+// anonymous calls without a client certificate.
+func (c *testCluster) anonymous() *grpc.ClientConn {
+	c.t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(c.ca.Certificate())
+	return c.dial(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+}

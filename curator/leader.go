@@ -1,0 +1,76 @@
+package curator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// leaderState is what a curator holds while it leads. A new one is made for
+// every term, so nothing from an earlier term leaks into the next.
+type leaderState struct {
+	leadership *Leadership
+	ca         *identity.CA
+	// since is when this term started. Nodes not heard from in this term
+	// count as last heard at since, so that a leader change does not make
+	// every node look dead.
+	since time.Time
+
+	mu sync.Mutex
+	// heartbeats is the time of each node's last heartbeat in this term.
+	heartbeats map[string]time.Time
+}
+
+// lastHeartbeat is when node id was last heard of, as far as this term
+// knows.
+func (l *leaderState) lastHeartbeat(id string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.heartbeats[id]; ok {
+		return t
+	}
+	return l.since
+}
+
+func (l *leaderState) heartbeat(id string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.heartbeats[id] = now
+}
+
+// runLeader publishes a leaderState while the election says this curator
+// leads, and nil otherwise.
+//
+//	reads:  election status
+//	writes: s.leader
+func (s *Service) runLeader(ctx context.Context, ca *identity.CA) error {
+	var in event.Inputs
+	defer in.Close()
+	election := event.Input(&in, s.election.Status(), nil)
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	defer s.leader.Set(nil)
+	var current *leaderState
+	for {
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		st := election.Latest()
+		switch {
+		case st.Leading == nil && current != nil:
+			supervisor.Logger(ctx).Info("stepping down", zap.Stringer("because", why))
+			current = nil
+			s.leader.Set(nil)
+		case st.Leading != nil && (current == nil || current.leadership != st.Leading):
+			supervisor.Logger(ctx).Info("taking over as leader", zap.Stringer("because", why))
+			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeats: map[string]time.Time{}}
+			s.leader.Set(current)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package curator
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// Service is one curator. Make it with New and run it with Run under a
+// supervisor.
+type Service struct {
+	cfg      Config
+	nodeID   string
+	election *Election
+	nodes    *nodeCache
+	status   memory.Value[*Status]
+	// leader is this curator's leader state while it leads, nil otherwise.
+	leader memory.Value[*leaderState]
+}
+
+// Status is what a running curator publishes about itself.
+type Status struct {
+	// NodeID is the ID of this curator's node.
+	NodeID string
+	// Address is the address it serves on (IP:port), with the port
+	// resolved when Config.ListenAddress asked for port 0.
+	Address netip.AddrPort
+	// CACertificate is the cluster CA's certificate (DER).
+	CACertificate []byte
+}
+
+// New validates cfg and returns a curator ready to Run.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:    cfg,
+		nodeID: identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey)),
+		nodes:  newNodeCache(cfg.Client),
+	}
+	s.status.Name = "curator-status"
+	s.leader.Name = "curator-leader"
+	// Not leading until the election says so; set now so that reading it
+	// never waits.
+	s.leader.Set(nil)
+	return s, nil
+}
+
+// Status is the curator's status; unset until it serves.
+func (s *Service) Status() event.ValueWatch[*Status] { return &s.status }
+
+// Leader is this curator's view of the leadership.
+func (s *Service) Leader() event.ValueWatch[*LeaderStatus] {
+	if s.election == nil {
+		return nil
+	}
+	return s.election.Status()
+}
+
+// Run serves the curator until ctx is cancelled: it elects, keeps the node
+// cache, and answers RPCs over mTLS.
+func (s *Service) Run(ctx context.Context) error {
+	ca, err := identity.LoadCA(ctx, s.cfg.Client)
+	if err != nil {
+		if errors.Is(err, identity.ErrNoCA) {
+			return fmt.Errorf("the cluster state is not initialised (no CA): bootstrap it first: %w", err)
+		}
+		return fmt.Errorf("loading the cluster CA: %w", err)
+	}
+	lis, err := net.Listen("tcp", s.cfg.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.cfg.ListenAddress, err)
+	}
+	defer lis.Close()
+	addr := netip.MustParseAddrPort(lis.Addr().String())
+
+	pub := s.cfg.NodeKey.Public().(ed25519.PublicKey)
+	cert, err := ca.IssueNode(pub, []netip.Addr{addr.Addr()}, s.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("issuing the curator's serving certificate: %w", err)
+	}
+	tlsCert, err := identity.TLSCertificate(cert, s.cfg.NodeKey)
+	if err != nil {
+		return err
+	}
+	creds, err := identity.ServerCredentials(ca.Verifier(), tlsCert)
+	if err != nil {
+		return fmt.Errorf("curator TLS: %w", err)
+	}
+
+	candidate, err := proto.Marshal(&cpb.CuratorEndpoint{NodeId: s.nodeID, Address: addr.Addr().String(), Port: uint32(addr.Port())})
+	if err != nil {
+		return err
+	}
+	s.election = &Election{Client: s.cfg.Client, Candidate: candidate, LeaseTTL: s.cfg.LeaseTTL}
+	if err := supervisor.Run(ctx, "nodes", s.nodes.run); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "election", s.election.Run); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, ca) }); err != nil {
+		return err
+	}
+
+	srv := grpc.NewServer(
+		grpc.Creds(creds),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	rpc := &rpcServer{s: s, ca: ca, self: &cpb.CuratorEndpoint{NodeId: s.nodeID, Address: addr.Addr().String(), Port: uint32(addr.Port())}}
+	cpb.RegisterCuratorServiceServer(srv, rpc)
+	cpb.RegisterManagementServiceServer(srv, rpc)
+	cpb.RegisterAAAServiceServer(srv, rpc)
+
+	s.status.Set(&Status{NodeID: s.nodeID, Address: addr, CACertificate: ca.Certificate().Raw})
+	supervisor.Logger(ctx).Info("serving", zap.Stringer("address", addr), zap.String("node", s.nodeID))
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	select {
+	case <-ctx.Done():
+		// Streams (Watch) never end by themselves: stop, do not drain.
+		srv.Stop()
+		<-served
+		return ctx.Err()
+	case err := <-served:
+		return fmt.Errorf("serving gRPC: %w", err)
+	}
+}
+
+// rpcServer implements the three services. Its methods live in one file per
+// service (rpc_curator.go, rpc_management.go, rpc_aaa.go).
+type rpcServer struct {
+	cpb.UnimplementedCuratorServiceServer
+	cpb.UnimplementedManagementServiceServer
+	cpb.UnimplementedAAAServiceServer
+
+	s    *Service
+	ca   *identity.CA
+	self *cpb.CuratorEndpoint
+}

@@ -1,0 +1,136 @@
+package curator
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/identity"
+)
+
+// The curator's keys in its etcd namespace. The CA lives under
+// identity.CAPrefix; the election under electionPrefix.
+const (
+	// nodePrefix holds one record per node, a cpb.Node in protobuf wire
+	// format, under its node ID. Health and time since heartbeat are never
+	// stored: they are the leader's judgement at the time of asking.
+	nodePrefix = "nodes/"
+	// ownerKey holds the raw ed25519 public key of the cluster's owner.
+	ownerKey = "cluster/owner"
+	// ticketKey holds the cluster's register ticket (32 random bytes).
+	ticketKey = "cluster/register-ticket"
+)
+
+func nodeKey(id string) string { return nodePrefix + id }
+
+// nodeIDFromKey is the inverse of nodeKey.
+func nodeIDFromKey(key string) (string, bool) {
+	return strings.CutPrefix(key, nodePrefix)
+}
+
+// decodeNode parses a stored node record and checks that it is the record
+// of the node its key names: a record that fails is corrupt, and refusing
+// it is better than serving it.
+func decodeNode(key, value []byte) (*cpb.Node, error) {
+	id, ok := nodeIDFromKey(string(key))
+	if !ok {
+		return nil, fmt.Errorf("key %q is not a node record", key)
+	}
+	if value == nil {
+		return nil, nil // deleted
+	}
+	var n cpb.Node
+	if err := proto.Unmarshal(value, &n); err != nil {
+		return nil, fmt.Errorf("node record %s: %w", id, err)
+	}
+	if n.Id != id {
+		return nil, fmt.Errorf("node record %s: holds node %q", id, n.Id)
+	}
+	if err := identity.VerifyNodeID(id, ed25519.PublicKey(n.PublicKey)); err != nil {
+		return nil, fmt.Errorf("node record %s: %w", id, err)
+	}
+	return &n, nil
+}
+
+// getNode reads one node record. A missing node is (nil, 0, nil); rev is
+// the record's mod revision, for compare-and-swap updates.
+func getNode(ctx context.Context, kv clientv3.KV, id string) (n *cpb.Node, rev int64, err error) {
+	resp, err := kv.Get(ctx, nodeKey(id))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading node %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	kv0 := resp.Kvs[0]
+	n, err = decodeNode(kv0.Key, kv0.Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return n, kv0.ModRevision, nil
+}
+
+// encodeNode serialises a record for storage, without the fields that are
+// never stored.
+func encodeNode(n *cpb.Node) (string, error) {
+	stored := proto.Clone(n).(*cpb.Node)
+	stored.Health = cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED
+	stored.TimeSinceHeartbeat = nil
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(stored)
+	if err != nil {
+		return "", fmt.Errorf("encoding node %s: %w", n.Id, err)
+	}
+	return string(b), nil
+}
+
+// putNodeOp is the etcd operation storing n.
+func putNodeOp(n *cpb.Node) (clientv3.Op, error) {
+	v, err := encodeNode(n)
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(nodeKey(n.Id), v), nil
+}
+
+// updateNode applies change to node id's record as the leader, with
+// compare-and-swap on its revision so that concurrent updates of one record
+// never lose each other's changes: on a conflict it reads again and
+// re-applies change. change returns the error to give the caller when the
+// update is not allowed (then nothing is written). A missing node is
+// reported to change as nil.
+func updateNode(ctx context.Context, l *Leadership, kv clientv3.KV, id string, change func(n *cpb.Node) (*cpb.Node, error)) (*cpb.Node, error) {
+	for {
+		cur, rev, err := getNode(ctx, kv, id)
+		if err != nil {
+			return nil, err
+		}
+		var arg *cpb.Node
+		if cur != nil {
+			arg = proto.Clone(cur).(*cpb.Node)
+		}
+		next, err := change(arg)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil || (cur != nil && proto.Equal(cur, next)) {
+			return cur, nil
+		}
+		op, err := putNodeOp(next)
+		if err != nil {
+			return nil, err
+		}
+		cmp := clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev)
+		_, ok, err := l.Txn(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{op}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return next, nil
+		}
+	}
+}
