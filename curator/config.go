@@ -49,10 +49,10 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
+		errs = append(errs, errors.New("the Client field is required"))
 	}
 	if c.Consensus == nil {
-		errs = append(errs, errors.New("Consensus is required"))
+		errs = append(errs, errors.New("the Consensus field is required"))
 	}
 	if len(c.NodeKey) != ed25519.PrivateKeySize {
 		errs = append(errs, fmt.Errorf("NodeKey must be an ed25519 private key (%d bytes), not %d bytes", ed25519.PrivateKeySize, len(c.NodeKey)))
