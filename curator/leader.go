@@ -21,6 +21,9 @@ type leaderState struct {
 	// count as last heard at since, so that a leader change does not make
 	// every node look dead.
 	since time.Time
+	// heartbeatInterval is the interval nodes are told to heartbeat at
+	// (Config.HeartbeatInterval); health judges silence against it.
+	heartbeatInterval time.Duration
 
 	mu sync.Mutex
 	// heartbeats is the time of each node's last heartbeat in this term.
@@ -69,7 +72,7 @@ func (s *Service) runLeader(ctx context.Context, ca *identity.CA) error {
 			s.leader.Set(nil)
 		case st.Leading != nil && (current == nil || current.leadership != st.Leading):
 			supervisor.Logger(ctx).Info("taking over as leader", zap.Stringer("because", why))
-			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeats: map[string]time.Time{}}
+			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeatInterval: s.cfg.HeartbeatInterval, heartbeats: map[string]time.Time{}}
 			s.leader.Set(current)
 		}
 	}
