@@ -630,9 +630,15 @@ type NodeStatus struct {
 	// current boot; a different value means the node rebooted.
 	BootId string `protobuf:"bytes,4,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
 	// When the node took this status, by the node's clock.
-	Timestamp     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// The TCP port the node's consensus member listens on for its peers, at
+	// external_address, should the node be given ConsensusMember: the
+	// curator adds the member with this address before the member exists,
+	// so the node must choose it in advance. 0 (unset) while the node
+	// cannot run a consensus member; ConsensusMember is then refused.
+	ConsensusPeerPort uint32 `protobuf:"varint,6,opt,name=consensus_peer_port,json=consensusPeerPort,proto3" json:"consensus_peer_port,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -698,6 +704,13 @@ func (x *NodeStatus) GetTimestamp() *timestamppb.Timestamp {
 		return x.Timestamp
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetConsensusPeerPort() uint32 {
+	if x != nil {
+		return x.ConsensusPeerPort
+	}
+	return 0
 }
 
 // RunningCurator describes the curator a node runs.
@@ -905,14 +918,15 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1a\n" +
 	"\x18KubernetesControllerRole\"\x16\n" +
-	"\x14KubernetesWorkerRole\"\xef\x01\n" +
+	"\x14KubernetesWorkerRole\"\x9f\x02\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x10external_address\x18\x01 \x01(\tR\x0fexternalAddress\x12I\n" +
 	"\x0frunning_curator\x18\x02 \x01(\v2 .polis.curator.v1.RunningCuratorR\x0erunningCurator\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x17\n" +
 	"\aboot_id\x18\x04 \x01(\tR\x06bootId\x128\n" +
-	"\ttimestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"$\n" +
+	"\ttimestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12.\n" +
+	"\x13consensus_peer_port\x18\x06 \x01(\rR\x11consensusPeerPort\"$\n" +
 	"\x0eRunningCurator\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\"X\n" +
 	"\x0fCuratorEndpoint\x12\x17\n" +

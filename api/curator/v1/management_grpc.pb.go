@@ -68,8 +68,9 @@ type ManagementServiceClient interface {
 	// Errors: FAILED_PRECONDITION if the node is not UP, if
 	// KubernetesController would be held without ConsensusMember, if
 	// ConsensusMember is given to a node that has not reported its external
-	// address, or if ConsensusMember would be taken from the last consensus
-	// member.
+	// address and consensus peer port (NodeStatus.consensus_peer_port), or
+	// if ConsensusMember would be taken from the last consensus member or
+	// from the node of the leading curator.
 	UpdateNodeRoles(ctx context.Context, in *UpdateNodeRolesRequest, opts ...grpc.CallOption) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -79,7 +80,7 @@ type ManagementServiceClient interface {
 	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
-	// instead) or is the last consensus member.
+	// instead), is the last consensus member, or runs the leading curator.
 	DecommissionNode(ctx context.Context, in *DecommissionNodeRequest, opts ...grpc.CallOption) (*DecommissionNodeResponse, error)
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
@@ -232,8 +233,9 @@ type ManagementServiceServer interface {
 	// Errors: FAILED_PRECONDITION if the node is not UP, if
 	// KubernetesController would be held without ConsensusMember, if
 	// ConsensusMember is given to a node that has not reported its external
-	// address, or if ConsensusMember would be taken from the last consensus
-	// member.
+	// address and consensus peer port (NodeStatus.consensus_peer_port), or
+	// if ConsensusMember would be taken from the last consensus member or
+	// from the node of the leading curator.
 	UpdateNodeRoles(context.Context, *UpdateNodeRolesRequest) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -243,7 +245,7 @@ type ManagementServiceServer interface {
 	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
-	// instead) or is the last consensus member.
+	// instead), is the last consensus member, or runs the leading curator.
 	DecommissionNode(context.Context, *DecommissionNodeRequest) (*DecommissionNodeResponse, error)
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
