@@ -94,8 +94,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if id.Removed {
 		return fmt.Errorf("%w (recorded in %s)", ErrRemoved, layout(s.cfg.DataDir).identityFile())
 	}
-	var removed atomic.Bool
-	ecfg, err := s.etcdConfig(id, logger, &removed)
+	var removed, closed atomic.Bool
+	ecfg, err := s.etcdConfig(id, logger, &removed, &closed)
 	if err != nil {
 		return err
 	}
@@ -103,6 +103,10 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("starting etcd: %w", err)
 	}
+	// etcd's peer transport can log from goroutines that outlive Close by
+	// a moment; once Run returns, its logger (the supervisor's, which a
+	// test may already have torn down) must no longer be written to.
+	defer closed.Store(true)
 	defer e.Close()
 	select {
 	case <-e.Server.ReadyNotify():
@@ -212,7 +216,7 @@ func (s *Service) checkIDs(e *embed.Etcd, id *identity) error {
 // etcdConfig translates the member's configuration into etcd's.
 // removed is set when etcd reports that it stopped because the member was
 // removed (see removalSpotter).
-func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed *atomic.Bool) (*embed.Config, error) {
+func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *atomic.Bool) (*embed.Config, error) {
 	l := layout(s.cfg.DataDir)
 	ec := embed.NewConfig()
 	ec.Name = s.cfg.Name
@@ -262,7 +266,7 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed *atomic.B
 
 	ec.Logger = "zap"
 	etcdLogger := logger.Named("etcd").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return &removalSpotter{Core: c, seen: removed}
+		return &removalSpotter{Core: c, seen: removed, closed: closed}
 	}))
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdLogger)
 	return ec, nil
@@ -388,6 +392,8 @@ const etcdRemovedMessage = "data-dir used by this member must be removed"
 type removalSpotter struct {
 	zapcore.Core
 	seen *atomic.Bool
+	// closed is set once Run has returned: later entries are dropped.
+	closed *atomic.Bool
 }
 
 // Enabled lets warnings through to Check even if the wrapped core would
@@ -397,12 +403,15 @@ func (r *removalSpotter) Enabled(l zapcore.Level) bool {
 }
 
 func (r *removalSpotter) With(fields []zapcore.Field) zapcore.Core {
-	return &removalSpotter{Core: r.Core.With(fields), seen: r.seen}
+	return &removalSpotter{Core: r.Core.With(fields), seen: r.seen, closed: r.closed}
 }
 
 func (r *removalSpotter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if e.Message == etcdRemovedMessage {
 		r.seen.Store(true)
+	}
+	if r.closed.Load() {
+		return ce
 	}
 	return r.Core.Check(e, ce)
 }

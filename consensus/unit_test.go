@@ -218,7 +218,7 @@ func TestRemovalSpotter(t *testing.T) {
 	var seen atomic.Bool
 	// A logger that drops everything must not blind the spotter.
 	l := zap.NewNop().WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return &removalSpotter{Core: c, seen: &seen}
+		return &removalSpotter{Core: c, seen: &seen, closed: new(atomic.Bool)}
 	})).With(zap.String("component", "etcd"))
 	l.Warn("server error")
 	if seen.Load() {
