@@ -1,16 +1,53 @@
 package curator
 
 import (
+	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/subtle"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
 )
 
 // CuratorService: the calls nodes make.
+//
+// Every handler here acts on the caller's own key or node, never on one
+// named in the request: the KEY_HOLDER calls on the node whose ID derives
+// from the key the caller proved in the handshake, the NODE_SELF calls on
+// the node its certificate names. Writes go through the leader's guarded
+// transaction (updateNode), so a curator that lost the leadership while a
+// call was under way changes nothing. A refused request changes nothing
+// either: every check is made inside the update, before anything is
+// written.
+
+// Limits on what a node reports about itself. They keep a record small
+// (every watcher receives every record) and refuse garbage early.
+const (
+	maxVersionLen = 128
+	// A boot ID is a UUID (36 characters); the limit leaves room for
+	// other forms without letting the field carry anything else.
+	maxBootIDLen = 64
+)
+
+// watchBatchSize is the most records (and tombstones) one Watch message
+// carries. The initial state of a large cluster is split so that no single
+// message approaches gRPC's size limit (4 MiB by default) and the first
+// records reach the watcher early; 128 records of a few hundred bytes each
+// keep messages in the tens of kilobytes.
+const watchBatchSize = 128
 
 func (r *rpcServer) GetLeader(ctx context.Context, _ *cpb.GetLeaderRequest) (*cpb.GetLeaderResponse, error) {
 	st := r.s.election.Current()
@@ -26,4 +63,442 @@ func (r *rpcServer) GetLeader(ctx context.Context, _ *cpb.GetLeaderRequest) (*cp
 
 func (r *rpcServer) GetCACertificate(ctx context.Context, _ *cpb.GetCACertificateRequest) (*cpb.GetCACertificateResponse, error) {
 	return &cpb.GetCACertificateResponse{CaCertificate: r.ca.Certificate().Raw}, nil
+}
+
+func (r *rpcServer) Register(ctx context.Context, req *cpb.RegisterRequest) (*cpb.RegisterResponse, error) {
+	if len(req.RegisterTicket) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "register_ticket is required")
+	}
+	if err := r.checkTicket(ctx, req.RegisterTicket); err != nil {
+		return nil, err
+	}
+	if req.Status != nil {
+		if err := validateNodeStatus(req.Status); err != nil {
+			return nil, err
+		}
+	}
+	pub := callerFrom(ctx).PublicKey
+	id := identity.NodeID(pub)
+	_, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
+		if n == nil {
+			return &cpb.Node{Id: id, PublicKey: pub, State: cpb.NodeState_NODE_STATE_NEW, Status: req.Status}, nil
+		}
+		switch n.State {
+		case cpb.NodeState_NODE_STATE_NEW, cpb.NodeState_NODE_STATE_STANDBY:
+			// A retry. The status is the node's own report, so the
+			// newest one wins; the state stays as the operator left it.
+			if req.Status != nil {
+				n.Status = req.Status
+			}
+			return n, nil
+		case cpb.NodeState_NODE_STATE_UP:
+			return nil, status.Errorf(codes.AlreadyExists, "node %s is already UP: rejoin with Join instead of registering", id)
+		case cpb.NodeState_NODE_STATE_DECOMMISSIONED:
+			return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned and cannot register again", id)
+		default:
+			return nil, status.Errorf(codes.Internal, "node %s has invalid state %v", id, n.State)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.RegisterResponse{NodeId: id}, nil
+}
+
+// checkTicket compares ticket with the cluster's register ticket in
+// constant time, so that the answer's timing tells nothing about how much
+// of a guess was right.
+func (r *rpcServer) checkTicket(ctx context.Context, ticket []byte) error {
+	resp, err := r.s.cfg.Client.Get(ctx, ticketKey)
+	if err != nil {
+		return leaderWriteError(fmt.Errorf("reading the register ticket: %w", err))
+	}
+	if len(resp.Kvs) == 0 {
+		return status.Error(codes.Internal, "the cluster has no register ticket (its state is not initialised)")
+	}
+	if subtle.ConstantTimeCompare(ticket, resp.Kvs[0].Value) != 1 {
+		return status.Error(codes.PermissionDenied, "wrong register ticket")
+	}
+	return nil
+}
+
+func (r *rpcServer) CommitRegistration(ctx context.Context, _ *cpb.CommitRegistrationRequest) (*cpb.CommitRegistrationResponse, error) {
+	pub := callerFrom(ctx).PublicKey
+	id := identity.NodeID(pub)
+	n, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
+		if n == nil {
+			return nil, status.Errorf(codes.NotFound, "node %s is not registered: Register first", id)
+		}
+		switch n.State {
+		case cpb.NodeState_NODE_STATE_NEW:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s is NEW: it waits for an operator's approval (ApproveNode)", id)
+		case cpb.NodeState_NODE_STATE_STANDBY:
+			n.State = cpb.NodeState_NODE_STATE_UP
+			return n, nil
+		case cpb.NodeState_NODE_STATE_UP:
+			return n, nil // a retry: only the certificate is new
+		case cpb.NodeState_NODE_STATE_DECOMMISSIONED:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s is decommissioned", id)
+		default:
+			return nil, status.Errorf(codes.Internal, "node %s has invalid state %v", id, n.State)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The node's next call, with the certificate it is about to get, is
+	// authorised against the node cache, which follows etcd a moment
+	// behind: wait until the cache has seen the commit, so that the call
+	// is not refused as coming from a node that is not UP yet.
+	if _, err := event.Get(ctx, r.s.nodes.Snapshots(), event.Filter(func(s *nodeSnapshot) bool {
+		c := s.nodes[id]
+		return s.complete && (c == nil || (c.State != cpb.NodeState_NODE_STATE_NEW && c.State != cpb.NodeState_NODE_STATE_STANDBY))
+	})); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "waiting for the curator's view of node %s: %v", id, err)
+	}
+	// The state is written before the certificate is issued: if issuing
+	// fails, the node is UP without credentials and gets them by retrying,
+	// which succeeds again for UP nodes.
+	cert, err := r.issueNodeCertificate(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := r.clusterDirectory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.CommitRegistrationResponse{NodeCertificate: cert.Raw, ClusterDirectory: dir}, nil
+}
+
+func (r *rpcServer) Join(ctx context.Context, _ *cpb.JoinRequest) (*cpb.JoinResponse, error) {
+	id := identity.NodeID(callerFrom(ctx).PublicKey)
+	// Read from etcd, not the node cache: a node decommissioned a moment
+	// ago must not be readmitted from a stale view.
+	n, _, err := getNode(ctx, r.s.cfg.Client, id)
+	if err != nil {
+		return nil, leaderWriteError(err)
+	}
+	switch {
+	case n == nil:
+		return nil, status.Errorf(codes.NotFound, "node %s is not part of the cluster (deleted or never registered)", id)
+	case n.State != cpb.NodeState_NODE_STATE_UP:
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is %v; only UP nodes may join", id, n.State)
+	}
+	cert, err := r.issueNodeCertificate(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := r.clusterDirectory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.JoinResponse{NodeCertificate: cert.Raw, ClusterDirectory: dir}, nil
+}
+
+func (r *rpcServer) UpdateNodeStatus(ctx context.Context, req *cpb.UpdateNodeStatusRequest) (*cpb.UpdateNodeStatusResponse, error) {
+	if req.Status == nil {
+		return nil, status.Error(codes.InvalidArgument, "status is required")
+	}
+	if err := validateNodeStatus(req.Status); err != nil {
+		return nil, err
+	}
+	id := callerFrom(ctx).NodeID
+	_, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
+		// The caller was UP when the call was authorised; it may have been
+		// deleted or decommissioned since.
+		if err := nodeStillUp(id, n); err != nil {
+			return nil, err
+		}
+		n.Status = req.Status
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.UpdateNodeStatusResponse{}, nil
+}
+
+func (r *rpcServer) Heartbeat(ctx context.Context, _ *cpb.HeartbeatRequest) (*cpb.HeartbeatResponse, error) {
+	// In memory only, by design: see health.go.
+	leaderFrom(ctx).heartbeat(callerFrom(ctx).NodeID, r.s.cfg.Now())
+	return &cpb.HeartbeatResponse{Interval: durationpb.New(r.s.cfg.HeartbeatInterval)}, nil
+}
+
+func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificateRequest) (*cpb.RenewCertificateResponse, error) {
+	id := callerFrom(ctx).NodeID
+	n, _, err := getNode(ctx, r.s.cfg.Client, id)
+	if err != nil {
+		return nil, leaderWriteError(err)
+	}
+	if err := nodeStillUp(id, n); err != nil {
+		return nil, err
+	}
+	// Issued from the record, not from the old certificate, so that the
+	// new one names the node's current address.
+	cert, err := r.issueNodeCertificate(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.RenewCertificateResponse{NodeCertificate: cert.Raw, CaCertificate: leaderFrom(ctx).ca.Certificate().Raw}, nil
+}
+
+// Watch streams node records from the node cache, which holds the one etcd
+// watch of the curator: a watching node costs a cursor on an in-memory
+// value, not an etcd watch. The cache's snapshots are immutable and share
+// unchanged records, so what changed since the last message is exactly the
+// records whose pointers differ.
+func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServer[cpb.WatchResponse]) error {
+	ctx := stream.Context()
+	var only string // the one node watched; "" for all
+	switch t := req.Target.(type) {
+	case *cpb.WatchRequest_NodeId:
+		if err := identity.ValidateNodeID(t.NodeId); err != nil {
+			return status.Errorf(codes.InvalidArgument, "node_id: %v", err)
+		}
+		only = t.NodeId
+	case *cpb.WatchRequest_AllNodes:
+	default:
+		return status.Error(codes.InvalidArgument, "target is required: node_id or all_nodes")
+	}
+	caller := callerFrom(ctx)
+	term := leaderFrom(ctx)
+
+	var in event.Inputs
+	defer in.Close()
+	leader := event.Input(&in, event.ValueWatch[*leaderState](&r.s.leader), nil)
+	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
+	var sent map[string]*cpb.Node // the snapshot the watcher has, nil before the initial state
+	for {
+		if _, err := in.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
+		}
+		// A stream outlives neither the term it started in (another
+		// curator now decides what is true; the node watches again and
+		// reaches it) nor the caller's standing: a node decommissioned or
+		// deleted while it watches is cut off like every other call of
+		// it.
+		if leader.Latest() != term {
+			return status.Error(codes.Unavailable, "this curator stepped down; watch again (at the leader)")
+		}
+		snap := nodes.Latest()
+		if err := nodeStillUp(caller.NodeID, snap.nodes[caller.NodeID]); err != nil {
+			return err
+		}
+		changed, deleted := diffNodes(sent, snap.nodes, only)
+		initial := sent == nil
+		sent = snap.nodes
+		if !initial && len(changed) == 0 && len(deleted) == 0 {
+			continue
+		}
+		for _, msg := range watchMessages(changed, deleted, caller.NodeID, initial) {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// diffNodes lists the records in next that are new or differ from prev, and
+// the IDs in prev that next no longer holds, both in ID order; only, if set,
+// restricts both to one node.
+func diffNodes(prev, next map[string]*cpb.Node, only string) (changed []*cpb.Node, deleted []string) {
+	if only != "" {
+		p, n := prev[only], next[only]
+		switch {
+		case n != nil && n != p:
+			changed = append(changed, n)
+		case n == nil && p != nil:
+			deleted = append(deleted, only)
+		}
+		return changed, deleted
+	}
+	for id, n := range next {
+		if prev[id] != n {
+			changed = append(changed, n)
+		}
+	}
+	for id := range prev {
+		if _, ok := next[id]; !ok {
+			deleted = append(deleted, id)
+		}
+	}
+	slices.SortFunc(changed, func(a, b *cpb.Node) int { return cmp.Compare(a.Id, b.Id) })
+	slices.Sort(deleted)
+	return changed, deleted
+}
+
+// watchMessages splits changes into messages of at most watchBatchSize
+// entries, each record as watcher may see it. For the initial state the
+// last message is marked complete, and there is always one, even for no
+// nodes at all, so that the watcher learns the initial state is complete.
+func watchMessages(changed []*cpb.Node, deleted []string, watcher string, initial bool) []*cpb.WatchResponse {
+	var msgs []*cpb.WatchResponse
+	msg := &cpb.WatchResponse{}
+	flush := func() {
+		msgs = append(msgs, msg)
+		msg = &cpb.WatchResponse{}
+	}
+	for _, n := range changed {
+		msg.Nodes = append(msg.Nodes, nodeForWatcher(n, watcher))
+		if len(msg.Nodes) == watchBatchSize {
+			flush()
+		}
+	}
+	for _, id := range deleted {
+		msg.NodeTombstones = append(msg.NodeTombstones, &cpb.NodeTombstone{NodeId: id})
+		if len(msg.Nodes)+len(msg.NodeTombstones) == watchBatchSize {
+			flush()
+		}
+	}
+	if len(msg.Nodes)+len(msg.NodeTombstones) > 0 || len(msgs) == 0 {
+		flush()
+	}
+	if initial {
+		msgs[len(msgs)-1].InitialStateComplete = true
+	}
+	return msgs
+}
+
+// nodeForWatcher is n as watcher may see it: without health (judged per
+// call, and a watch would turn every heartbeat into an update for every
+// watcher), and without consensus join data unless n is the watcher
+// itself. n is shared with the node cache and never modified; a copy is
+// made only when something must go.
+func nodeForWatcher(n *cpb.Node, watcher string) *cpb.Node {
+	foreignJoinData := n.Id != watcher && n.GetRoles().GetConsensusMember().GetJoinData() != nil
+	if !foreignJoinData && n.Health == cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED && n.TimeSinceHeartbeat == nil {
+		return n
+	}
+	c := proto.Clone(n).(*cpb.Node)
+	c.Health = cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED
+	c.TimeSinceHeartbeat = nil
+	if foreignJoinData {
+		c.Roles.ConsensusMember.JoinData = nil
+	}
+	return c
+}
+
+// nodeStillUp refuses a NODE or NODE_SELF caller whose record (n, nil if
+// gone) no longer admits it: the authorization before the handler checked
+// this against a view that may since have changed.
+func nodeStillUp(id string, n *cpb.Node) error {
+	switch {
+	case n == nil:
+		return status.Errorf(codes.PermissionDenied, "node %s is not part of the cluster (deleted or never registered)", id)
+	case n.State != cpb.NodeState_NODE_STATE_UP:
+		return status.Errorf(codes.PermissionDenied, "node %s is %v, not UP", id, n.State)
+	}
+	return nil
+}
+
+// validateNodeStatus checks a status a node reports about itself.
+func validateNodeStatus(st *cpb.NodeStatus) error {
+	var errs []error
+	addr, err := netip.ParseAddr(st.ExternalAddress)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("external_address %q is not an IP address", st.ExternalAddress))
+	case addr.Zone() != "":
+		// A zone only means something on the host that wrote it.
+		errs = append(errs, fmt.Errorf("external_address %q: an address with a zone cannot be reached from other nodes", st.ExternalAddress))
+	case addr.IsUnspecified():
+		errs = append(errs, fmt.Errorf("external_address %q is unspecified: give the address other nodes reach this node at", st.ExternalAddress))
+	}
+	if len(st.Version) > maxVersionLen {
+		errs = append(errs, fmt.Errorf("version is %d bytes, more than %d", len(st.Version), maxVersionLen))
+	}
+	if len(st.BootId) > maxBootIDLen {
+		errs = append(errs, fmt.Errorf("boot_id is %d bytes, more than %d", len(st.BootId), maxBootIDLen))
+	}
+	if rc := st.RunningCurator; rc != nil && (rc.Port == 0 || rc.Port > 65535) {
+		errs = append(errs, fmt.Errorf("running_curator.port %d is not a TCP port", rc.Port))
+	}
+	if st.ConsensusPeerPort > 65535 {
+		errs = append(errs, fmt.Errorf("consensus_peer_port %d is not a TCP port", st.ConsensusPeerPort))
+	}
+	if st.Timestamp != nil {
+		if err := st.Timestamp.CheckValid(); err != nil {
+			errs = append(errs, fmt.Errorf("timestamp: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return status.Errorf(codes.InvalidArgument, "status: %v", err)
+	}
+	return nil
+}
+
+// issueNodeCertificate issues n a node certificate for its key, naming its
+// reported external address so that it can serve (a curator) at it.
+func (r *rpcServer) issueNodeCertificate(ctx context.Context, n *cpb.Node) (*x509.Certificate, error) {
+	var ips []netip.Addr
+	if a, err := netip.ParseAddr(n.GetStatus().GetExternalAddress()); err == nil {
+		ips = append(ips, a)
+	}
+	cert, err := leaderFrom(ctx).ca.IssueNode(ed25519.PublicKey(n.PublicKey), ips, r.s.cfg.Now())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "issuing a certificate for node %s: %v", n.Id, err)
+	}
+	return cert, nil
+}
+
+// clusterDirectory is the cluster directory as the node cache has it now.
+func (r *rpcServer) clusterDirectory(ctx context.Context) (*cpb.ClusterDirectory, error) {
+	snap, err := r.s.nodes.current(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	}
+	return directoryOf(snap, leaderFrom(ctx).ca.Certificate().Raw), nil
+}
+
+// directoryOf lists the curators in snap: the UP nodes that report one,
+// by node ID.
+func directoryOf(snap *nodeSnapshot, caCert []byte) *cpb.ClusterDirectory {
+	dir := &cpb.ClusterDirectory{CaCertificate: caCert}
+	for _, n := range snap.nodes {
+		rc := n.GetStatus().GetRunningCurator()
+		if n.State != cpb.NodeState_NODE_STATE_UP || rc == nil || n.Status.ExternalAddress == "" {
+			continue
+		}
+		dir.Curators = append(dir.Curators, &cpb.CuratorEndpoint{NodeId: n.Id, Address: n.Status.ExternalAddress, Port: rc.Port})
+	}
+	slices.SortFunc(dir.Curators, func(a, b *cpb.CuratorEndpoint) int { return cmp.Compare(a.NodeId, b.NodeId) })
+	return dir
+}
+
+// changeNode is updateNode for a handler: change's refusals reach the
+// caller as they are, and failures of the store become UNAVAILABLE, which
+// clients retry (at the new leader, if leadership moved).
+func (r *rpcServer) changeNode(ctx context.Context, id string, change func(n *cpb.Node) (*cpb.Node, error)) (*cpb.Node, error) {
+	var refusal error
+	n, err := updateNode(ctx, leaderFrom(ctx).leadership, r.s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, error) {
+		next, err := change(n)
+		refusal = err
+		return next, err
+	})
+	switch {
+	case err == nil:
+		return n, nil
+	case refusal != nil && err == refusal:
+		return nil, err
+	default:
+		return nil, leaderWriteError(fmt.Errorf("updating node %s: %w", id, err))
+	}
+}
+
+// leaderWriteError turns an error of the store into the status a caller
+// gets. The store's errors are themselves gRPC statuses (etcd's); passing
+// them on as they are would give the caller codes about etcd's API, not
+// about its request.
+func leaderWriteError(err error) error {
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return status.Errorf(codes.Unavailable, "this curator lost the leadership during the call; retry at the new leader: %v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	default:
+		return status.Errorf(codes.Unavailable, "the cluster store: %v", err)
+	}
 }
