@@ -1,0 +1,29 @@
+// Package localstorage describes, in one place, where a node keeps what.
+//
+// A node's storage has three parts with different lifetimes:
+//
+//   - ESP: what must be readable before anything else, and survives
+//     reinstalls of the data disk: the node parameters it was started with,
+//     its sealed configuration (the credentials to rejoin its cluster after a
+//     reboot), and the cluster directory (where the curators were last
+//     seen).
+//   - Data: the node's state: etcd's data directory, the node's key and
+//     certificates, and its last known roles. Secrets here are 0600 in 0700
+//     directories.
+//   - Ephemeral: runtime files (sockets) that mean nothing after a reboot.
+//
+// In a VM the three are mount points (the ESP partition, the data disk, a
+// tmpfs); in development they are directories under one root. Either way a
+// Root built by New names every file, so no other package composes a path
+// of its own: there is one answer to "where is the node key?".
+//
+// Every write is atomic: the data goes to a temporary file in the same
+// directory, is synced, and is renamed over the old file, and the directory
+// is synced. A crash leaves the old content or the new, never a mix, and a
+// reader never sees a half-written file.
+//
+// Sealing: the sealed configuration is written through a Sealer, so that a
+// TPM-backed implementation can bind it to the machine later. Today's
+// implementation, Unsealed, does not protect anything, and says so in its
+// name and in every file it writes.
+package localstorage
