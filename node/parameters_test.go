@@ -1,0 +1,118 @@
+package node
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
+)
+
+func bootstrapParams(t *testing.T) *nodev1.NodeParameters {
+	t.Helper()
+	k, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
+		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: k.Public().(ed25519.PublicKey)},
+	}}
+}
+
+func writeParams(t *testing.T, path string, p *nodev1.NodeParameters) {
+	t.Helper()
+	b, err := proto.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadParameters(t *testing.T) {
+	dir := t.TempDir()
+	src := ParameterSources{
+		FWCfg: filepath.Join(dir, "fwcfg"),
+		ESP:   localstorage.File{Path: filepath.Join(dir, "esp.pb")},
+		File:  filepath.Join(dir, "flag.pb"),
+	}
+	if _, _, err := LoadParameters(src); !errors.Is(err, ErrNoParameters) || !strings.Contains(err.Error(), src.File) {
+		t.Fatalf("no parameters: %v", err)
+	}
+
+	p := bootstrapParams(t)
+	writeParams(t, src.File, p)
+	got, where, err := LoadParameters(src)
+	if err != nil || !proto.Equal(got, p) || strings.Join(where, ",") != "the command line" {
+		t.Fatalf("LoadParameters = %v, %v, %v", got, where, err)
+	}
+
+	// The same parameters in two places agree.
+	writeParams(t, src.ESP.Path, p)
+	if _, where, err := LoadParameters(src); err != nil || len(where) != 2 {
+		t.Fatalf("two agreeing sources: %v, %v", where, err)
+	}
+
+	// Different ones do not.
+	writeParams(t, src.FWCfg, bootstrapParams(t))
+	_, _, err = LoadParameters(src)
+	if err == nil || !strings.Contains(err.Error(), "fw_cfg") || !strings.Contains(err.Error(), "disagree") {
+		t.Fatalf("disagreeing sources: %v", err)
+	}
+
+	// Corrupt ones name where they came from.
+	if err := os.WriteFile(src.FWCfg, []byte{0xff, 0xff}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadParameters(src); err == nil || !strings.Contains(err.Error(), "fw_cfg") || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("corrupt source: %v", err)
+	}
+}
+
+func TestValidateParameters(t *testing.T) {
+	ca, err := identity.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &nodev1.ClusterRegister{
+		RegisterTicket: make([]byte, 32),
+		ClusterDirectory: &cpb.ClusterDirectory{
+			Curators:      []*cpb.CuratorEndpoint{{NodeId: "node-x", Address: "127.0.0.1", Port: 7835}},
+			CaCertificate: ca.Certificate().Raw,
+		},
+	}
+	reg := func(mod func(r *nodev1.ClusterRegister)) *nodev1.NodeParameters {
+		r := proto.Clone(good).(*nodev1.ClusterRegister)
+		mod(r)
+		return &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{ClusterRegister: r}}
+	}
+	if err := ValidateParameters(reg(func(*nodev1.ClusterRegister) {})); err != nil {
+		t.Fatalf("good register parameters: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		p    *nodev1.NodeParameters
+		want string
+	}{
+		"empty":       {&nodev1.NodeParameters{}, "neither"},
+		"short owner": {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: []byte{1}}}}, "owner_public_key"},
+		"no ticket":   {reg(func(r *nodev1.ClusterRegister) { r.RegisterTicket = nil }), "register_ticket"},
+		"no curators": {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators = nil }), "no curator"},
+		"bad address": {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Address = "example.com" }), "curators[0]"},
+		"no port":     {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Port = 0 }), "curators[0]"},
+		"bad ca":      {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.CaCertificate = []byte("x") }), "ca_certificate"},
+	} {
+		if err := ValidateParameters(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error about %s", name, err, tc.want)
+		}
+	}
+}
