@@ -1,0 +1,257 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+)
+
+// Config describes how to reach a cluster's curators. New validates it.
+type Config struct {
+	// Endpoints are curators known in advance, for example from the
+	// cluster directory a node was given or from polisctl's
+	// configuration. Any one that answers is enough to find the leader;
+	// NodeId may be empty.
+	Endpoints []*cpb.CuratorEndpoint
+	// Directory, if set, is a live list of curators, used together with
+	// Endpoints. The node agent feeds it from the cluster directory so
+	// that curators added later are found too. A new list does not move
+	// the connection away from a leader that works.
+	Directory event.ValueWatch[[]*cpb.CuratorEndpoint]
+	// TLS is the caller's client configuration: identity.NodeClientConfig,
+	// UserClientConfig or KeyHolderClientConfig. It must not set
+	// ServerName: each curator is checked against its own name.
+	TLS *tls.Config
+	// Logger receives leader changes and failed discoveries; nothing is
+	// logged if nil.
+	Logger *zap.Logger
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.TLS == nil {
+		errs = append(errs, errors.New("the TLS field is required"))
+	} else if c.TLS.ServerName != "" {
+		errs = append(errs, fmt.Errorf("TLS.ServerName is %q: it must be empty, every curator is checked against its own name", c.TLS.ServerName))
+	}
+	if len(c.Endpoints) == 0 && c.Directory == nil {
+		errs = append(errs, errors.New("neither Endpoints nor Directory is set: no curator could ever be found"))
+	}
+	for i, ep := range c.Endpoints {
+		if err := validEndpoint(ep); err != nil {
+			errs = append(errs, fmt.Errorf("endpoint %d of Endpoints: %w", i, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("curator client config: %w", err)
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+// New returns a connection that sends every RPC to the curator leader.
+// Like grpc.NewClient it does no I/O: discovery starts with the first RPC.
+// Close the connection to release everything it holds.
+func New(cfg Config) (*grpc.ClientConn, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newRouter(cfg).dial()
+}
+
+func newRouter(cfg Config) *router {
+	r := &router{cfg: cfg, log: cfg.Logger, creds: credentials.NewTLS(cfg.TLS)}
+	r.resolutions.Name = "curator-client-resolutions"
+	return r
+}
+
+func (r *router) dial() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(scheme+":///leader",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(r.creds),
+		grpc.WithConnectParams(connectParams),
+		grpc.WithChainUnaryInterceptor(r.unary),
+		grpc.WithChainStreamInterceptor(r.stream),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("curator client: %w", err)
+	}
+	return conn, nil
+}
+
+// retryable says whether a call that failed with err may be tried again,
+// elsewhere. UNAVAILABLE is what a follower answers, what a curator that
+// steps down or stops ends its calls with, and what gRPC reports when it
+// cannot reach the curator: in every case the request was not acted on, or,
+// for a leader that failed half-way, acting on it again is harmless because
+// the curator's mutations are idempotent.
+func retryable(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}
+
+// gaveUp is the error of a call whose context ended while it was waiting for
+// a leader. It keeps the context's code, so that callers see their own
+// deadline or cancellation, and says what the last attempt ran into.
+func gaveUp(ctx context.Context, method string, last error) error {
+	if ctx.Err() == nil {
+		return last
+	}
+	return status.Errorf(status.FromContextError(ctx.Err()).Code(),
+		"%s: no curator leader served the call before its context ended (last attempt: %s)", method, status.Convert(last).Message())
+}
+
+func (r *router) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	for {
+		seen := r.generation()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if !retryable(err) {
+			return err
+		}
+		r.log.Debug("retrying on the curator leader", zap.String("method", method), zap.Error(err))
+		if werr := r.refresh(ctx, seen); werr != nil {
+			return gaveUp(ctx, method, err)
+		}
+	}
+}
+
+func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	for {
+		seen := r.generation()
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err == nil {
+			s := &leaderStream{r: r, cur: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, seen: seen}
+			// Only a server stream can be replayed: its whole input is
+			// one message, sent before anything is received.
+			s.replayable = desc.ServerStreams && !desc.ClientStreams
+			return s, nil
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+		if werr := r.refresh(ctx, seen); werr != nil {
+			return nil, gaveUp(ctx, method, err)
+		}
+	}
+}
+
+// leaderStream is a stream to the leader. A server stream that fails with
+// UNAVAILABLE before its first message is started again on the leader;
+// any other stream that fails so gets its error, after which the next call
+// goes to whoever leads by then.
+type leaderStream struct {
+	r          *router
+	ctx        context.Context
+	desc       *grpc.StreamDesc
+	cc         *grpc.ClientConn
+	method     string
+	streamer   grpc.Streamer
+	opts       []grpc.CallOption
+	replayable bool
+
+	mu  sync.Mutex
+	cur grpc.ClientStream
+	// Replay state, used by RecvMsg only after the request went out.
+	seen     uint64
+	req      any
+	sendDone bool
+	received bool
+}
+
+func (s *leaderStream) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *leaderStream) Header() (metadata.MD, error) { return s.current().Header() }
+func (s *leaderStream) Trailer() metadata.MD         { return s.current().Trailer() }
+func (s *leaderStream) Context() context.Context     { return s.current().Context() }
+
+func (s *leaderStream) SendMsg(m any) error {
+	s.mu.Lock()
+	s.req = m
+	s.mu.Unlock()
+	return s.current().SendMsg(m)
+}
+
+func (s *leaderStream) CloseSend() error {
+	s.mu.Lock()
+	s.sendDone = true
+	s.mu.Unlock()
+	return s.current().CloseSend()
+}
+
+func (s *leaderStream) RecvMsg(m any) error {
+	for {
+		err := s.current().RecvMsg(m)
+		if err == nil {
+			s.mu.Lock()
+			s.received = true
+			s.mu.Unlock()
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		s.mu.Lock()
+		replay := s.replayable && !s.received && s.sendDone && s.req != nil
+		s.mu.Unlock()
+		if !replay {
+			// The caller has seen part of the stream, and only it
+			// knows how to go on; make sure that when it does, it
+			// reaches the current leader.
+			s.r.kick()
+			return err
+		}
+		if err := s.restart(err); err != nil {
+			return err
+		}
+	}
+}
+
+// restart opens the stream again on the leader and sends the request.
+func (s *leaderStream) restart(cause error) error {
+	for {
+		if err := s.r.refresh(s.ctx, s.seen); err != nil {
+			return gaveUp(s.ctx, s.method, cause)
+		}
+		s.r.log.Debug("restarting a stream on the curator leader", zap.String("method", s.method), zap.Error(cause))
+		s.seen = s.r.generation()
+		cs, err := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
+		if err == nil {
+			// A send that fails because the stream ended (io.EOF) leaves
+			// the reason for RecvMsg to report.
+			if err = cs.SendMsg(s.req); err == nil || err == io.EOF {
+				err = cs.CloseSend()
+			}
+			if err == io.EOF {
+				err = nil
+			}
+		}
+		if err == nil {
+			s.mu.Lock()
+			s.cur = cs
+			s.mu.Unlock()
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		cause = err
+	}
+}

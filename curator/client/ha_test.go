@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"go.uber.org/zap/zaptest"
+)
+
+// dialT is New for tests: the connection closes with the test. distort, if
+// set, replaces the answers of discovery.
+func (c *haCluster) dialT(cfg Config, distort func(*cpb.GetLeaderResponse) *cpb.GetLeaderResponse) (*grpc.ClientConn, *router) {
+	c.t.Helper()
+	if err := cfg.validate(); err != nil {
+		c.t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	r.distort = distort
+	conn, err := r.dial()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	return conn, r
+}
+
+// servedBy checks that a leader-only call through conn is served, and by nd.
+func (c *haCluster) servedBy(ctx context.Context, conn *grpc.ClientConn, nd *haNode) {
+	c.t.Helper()
+	got, err := leaderOnly(ctx, conn)
+	if err != nil {
+		c.t.Fatalf("leader-only call: %v", err)
+	}
+	if got != nd.listen.String() {
+		c.t.Fatalf("leader-only call served by %s, want the leader %s at %s", got, nd.id, nd.listen)
+	}
+	got, err = leaderOnlyStream(ctx, conn)
+	if err != nil {
+		c.t.Fatalf("leader-only stream: %v", err)
+	}
+	if got != nd.listen.String() {
+		c.t.Fatalf("leader-only stream served by %s, want the leader %s at %s", got, nd.id, nd.listen)
+	}
+}
+
+// notLeader checks that nd's curator, called directly, refuses a
+// leader-only call as a follower.
+func (c *haCluster) notLeader(nd *haNode) {
+	c.t.Helper()
+	_, err := leaderOnly(ctxT(c.t), c.direct(nd))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not the leader") {
+		c.t.Fatalf("direct call to %s: %v, want UNAVAILABLE: not the leader", nd.id, err)
+	}
+}
+
+// TestHA runs three curators over a three-member etcd and checks, on one
+// connection made by New, that calls reach the leader through a stale
+// answer, a leader that stops, and a leader cut off from etcd. The phases
+// share one cluster because forming it takes most of the time.
+func TestHA(t *testing.T) {
+	c := newHACluster(t, 3)
+	cfg := Config{Endpoints: c.endpoints(), TLS: c.ownerTLS(), Logger: zaptest.NewLogger(t)}
+
+	t.Run("follower answer retried", func(t *testing.T) {
+		// The first discovery answer names a follower as the leader,
+		// as a curator whose view lags would: the follower refuses the
+		// call, and the call must end up on the leader all the same.
+		l := c.leader()
+		var follower *cpb.CuratorEndpoint
+		for _, ep := range c.endpoints() {
+			if ep.NodeId != l.id {
+				follower = ep
+				break
+			}
+		}
+		c.notLeader(c.nodes[indexOf(c, follower.NodeId)])
+		lied := false
+		conn, r := c.dialT(cfg, func(resp *cpb.GetLeaderResponse) *cpb.GetLeaderResponse {
+			if lied {
+				return resp
+			}
+			lied = true
+			return &cpb.GetLeaderResponse{Leader: follower, Responder: resp.Responder}
+		})
+		c.servedBy(ctxT(t), conn, l)
+		if g := r.generation(); g < 2 {
+			t.Errorf("%d discovery rounds, want at least 2 (the stale one and a corrected one)", g)
+		}
+	})
+
+	conn, _ := c.dialT(cfg, nil)
+
+	t.Run("leader stops", func(t *testing.T) {
+		old := c.leader()
+		c.servedBy(ctxT(t), conn, old)
+		c.stopCurator(old)
+		start := time.Now()
+		got, err := leaderOnly(ctxT(t), conn)
+		if err != nil {
+			t.Fatalf("leader-only call after the leader stopped: %v", err)
+		}
+		t.Logf("served by %s %s after the leader stopped", got, time.Since(start))
+		l := c.leader()
+		if l == old || got != l.listen.String() {
+			t.Fatalf("served by %s; the leader is %s at %s, the old one was %s", got, l.id, l.listen, old.id)
+		}
+		c.servedBy(ctxT(t), conn, l)
+		// Back to three curators, the old leader now following.
+		c.startCurator(old)
+		c.notLeader(old)
+		c.servedBy(ctxT(t), conn, c.leader())
+	})
+
+	t.Run("leader partitioned", func(t *testing.T) {
+		old := c.leader()
+		c.servedBy(ctxT(t), conn, old)
+		// Cut the leader's curator off from etcd. It keeps serving, but
+		// loses its lease and steps down, and another curator takes over.
+		c.stopConsensus(old)
+		start := time.Now()
+		eventually(t, "the partitioned leader stepping down", func() error {
+			if leading(old) {
+				return fmt.Errorf("%s still leads", old.id)
+			}
+			return nil
+		})
+		// The connection still goes to the old leader, which now
+		// refuses: the call must go through regardless.
+		got, err := leaderOnly(ctxT(t), conn)
+		if err != nil {
+			t.Fatalf("leader-only call after the leader was cut off: %v", err)
+		}
+		t.Logf("served by %s %s after the leader was cut off", got, time.Since(start))
+		l := c.leader()
+		if l == old || got != l.listen.String() {
+			t.Fatalf("served by %s; the leader is %s at %s, the old one was %s", got, l.id, l.listen, old.id)
+		}
+		c.notLeader(old)
+		c.servedBy(ctxT(t), conn, l)
+
+		// Healing the partition makes the old leader a follower.
+		c.startConsensus(old)
+		c.notLeader(old)
+		c.servedBy(ctxT(t), conn, c.leader())
+	})
+}
+
+func indexOf(c *haCluster, id string) int {
+	for i, nd := range c.nodes {
+		if nd.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// BenchmarkLeaderFailover measures the time from stopping the leading
+// curator to a leader-only call, made right after through a connection
+// that was using the old leader, being served by the new one. Forming the
+// cluster takes seconds; run it with -benchtime=3x.
+func BenchmarkLeaderFailover(b *testing.B) {
+	c := newHACluster(b, 3)
+	conn, _ := c.dialT(Config{Endpoints: c.endpoints(), TLS: c.ownerTLS()}, nil)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		old := c.leader()
+		if _, err := leaderOnly(ctxT(b), conn); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		c.stopCurator(old)
+		got, err := leaderOnly(ctxT(b), conn)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got == old.listen.String() {
+			b.Fatalf("served by the stopped leader %s", got)
+		}
+		c.startCurator(old)
+	}
+}

@@ -1,0 +1,287 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// testLeaseTTL keeps failovers after a lost lease short (etcd counts whole
+// seconds).
+const testLeaseTTL = 2 * time.Second
+
+// haCluster is a control plane of several nodes on one machine: a
+// consensus member and a curator per node, each on its own loopback
+// address, over real etcd and real mTLS.
+type haCluster struct {
+	t        testing.TB
+	nodes    []*haNode
+	ca       *identity.CA
+	ownerKey ed25519.PrivateKey
+}
+
+// haNode is one control-plane node. Its curator always listens on the same
+// address, so that a restarted curator is found where it was.
+type haNode struct {
+	id        string
+	key       ed25519.PrivateKey
+	consCfg   consensus.Config
+	consensus *consensus.Service
+	stopCons  func()
+	etcd      *clientv3.Client
+	listen    netip.AddrPort
+	curator   *curator.Service // nil while stopped
+	stopCur   func()
+}
+
+// newHACluster forms an n-member consensus (one bootstraps, the others join
+// as learners and promote themselves), bootstraps the curator state once,
+// and starts a curator on every node.
+func newHACluster(t testing.TB, n int) *haCluster {
+	t.Helper()
+	c := &haCluster{t: t, ownerKey: mustKey(t)}
+	var first *consensus.Status
+	for i, ip := range nodeIPs(n) {
+		key := mustKey(t)
+		nd := &haNode{id: identity.NodeID(key.Public().(ed25519.PublicKey)), key: key, listen: freePort(t, ip)}
+		nd.consCfg = consensus.Config{Name: nd.id, DataDir: t.TempDir(), PeerAddress: freePort(t, ip).String()}
+		if i == 0 {
+			nd.consCfg.Bootstrap = true
+		} else {
+			// The peer key is not the node key: consensus and the curator
+			// have separate CAs and credentials.
+			peerKey := mustKey(t)
+			jd, err := first.AddLearner(ctxT(t), nd.id, nd.consCfg.PeerAddress, peerKey.Public().(ed25519.PublicKey))
+			if err != nil {
+				t.Fatalf("adding %s as a learner: %v", nd.id, err)
+			}
+			nd.consCfg.PeerKey, nd.consCfg.Join = peerKey, jd
+		}
+		st := c.startConsensus(nd)
+		if i == 0 {
+			first = st
+		}
+		cli, err := st.ClientFor("curator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		nd.etcd = cli
+		c.nodes = append(c.nodes, nd)
+	}
+
+	boot := c.nodes[0]
+	if _, err := curator.Bootstrap(ctxT(t), boot.etcd, curator.BootstrapParams{
+		OwnerKey:   c.ownerKey.Public().(ed25519.PublicKey),
+		NodeKey:    boot.key.Public().(ed25519.PublicKey),
+		NodeStatus: &cpb.NodeStatus{ExternalAddress: boot.listen.Addr().String()},
+	}, time.Now()); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	var err error
+	if c.ca, err = identity.LoadCA(ctxT(t), boot.etcd); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		c.startCurator(nd)
+	}
+	c.leader()
+	return c
+}
+
+func mustKey(t testing.TB) ed25519.PrivateKey {
+	t.Helper()
+	k, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// startConsensus starts (or restarts, from its data) nd's member and waits
+// until it votes.
+func (c *haCluster) startConsensus(nd *haNode) *consensus.Status {
+	c.t.Helper()
+	svc, err := consensus.New(nd.consCfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.consensus = svc
+	nd.stopCons = supervisor.TestHarness(c.t, svc.Run)
+	st, err := event.Get(ctxT(c.t), svc.Status(), event.Filter(consensus.IsVoter))
+	if err != nil {
+		c.t.Fatalf("waiting for %s to vote: %v", nd.id, err)
+	}
+	return st
+}
+
+// stopConsensus stops nd's member and waits until it has, cutting its
+// curator off from etcd.
+func (c *haCluster) stopConsensus(nd *haNode) {
+	c.t.Helper()
+	nd.stopCons()
+	if _, err := event.Get(ctxT(c.t), nd.consensus.Status(), event.Filter(func(s *consensus.Status) bool { return s.State == consensus.StateStopped })); err != nil {
+		c.t.Fatalf("waiting for %s's consensus to stop: %v", nd.id, err)
+	}
+}
+
+// startCurator starts nd's curator and waits until it serves.
+func (c *haCluster) startCurator(nd *haNode) {
+	c.t.Helper()
+	svc, err := curator.New(curator.Config{
+		Client:        nd.etcd,
+		Consensus:     nd.consensus.Status(),
+		NodeKey:       nd.key,
+		ListenAddress: nd.listen.String(),
+		LeaseTTL:      testLeaseTTL,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.curator = svc
+	nd.stopCur = supervisor.TestHarness(c.t, svc.Run)
+	if _, err := event.Get(ctxT(c.t), svc.Status()); err != nil {
+		c.t.Fatalf("waiting for %s's curator to serve: %v", nd.id, err)
+	}
+	// Once set, the leadership view stays set, so leading never waits.
+	if _, err := event.Get(ctxT(c.t), svc.Leader()); err != nil {
+		c.t.Fatalf("waiting for %s's curator to stand for election: %v", nd.id, err)
+	}
+}
+
+// stopCurator cancels nd's curator. It does not wait: the test harness
+// does at the end of the test.
+func (c *haCluster) stopCurator(nd *haNode) {
+	nd.stopCur()
+	nd.curator = nil
+}
+
+// leading reports whether nd's curator leads now.
+func leading(nd *haNode) bool {
+	if nd.curator == nil {
+		return false
+	}
+	st, err := event.Get(context.Background(), nd.curator.Leader())
+	return err == nil && st.Leading != nil
+}
+
+// leader waits until exactly one running curator leads and returns its node.
+func (c *haCluster) leader() *haNode {
+	c.t.Helper()
+	var l *haNode
+	eventually(c.t, "one curator leading", func() error {
+		var ls []*haNode
+		for _, nd := range c.nodes {
+			if leading(nd) {
+				ls = append(ls, nd)
+			}
+		}
+		if len(ls) != 1 {
+			return fmt.Errorf("%d curators lead", len(ls))
+		}
+		l = ls[0]
+		return nil
+	})
+	return l
+}
+
+// endpoints are every node's curator endpoint.
+func (c *haCluster) endpoints() []*cpb.CuratorEndpoint {
+	var eps []*cpb.CuratorEndpoint
+	for _, nd := range c.nodes {
+		eps = append(eps, &cpb.CuratorEndpoint{NodeId: nd.id, Address: nd.listen.Addr().String(), Port: uint32(nd.listen.Port())})
+	}
+	return eps
+}
+
+// ownerTLS is the owner's client configuration, with a certificate
+// straight from the CA.
+func (c *haCluster) ownerTLS() *tls.Config {
+	c.t.Helper()
+	cert, err := c.ca.IssueUser(curator.OwnerUserName, c.ownerKey.Public().(ed25519.PublicKey), time.Now())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tc, err := identity.TLSCertificate(cert, c.ownerKey)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := identity.UserClientConfig(c.ca.Verifier(), tc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
+}
+
+// direct is a plain connection to one curator, bypassing the routing.
+func (c *haCluster) direct(nd *haNode) *grpc.ClientConn {
+	c.t.Helper()
+	conn, err := grpc.NewClient(nd.listen.String(), grpc.WithTransportCredentials(credentials.NewTLS(c.ownerTLS())))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// leaderOnly makes a call only the leader serves and returns the address
+// of the curator that served it. Until the Management service is
+// implemented, the leader answers UNIMPLEMENTED: that is proof enough, as
+// followers refuse with UNAVAILABLE before any handler runs.
+func leaderOnly(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+	var p peer.Peer
+	_, err := cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{}, grpc.Peer(&p))
+	if err != nil && status.Code(err) != codes.Unimplemented {
+		return "", err
+	}
+	if p.Addr == nil {
+		return "", errors.New("no peer recorded")
+	}
+	return p.Addr.String(), nil
+}
+
+// leaderOnlyStream opens a stream only the leader serves, reads its first
+// answer (or its end) and returns the address of the curator that served it.
+func leaderOnlyStream(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+	var p peer.Peer
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := cpb.NewManagementServiceClient(conn).ListNodes(ctx, &cpb.ListNodesRequest{}, grpc.Peer(&p))
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.Recv(); err != nil && status.Code(err) != codes.Unimplemented && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	cancel()
+	// The peer is recorded when the stream ends.
+	for {
+		if _, err := s.Recv(); err != nil {
+			break
+		}
+	}
+	if p.Addr == nil {
+		return "", errors.New("no peer recorded")
+	}
+	return p.Addr.String(), nil
+}

@@ -1,0 +1,416 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/resolver"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+)
+
+// scheme is the target scheme of the connections New makes. The builder is
+// handed to each connection (grpc.WithResolvers) and never registered
+// globally, so two connections with different curators cannot mix.
+const scheme = "polis-curator"
+
+// probeTimeout bounds one GetLeader call during discovery, so that a
+// curator whose address swallows packets delays a round by this much, not
+// by the caller's whole deadline.
+const probeTimeout = 2 * time.Second
+
+// quietReset is how long without a discovery round makes the next round's
+// backoff start from scratch: a leader change an hour after the previous one
+// is a new incident.
+const quietReset = 5 * time.Second
+
+// connectParams make reconnection faster than gRPC's default (a one second
+// first backoff): the curators are few and close, and a leader that comes
+// back after a restart should be used again at once.
+var connectParams = grpc.ConnectParams{
+	Backoff: grpcbackoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   5 * time.Second,
+	},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+// resolution is the outcome of one discovery round.
+type resolution struct {
+	// gen numbers the rounds of one connection, so that a failed call can
+	// wait for a round that ended after it failed.
+	gen uint64
+	// leader is whom the round found leading, nil if it found nobody.
+	leader *cpb.CuratorEndpoint
+	err    error
+}
+
+// router is what a connection's resolver and its interceptors share. The
+// resolver itself may be closed and rebuilt by gRPC (when the connection
+// goes idle and wakes up), the router lives as long as the connection.
+type router struct {
+	cfg   Config
+	log   *zap.Logger
+	creds credentials.TransportCredentials
+
+	// resolutions is the newest discovery round's outcome; unset before
+	// the first round.
+	resolutions memory.Value[*resolution]
+	// distort, in tests only, replaces the answers discovery gets, to
+	// play a curator with a stale view of the leadership.
+	distort func(*cpb.GetLeaderResponse) *cpb.GetLeaderResponse
+
+	mu     sync.Mutex
+	gen    uint64
+	active *leaderResolver
+}
+
+// generation is the number of the newest discovery round, 0 before any.
+func (r *router) generation() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+func (r *router) publish(leader *cpb.CuratorEndpoint, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	r.resolutions.Set(&resolution{gen: r.gen, leader: leader, err: err})
+}
+
+// kick asks for a discovery round without waiting for it.
+func (r *router) kick() {
+	r.mu.Lock()
+	a := r.active
+	r.mu.Unlock()
+	if a != nil {
+		a.ResolveNow(resolver.ResolveNowOptions{})
+	}
+}
+
+// refresh asks for a discovery round and waits until a round newer than
+// seen has ended: whatever the connection routes to then is what the
+// newest knowledge of the leadership says.
+func (r *router) refresh(ctx context.Context, seen uint64) error {
+	r.kick()
+	_, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.gen > seen }))
+	return err
+}
+
+// Scheme implements resolver.Builder.
+func (r *router) Scheme() string { return scheme }
+
+// Build implements resolver.Builder. gRPC builds the resolver when the
+// connection first leaves idleness; the first discovery round starts at
+// once.
+func (r *router) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	lr := &leaderResolver{
+		r:      r,
+		cc:     cc,
+		cancel: cancel,
+		kicks:  make(chan struct{}, 1),
+		probes: map[netip.AddrPort]*grpc.ClientConn{},
+	}
+	lr.kicks <- struct{}{}
+	r.mu.Lock()
+	r.active = lr
+	r.mu.Unlock()
+	lr.wg.Add(1)
+	go func() {
+		defer lr.wg.Done()
+		lr.loop(ctx)
+	}()
+	if r.cfg.Directory != nil {
+		lr.wg.Add(1)
+		go func() {
+			defer lr.wg.Done()
+			lr.watchDirectory(ctx)
+		}()
+	}
+	return lr, nil
+}
+
+// leaderResolver finds the leader and points the connection at it. It runs
+// discovery rounds one at a time, each when asked (by gRPC when the
+// connection to the leader breaks, by the interceptors when a curator
+// answers UNAVAILABLE, by a directory change while no leader is known);
+// requests that arrive during a round are served by one more round.
+type leaderResolver struct {
+	r      *router
+	cc     resolver.ClientConn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// kicks holds at most one pending request for a round.
+	kicks chan struct{}
+
+	mu sync.Mutex
+	// directory is the newest list from Config.Directory.
+	directory []*cpb.CuratorEndpoint
+
+	// Owned by loop.
+	probes map[netip.AddrPort]*grpc.ClientConn
+	leader *cpb.CuratorEndpoint
+	// next rotates the endpoint asked first, so that a dead or stale
+	// curator is not always asked first.
+	next int
+}
+
+// ResolveNow implements resolver.Resolver.
+func (lr *leaderResolver) ResolveNow(resolver.ResolveNowOptions) {
+	select {
+	case lr.kicks <- struct{}{}:
+	default: // A round is already pending.
+	}
+}
+
+// Close implements resolver.Resolver. It returns once the resolver's
+// goroutines have ended and its probe connections are closed.
+func (lr *leaderResolver) Close() {
+	lr.cancel()
+	lr.wg.Wait()
+	lr.r.mu.Lock()
+	if lr.r.active == lr {
+		lr.r.active = nil
+	}
+	lr.r.mu.Unlock()
+	for _, c := range lr.probes {
+		c.Close()
+	}
+}
+
+func (lr *leaderResolver) watchDirectory(ctx context.Context) {
+	w := lr.r.cfg.Directory.Watch()
+	defer w.Close()
+	for {
+		eps, err := w.Get(ctx)
+		if err != nil {
+			// Only Close ends the context; a closed directory leaves
+			// the last list in use.
+			return
+		}
+		lr.mu.Lock()
+		lr.directory = eps
+		lr.mu.Unlock()
+		// A new list matters only if the old one led nowhere; a
+		// working leader is kept until it fails.
+		lr.ResolveNow(resolver.ResolveNowOptions{})
+	}
+}
+
+func (lr *leaderResolver) loop(ctx context.Context) {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     50 * time.Millisecond,
+		RandomizationFactor: 0.2,
+		Multiplier:          1.6,
+		MaxInterval:         time.Second,
+	}
+	b.Reset()
+	var last time.Time
+	var wait time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lr.kicks:
+		}
+		if since := time.Since(last); since > quietReset {
+			b.Reset()
+		} else if since < wait {
+			// Rounds asked for in quick succession that keep finding
+			// nobody, or the same leader, are spaced out: the leader
+			// they name is failing or has not yet been replaced.
+			t := time.NewTimer(wait - since)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		// Requests made while waiting are answered by this round.
+		select {
+		case <-lr.kicks:
+		default:
+		}
+
+		leader, err := lr.discover(ctx)
+		last = time.Now()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			wait = b.NextBackOff()
+			lr.r.log.Warn("no curator leader found", zap.Error(err), zap.Duration("next_round_after", wait))
+			if lr.leader == nil {
+				// Without a leader ever found, calls would wait in
+				// CONNECTING until their deadline; fail them fast so
+				// that the interceptors retry after the next round.
+				lr.cc.ReportError(err)
+			}
+		case sameEndpoint(leader, lr.leader):
+			wait = b.NextBackOff()
+		default:
+			b.Reset()
+			wait = 0
+			lr.follow(leader)
+		}
+		lr.r.publish(leader, err)
+	}
+}
+
+// follow points the connection at leader.
+func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
+	lr.r.log.Info("following the curator leader", zap.String("node", leader.NodeId), zap.Stringer("address", addrPort(leader)))
+	lr.leader = leader
+	addr := resolver.Address{
+		Addr: addrPort(leader).String(),
+		// The connection's target names no host, so the TLS name must
+		// come with the address: the node ID, which every node
+		// certificate carries as a DNS name, whichever leader it is.
+		ServerName: leader.NodeId,
+	}
+	if addr.ServerName == "" {
+		addr.ServerName = leader.Address
+	}
+	if err := lr.cc.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{{Addresses: []resolver.Address{addr}}}}); err != nil {
+		// pick_first accepts any non-empty list; an error here means
+		// the connection is closing.
+		lr.r.log.Debug("updating the connection's address", zap.Error(err))
+	}
+}
+
+// discover asks the known curators, one after the other, who leads, and
+// returns the first answer that names a valid leader.
+func (lr *leaderResolver) discover(ctx context.Context) (*cpb.CuratorEndpoint, error) {
+	eps := lr.candidates()
+	lr.pruneProbes(eps)
+	if len(eps) == 0 {
+		return nil, errors.New("no curator endpoints are known")
+	}
+	var errs []error
+	for _, ep := range eps {
+		ap := addrPort(ep)
+		resp, err := lr.ask(ctx, ap)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("asking %s: %w", ap, err))
+			continue
+		}
+		if err := validEndpoint(resp.Leader); err != nil {
+			errs = append(errs, fmt.Errorf("%s named an unusable leader: %w", ap, err))
+			continue
+		}
+		return resp.Leader, nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetLeaderResponse, error) {
+	conn, ok := lr.probes[ap]
+	if !ok {
+		var err error
+		// The probe reaches the curator by IP, which its node
+		// certificate names, so the target's host is the TLS name.
+		conn, err = grpc.NewClient("passthrough:///"+ap.String(),
+			grpc.WithTransportCredentials(lr.r.creds),
+			grpc.WithConnectParams(connectParams),
+		)
+		if err != nil {
+			return nil, err
+		}
+		lr.probes[ap] = conn
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	if err == nil && lr.r.distort != nil {
+		resp = lr.r.distort(resp)
+	}
+	return resp, err
+}
+
+// candidates are the curators to ask in this round: the configured and
+// directory endpoints, deduplicated, rotated by one each round, and with
+// the current leader last, since a round is usually asked for because
+// that leader failed.
+func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
+	lr.mu.Lock()
+	all := slices.Concat(lr.r.cfg.Endpoints, lr.directory)
+	lr.mu.Unlock()
+	seen := map[netip.AddrPort]bool{}
+	var eps []*cpb.CuratorEndpoint
+	var leader *cpb.CuratorEndpoint
+	for _, ep := range all {
+		if err := validEndpoint(ep); err != nil {
+			lr.r.log.Debug("skipping a curator endpoint", zap.Error(err))
+			continue
+		}
+		ap := addrPort(ep)
+		if seen[ap] {
+			continue
+		}
+		seen[ap] = true
+		if lr.leader != nil && ap == addrPort(lr.leader) {
+			leader = ep
+			continue
+		}
+		eps = append(eps, ep)
+	}
+	if len(eps) > 0 {
+		n := lr.next % len(eps)
+		eps = append(eps[n:], eps[:n]...)
+	}
+	lr.next++
+	if leader != nil {
+		eps = append(eps, leader)
+	}
+	return eps
+}
+
+// pruneProbes closes the probe connections of curators no longer known.
+func (lr *leaderResolver) pruneProbes(eps []*cpb.CuratorEndpoint) {
+	for ap, c := range lr.probes {
+		if !slices.ContainsFunc(eps, func(ep *cpb.CuratorEndpoint) bool { return addrPort(ep) == ap }) {
+			c.Close()
+			delete(lr.probes, ap)
+		}
+	}
+}
+
+func validEndpoint(ep *cpb.CuratorEndpoint) error {
+	if ep == nil {
+		return errors.New("no endpoint")
+	}
+	if _, err := netip.ParseAddr(ep.Address); err != nil {
+		return fmt.Errorf("curator %q: address: %w", ep.NodeId, err)
+	}
+	if ep.Port == 0 || ep.Port > 65535 {
+		return fmt.Errorf("curator %q: port %d out of range", ep.NodeId, ep.Port)
+	}
+	return nil
+}
+
+// addrPort is ep's address; ep must be valid.
+func addrPort(ep *cpb.CuratorEndpoint) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Port))
+}
+
+func sameEndpoint(a, b *cpb.CuratorEndpoint) bool {
+	return a != nil && b != nil && a.NodeId == b.NodeId && addrPort(a) == addrPort(b)
+}
