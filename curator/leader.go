@@ -17,9 +17,9 @@ import (
 type leaderState struct {
 	leadership *Leadership
 	ca         *identity.CA
-	// since is when this term started. Nodes not heard from in this term
-	// count as last heard at since, so that a leader change does not make
-	// every node look dead.
+	// since is when this term started. health counts the silence of nodes
+	// not heard from in this term from here, so that a leader change does
+	// not make every node look dead.
 	since time.Time
 	// heartbeatInterval is the interval nodes are told to heartbeat at
 	// (Config.HeartbeatInterval); health judges silence against it.
@@ -30,17 +30,7 @@ type leaderState struct {
 	heartbeats map[string]time.Time
 }
 
-// lastHeartbeat is when node id was last heard of, as far as this term
-// knows.
-func (l *leaderState) lastHeartbeat(id string) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.heartbeats[id]; ok {
-		return t
-	}
-	return l.since
-}
-
+// heartbeat records that node id was heard of at now (see health).
 func (l *leaderState) heartbeat(id string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
