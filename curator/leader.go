@@ -25,6 +25,11 @@ type leaderState struct {
 	// (Config.HeartbeatInterval); health judges silence against it.
 	heartbeatInterval time.Duration
 
+	// membership serialises the management calls that change etcd's
+	// membership along with node records (UpdateNodeRoles,
+	// DecommissionNode), so that their checks and changes never interleave.
+	membership sync.Mutex
+
 	mu sync.Mutex
 	// heartbeats is the time of each node's last heartbeat in this term.
 	heartbeats map[string]time.Time

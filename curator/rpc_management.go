@@ -1,0 +1,605 @@
+package curator
+
+import (
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+)
+
+// ManagementService: the calls operators make.
+//
+// Every write is a leader-guarded transaction (updateNode, Leadership.Txn)
+// that re-checks its preconditions against the record it replaces, so a
+// refused request changes nothing and two concurrent requests cannot undo
+// each other. Role changes that touch etcd's membership cannot be one
+// transaction with the record; how they stay safe is at UpdateNodeRoles.
+
+// listNodesBatch is how many records one ListNodesResponse carries: large
+// enough that a big cluster lists in few messages, small enough that a
+// message stays far below gRPC's 4 MiB default limit (a record is well
+// under a kilobyte without join data).
+const listNodesBatch = 100
+
+// maxLabels is the most labels a node may carry (see
+// UpdateNodeLabelsRequest).
+const maxLabels = 64
+
+func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoRequest) (*cpb.GetClusterInfoResponse, error) {
+	dir, err := r.clusterDirectory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir}, nil
+}
+
+// ListNodes serves from the node cache, the same view that authorises
+// callers, adding the leader's judgement of each UP node's health.
+func (r *rpcServer) ListNodes(req *cpb.ListNodesRequest, stream grpc.ServerStreamingServer[cpb.ListNodesResponse]) error {
+	ctx := stream.Context()
+	l := leaderFrom(ctx)
+	snap, err := r.s.nodes.current(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	}
+	now := r.s.cfg.Now()
+	var batch []*cpb.Node
+	for _, id := range slices.Sorted(maps.Keys(snap.nodes)) {
+		n := snap.nodes[id]
+		if !nodeMatches(n, req) {
+			continue
+		}
+		// Records in a snapshot are shared: copy before filling in.
+		out := withoutJoinData(n)
+		if n.State == cpb.NodeState_NODE_STATE_UP {
+			h, ago := l.health(id, now)
+			out.Health = h
+			if h == cpb.NodeHealth_NODE_HEALTH_HEALTHY || h == cpb.NodeHealth_NODE_HEALTH_HEARTBEAT_TIMEOUT {
+				out.TimeSinceHeartbeat = durationpb.New(ago)
+			}
+		}
+		batch = append(batch, out)
+		if len(batch) == listNodesBatch {
+			if err := stream.Send(&cpb.ListNodesResponse{Nodes: batch}); err != nil {
+				return err
+			}
+			batch = nil
+		}
+	}
+	if len(batch) > 0 {
+		return stream.Send(&cpb.ListNodesResponse{Nodes: batch})
+	}
+	return nil
+}
+
+// nodeMatches applies a ListNodesRequest's conditions, all of which must
+// hold; an empty condition matches every node.
+func nodeMatches(n *cpb.Node, req *cpb.ListNodesRequest) bool {
+	if len(req.NodeIds) > 0 && !slices.Contains(req.NodeIds, n.Id) {
+		return false
+	}
+	if len(req.States) > 0 && !slices.Contains(req.States, n.State) {
+		return false
+	}
+	for k, v := range req.Labels {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// withoutJoinData copies n without its consensus join data, which only
+// the node itself is given.
+func withoutJoinData(n *cpb.Node) *cpb.Node {
+	out := proto.Clone(n).(*cpb.Node)
+	if cm := out.GetRoles().GetConsensusMember(); cm != nil {
+		cm.JoinData = nil
+	}
+	return out
+}
+
+func (r *rpcServer) GetRegisterTicket(ctx context.Context, _ *cpb.GetRegisterTicketRequest) (*cpb.GetRegisterTicketResponse, error) {
+	resp, err := r.s.cfg.Client.Get(ctx, ticketKey)
+	if err != nil {
+		return nil, leaderWriteError(fmt.Errorf("reading the register ticket: %w", err))
+	}
+	if len(resp.Kvs) != 1 || len(resp.Kvs[0].Value) == 0 {
+		return nil, status.Error(codes.Internal, "the cluster state holds no register ticket")
+	}
+	dir, err := r.clusterDirectory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.GetRegisterTicketResponse{RegisterTicket: resp.Kvs[0].Value, ClusterDirectory: dir}, nil
+}
+
+func (r *rpcServer) ApproveNode(ctx context.Context, req *cpb.ApproveNodeRequest) (*cpb.ApproveNodeResponse, error) {
+	if err := checkNodeIDArg(req.NodeId); err != nil {
+		return nil, err
+	}
+	_, err := r.changeNode(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, error) {
+		switch {
+		case n == nil:
+			return nil, nodeNotFound(req.NodeId)
+		case n.State == cpb.NodeState_NODE_STATE_NEW:
+			n.State = cpb.NodeState_NODE_STATE_STANDBY
+			return n, nil
+		case n.State == cpb.NodeState_NODE_STATE_STANDBY || n.State == cpb.NodeState_NODE_STATE_UP:
+			return n, nil // approved already: unchanged, nothing written
+		default:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s is %s: a decommissioned node can never be approved again", n.Id, n.State)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.ApproveNodeResponse{}, nil
+}
+
+// UpdateNodeRoles changes roles in the record and, for ConsensusMember,
+// in etcd's membership, which no transaction spans. The order makes every
+// crash recoverable by sending the same request again:
+//
+//   - Giving ConsensusMember adds the learner first and records the role
+//     with its join data after. A crash in between leaves a learner that
+//     never started (nobody got its join data); the retry finds it, removes
+//     it and adds it afresh, since the join data of the first add are lost.
+//   - Taking ConsensusMember away removes the member (and revokes its peer
+//     certificate) first and updates the record after, so that no node ever
+//     runs a member the record no longer shows. The retry finds no member
+//     (consensus.ErrNoMember) and only updates the record.
+//
+// Membership changes are serialised per leader term (leaderState.membership)
+// so that two requests cannot interleave their checks and changes.
+func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRolesRequest) (*cpb.UpdateNodeRolesResponse, error) {
+	if err := checkNodeIDArg(req.NodeId); err != nil {
+		return nil, err
+	}
+	l := leaderFrom(ctx)
+	l.membership.Lock()
+	defer l.membership.Unlock()
+
+	cur, _, err := getNode(ctx, r.s.cfg.Client, req.NodeId)
+	if err != nil {
+		return nil, leaderWriteError(err)
+	}
+	if _, err := planRoles(cur, req); err != nil {
+		return nil, err
+	}
+	var joinData *cpb.ConsensusJoinData
+	switch {
+	case req.ConsensusMember == nil:
+	case *req.ConsensusMember && cur.GetRoles().GetConsensusMember() == nil:
+		if joinData, err = r.addConsensusMember(ctx, cur); err != nil {
+			return nil, err
+		}
+	case !*req.ConsensusMember:
+		// Even when the record shows no role: a retry after a crash, or a
+		// member left behind, is removed all the same.
+		if err := r.removeConsensusMember(ctx, req.NodeId); err != nil {
+			return nil, err
+		}
+	}
+	// refused is the change's own refusal: then, unlike after a failed
+	// write, the record is known to be unchanged.
+	var refused error
+	next, err := r.changeNode(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, error) {
+		roles, err := planRoles(n, req)
+		if err != nil {
+			refused = err
+			return nil, err
+		}
+		if roles.ConsensusMember != nil && n.GetRoles().GetConsensusMember() == nil {
+			if joinData == nil {
+				// Only if the record changed behind the lock's back (an
+				// operator editing etcd): refuse rather than guess.
+				refused = status.Errorf(codes.Aborted, "node %s: its roles changed during the request; try again", n.Id)
+				return nil, refused
+			}
+			roles.ConsensusMember = &cpb.ConsensusMemberRole{JoinData: joinData}
+		}
+		n.Roles = roles
+		return n, nil
+	})
+	if err != nil {
+		if joinData != nil && refused != nil && err == refused {
+			// Nobody will ever get the join data: take the learner out
+			// again, or it would hold etcd's one learner slot. Where the
+			// write's fate is unknown, the learner stays, and a retry
+			// cleans it up (see above).
+			r.undoAddLearner(ctx, req.NodeId)
+		}
+		return nil, err
+	}
+	return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
+}
+
+// planRoles checks a role change against node n's record and returns the
+// roles n would hold after it, join data left as they are. The rules:
+// only UP nodes hold roles; KubernetesController needs ConsensusMember, in
+// the same request or already; taking ConsensusMember away takes
+// KubernetesController along unless the request says otherwise, and a
+// request that keeps KubernetesController explicitly is refused.
+func planRoles(n *cpb.Node, req *cpb.UpdateNodeRolesRequest) (*cpb.Roles, error) {
+	if n == nil {
+		return nil, nodeNotFound(req.NodeId)
+	}
+	if n.State != cpb.NodeState_NODE_STATE_UP {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is %s: only UP nodes hold roles", n.Id, n.State)
+	}
+	roles := proto.Clone(cmp.Or(n.Roles, &cpb.Roles{})).(*cpb.Roles)
+	if req.ConsensusMember != nil {
+		if !*req.ConsensusMember {
+			roles.ConsensusMember = nil
+			if req.KubernetesController == nil {
+				roles.KubernetesController = nil
+			}
+		} else if roles.ConsensusMember == nil {
+			roles.ConsensusMember = &cpb.ConsensusMemberRole{}
+		}
+	}
+	if req.KubernetesController != nil {
+		if *req.KubernetesController {
+			roles.KubernetesController = cmp.Or(roles.KubernetesController, &cpb.KubernetesControllerRole{})
+		} else {
+			roles.KubernetesController = nil
+		}
+	}
+	if req.KubernetesWorker != nil {
+		if *req.KubernetesWorker {
+			roles.KubernetesWorker = cmp.Or(roles.KubernetesWorker, &cpb.KubernetesWorkerRole{})
+		} else {
+			roles.KubernetesWorker = nil
+		}
+	}
+	if roles.KubernetesController != nil && roles.ConsensusMember == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s: KubernetesController needs ConsensusMember, which the node would not hold", n.Id)
+	}
+	return roles, nil
+}
+
+// consensusStatus is the local consensus member, once it can change
+// membership (a voter).
+func (r *rpcServer) consensusStatus(ctx context.Context) (*consensus.Status, error) {
+	st, err := event.Get(ctx, r.s.cfg.Consensus, event.Filter(consensus.IsVoter))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "waiting for this curator's consensus member to be a running voter: %v", err)
+	}
+	return st, nil
+}
+
+// consensusMemberName is the etcd member name of node id: the node ID
+// itself, which identity.NodeID makes in a form consensus.NameRegexp
+// accepts ("node-" and hex digits). The check guards against either side
+// changing its rules.
+func consensusMemberName(id string) (string, error) {
+	if !consensus.NameRegexp.MatchString(id) {
+		return "", status.Errorf(codes.Internal, "node ID %q is not a valid consensus member name", id)
+	}
+	return id, nil
+}
+
+// addConsensusMember adds node n to etcd as a learner, for its key and at
+// the peer address it reported, and returns its join data.
+func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.ConsensusJoinData, error) {
+	name, err := consensusMemberName(n.Id)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s has not reported a valid external address (%q), which its consensus member would be reached at", n.Id, n.GetStatus().GetExternalAddress())
+	}
+	port := n.GetStatus().GetConsensusPeerPort()
+	if port == 0 || port > 65535 {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s has not reported a valid consensus peer port (%d)", n.Id, port)
+	}
+	peer := netip.AddrPortFrom(addr, uint16(port)).String()
+	st, err := r.consensusStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members, err := st.Members(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "listing consensus members: %v", err)
+	}
+	for _, m := range members {
+		switch {
+		case m.Name == name && m.Learner && !m.Started:
+			// Added by an earlier attempt whose record update never
+			// happened: its join data are lost, so add it afresh.
+			if err := st.Remove(ctx, name); err != nil && !errors.Is(err, consensus.ErrNoMember) {
+				return nil, status.Errorf(codes.Unavailable, "removing the unstarted learner %s left by an earlier attempt: %v", name, err)
+			}
+		case m.Name == name:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s already runs a consensus member that its record does not show; take ConsensusMember away to remove it, then give it again", n.Id)
+		case m.Address == peer:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s: its consensus peer address %s is taken by member %s", n.Id, peer, m.Name)
+		case m.Learner:
+			// etcd admits one learner at a time (its default
+			// max-learners): refuse with a reason rather than etcd's.
+			return nil, status.Errorf(codes.FailedPrecondition, "consensus member %s is still a learner; give ConsensusMember to one node at a time, once the previous one is a voter (a learner that never starts is removed by taking its ConsensusMember away)", m.Name)
+		}
+	}
+	jd, err := addLearner(ctx, st, name, peer, ed25519.PublicKey(n.PublicKey))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "adding node %s as a consensus learner at %s: %v", n.Id, peer, err)
+	}
+	out := &cpb.ConsensusJoinData{CaCertificate: jd.CACertificate, PeerCertificate: jd.PeerCertificate, Crl: jd.CRL}
+	for _, p := range jd.Peers {
+		out.Peers = append(out.Peers, &cpb.ConsensusPeer{Name: p.Name, Address: p.Address})
+	}
+	return out, nil
+}
+
+// addLearner is Status.AddLearner, retried where etcd refuses a member
+// because it was removed: etcd derives a new member's ID from its peer
+// address and the current second, so a member re-added at the address of
+// one removed in the same second (a retry after a crash, a role taken and
+// given back) gets the removed member's ID, which etcd never accepts again.
+// The next second gives a fresh ID.
+func addLearner(ctx context.Context, st *consensus.Status, name, peer string, pub ed25519.PublicKey) (*consensus.JoinData, error) {
+	for attempt := 1; ; attempt++ {
+		jd, err := st.AddLearner(ctx, name, peer, pub)
+		if err == nil || !errors.Is(err, rpctypes.ErrMemberNotFound) || attempt == 3 {
+			return jd, err
+		}
+		next := time.Now().Truncate(time.Second).Add(time.Second)
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// undoAddLearner removes a learner whose role was not recorded, on a
+// context that outlives the request (the request may have failed because
+// its context ended). Failure is left to a retry of the request.
+func (r *rpcServer) undoAddLearner(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if st, err := r.consensusStatus(ctx); err == nil {
+		_ = st.Remove(ctx, id)
+	}
+}
+
+// undoTimeout bounds undoAddLearner: etcd may refuse membership changes for
+// up to five seconds after another one (its strict reconfiguration check).
+const undoTimeout = 15 * time.Second
+
+// removeConsensusMember removes node id's consensus member, if it has one,
+// refusing where removal would break the control plane: the member of the
+// leading curator's own node (removing it would stop the curator in the
+// middle of its request; a later version can hand the leadership over
+// first), and the last voter.
+func (r *rpcServer) removeConsensusMember(ctx context.Context, id string) error {
+	if id == r.s.nodeID {
+		return status.Errorf(codes.FailedPrecondition, "node %s runs the leading curator, whose consensus member cannot be removed by itself", id)
+	}
+	name, err := consensusMemberName(id)
+	if err != nil {
+		return err
+	}
+	st, err := r.consensusStatus(ctx)
+	if err != nil {
+		return err
+	}
+	members, err := st.Members(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "listing consensus members: %v", err)
+	}
+	var target *consensus.Member
+	voters := 0
+	for _, m := range members {
+		if m.Name == name {
+			target = &m
+		}
+		if !m.Learner {
+			voters++
+		}
+	}
+	if target != nil && !target.Learner && voters <= 1 {
+		return status.Errorf(codes.FailedPrecondition, "node %s holds the last consensus voter", id)
+	}
+	if err := st.Remove(ctx, name); err != nil && !errors.Is(err, consensus.ErrNoMember) {
+		return status.Errorf(codes.Unavailable, "removing the consensus member of node %s: %v", id, err)
+	}
+	return nil
+}
+
+// DecommissionNode takes the node's roles away the way UpdateNodeRoles
+// would (consensus member first, record after; a retry converges) and
+// marks it DECOMMISSIONED in the same write that clears its roles.
+func (r *rpcServer) DecommissionNode(ctx context.Context, req *cpb.DecommissionNodeRequest) (*cpb.DecommissionNodeResponse, error) {
+	if err := checkNodeIDArg(req.NodeId); err != nil {
+		return nil, err
+	}
+	l := leaderFrom(ctx)
+	l.membership.Lock()
+	defer l.membership.Unlock()
+
+	check := func(n *cpb.Node) error {
+		switch {
+		case n == nil:
+			return nodeNotFound(req.NodeId)
+		case n.State == cpb.NodeState_NODE_STATE_NEW || n.State == cpb.NodeState_NODE_STATE_STANDBY:
+			return status.Errorf(codes.FailedPrecondition, "node %s is %s: only UP nodes are decommissioned; delete it instead", n.Id, n.State)
+		}
+		return nil
+	}
+	cur, _, err := getNode(ctx, r.s.cfg.Client, req.NodeId)
+	if err != nil {
+		return nil, leaderWriteError(err)
+	}
+	if err := check(cur); err != nil {
+		return nil, err
+	}
+	if cur.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED {
+		return &cpb.DecommissionNodeResponse{}, nil
+	}
+	// Every UP node, not only those whose record shows the role, so that
+	// a member left behind by a crash goes too.
+	if err := r.removeConsensusMember(ctx, req.NodeId); err != nil {
+		return nil, err
+	}
+	_, err = r.changeNode(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, error) {
+		if err := check(n); err != nil {
+			return nil, err
+		}
+		n.State = cpb.NodeState_NODE_STATE_DECOMMISSIONED
+		n.Roles = nil
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.DecommissionNodeResponse{}, nil
+}
+
+// DeleteNode removes the record of a node that is not UP, with
+// compare-and-swap on the record's revision so that a node that became UP
+// meanwhile is not deleted.
+func (r *rpcServer) DeleteNode(ctx context.Context, req *cpb.DeleteNodeRequest) (*cpb.DeleteNodeResponse, error) {
+	if err := checkNodeIDArg(req.NodeId); err != nil {
+		return nil, err
+	}
+	l := leaderFrom(ctx)
+	for {
+		n, rev, err := getNode(ctx, r.s.cfg.Client, req.NodeId)
+		if err != nil {
+			return nil, leaderWriteError(err)
+		}
+		switch {
+		case n == nil:
+			return nil, nodeNotFound(req.NodeId)
+		case n.State == cpb.NodeState_NODE_STATE_UP:
+			return nil, status.Errorf(codes.FailedPrecondition, "node %s is UP: decommission it first", n.Id)
+		}
+		key := nodeKey(req.NodeId)
+		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+		_, ok, err := l.leadership.Txn(ctx, []clientv3.Cmp{unchanged}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
+		if err != nil {
+			return nil, leaderWriteError(err)
+		}
+		if ok {
+			return &cpb.DeleteNodeResponse{}, nil
+		}
+	}
+}
+
+func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLabelsRequest) (*cpb.UpdateNodeLabelsResponse, error) {
+	if err := checkNodeIDArg(req.NodeId); err != nil {
+		return nil, err
+	}
+	// Sorted, so that the error names the same label every time.
+	for _, k := range slices.Sorted(maps.Keys(req.Set)) {
+		if err := validateLabelKey(k); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "label key %q: %v", k, err)
+		}
+		if err := validateLabelValue(req.Set[k]); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "label %q: value %q: %v", k, req.Set[k], err)
+		}
+	}
+	for _, k := range req.Remove {
+		if err := validateLabelKey(k); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "label key %q to remove: %v", k, err)
+		}
+		if _, ok := req.Set[k]; ok {
+			return nil, status.Errorf(codes.InvalidArgument, "label key %q is both set and removed", k)
+		}
+	}
+	next, err := r.changeNode(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, error) {
+		if n == nil {
+			return nil, nodeNotFound(req.NodeId)
+		}
+		labels := maps.Clone(n.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, req.Set)
+		for _, k := range req.Remove {
+			delete(labels, k)
+		}
+		if len(labels) > maxLabels {
+			return nil, status.Errorf(codes.ResourceExhausted, "node %s would have %d labels, more than the %d allowed", n.Id, len(labels), maxLabels)
+		}
+		n.Labels = labels
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.UpdateNodeLabelsResponse{Labels: next.Labels}, nil
+}
+
+// Label syntax, as UpdateNodeLabelsRequest states it (Kubernetes' rules).
+// Anchored: an unanchored pattern would accept any string containing a
+// valid one.
+var (
+	labelNameRegexp   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
+	labelPrefixRegexp = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+)
+
+// maxLabelPrefix is the longest prefix of a label key (a DNS subdomain).
+const maxLabelPrefix = 253
+
+func validateLabelKey(k string) error {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name = prefix
+	} else {
+		if len(prefix) > maxLabelPrefix {
+			return fmt.Errorf("prefix longer than %d characters", maxLabelPrefix)
+		}
+		if !labelPrefixRegexp.MatchString(prefix) {
+			return errors.New("prefix is not a DNS subdomain (dot-separated lower-case letters, digits and '-', each part starting and ending with a letter or digit)")
+		}
+	}
+	if !labelNameRegexp.MatchString(name) {
+		return errors.New("name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+func validateLabelValue(v string) error {
+	if v != "" && !labelNameRegexp.MatchString(v) {
+		return errors.New("must be empty or 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+// checkNodeIDArg checks a request's node_id.
+func checkNodeIDArg(id string) error {
+	if err := identity.ValidateNodeID(id); err != nil {
+		return status.Errorf(codes.InvalidArgument, "node_id %q: %v", id, err)
+	}
+	return nil
+}
+
+func nodeNotFound(id string) error {
+	return status.Errorf(codes.NotFound, "node %s does not exist", id)
+}
