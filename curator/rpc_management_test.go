@@ -218,7 +218,9 @@ func TestManagementPermissionDenied(t *testing.T) {
 		// the owner certificate.
 		{"key holder with the owner key", false, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asKeyHolder(c.ownerKey)) }, nil},
 		{"node", true, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asFirstNode()) }, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asFirstNode()) }},
-		{"user other than the owner", true, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asUserCert(alice, aliceKey)) }, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asUserCert(alice, aliceKey)) }},
+		{"user other than the owner", true, func() cpb.ManagementServiceClient {
+			return cpb.NewManagementServiceClient(c.asUserCert(alice, aliceKey))
+		}, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asUserCert(alice, aliceKey)) }},
 	}
 	denied := func(err error) bool {
 		return status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated
