@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -203,30 +204,26 @@ func TestManagementPermissionDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type caller struct {
+	callers := []struct {
 		name string
-		// aaaToo: TakeOwnership refuses this caller too (every caller but
-		// the holder of the owner key).
-		aaaToo bool
-		conn   func() cpb.ManagementServiceClient
-		aaa    func() cpb.AAAServiceClient
-	}
-	list := []caller{
-		{"anonymous", true, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.anonymous()) }, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.anonymous()) }},
-		{"key holder", true, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asKeyHolder(mustKey(t))) }, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asKeyHolder(mustKey(t))) }},
-		// The owner key proves nothing but itself until exchanged for
-		// the owner certificate.
-		{"key holder with the owner key", false, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asKeyHolder(c.ownerKey)) }, nil},
-		{"node", true, func() cpb.ManagementServiceClient { return cpb.NewManagementServiceClient(c.asFirstNode()) }, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asFirstNode()) }},
-		{"user other than the owner", true, func() cpb.ManagementServiceClient {
-			return cpb.NewManagementServiceClient(c.asUserCert(alice, aliceKey))
-		}, func() cpb.AAAServiceClient { return cpb.NewAAAServiceClient(c.asUserCert(alice, aliceKey)) }},
+		dial func() *grpc.ClientConn
+		// holdsOwnerKey: TakeOwnership is this caller's to make.
+		holdsOwnerKey bool
+	}{
+		{"anonymous", c.anonymous, false},
+		{"key holder", func() *grpc.ClientConn { return c.asKeyHolder(mustKey(t)) }, false},
+		// The owner key proves nothing but itself until it is exchanged
+		// for the owner certificate.
+		{"key holder with the owner key", func() *grpc.ClientConn { return c.asKeyHolder(c.ownerKey) }, true},
+		{"node", c.asFirstNode, false},
+		{"user other than the owner", func() *grpc.ClientConn { return c.asUserCert(alice, aliceKey) }, false},
 	}
 	denied := func(err error) bool {
 		return status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated
 	}
-	for _, cl := range list {
-		m := cl.conn()
+	for _, cl := range callers {
+		conn := cl.dial()
+		m := cpb.NewManagementServiceClient(conn)
 		ctx := ctxT(t)
 		calls := map[string]error{}
 		_, calls["GetClusterInfo"] = m.GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
@@ -241,12 +238,12 @@ func TestManagementPermissionDenied(t *testing.T) {
 		_, calls["DecommissionNode"] = m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: up.Id})
 		_, calls["DeleteNode"] = m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: fresh.Id})
 		_, calls["UpdateNodeLabels"] = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: up.Id, Set: map[string]string{"a": "b"}})
-		if cl.aaaToo {
-			_, calls["TakeOwnership"] = cl.aaa().TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})
+		if !cl.holdsOwnerKey {
+			_, calls["TakeOwnership"] = cpb.NewAAAServiceClient(conn).TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})
 		}
 		// Every method of both services is tried.
 		want := len(cpb.ManagementService_ServiceDesc.Methods) + len(cpb.ManagementService_ServiceDesc.Streams)
-		if cl.aaaToo {
+		if !cl.holdsOwnerKey {
 			want += len(cpb.AAAService_ServiceDesc.Methods)
 		}
 		if len(calls) != want {
