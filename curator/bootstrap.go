@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
@@ -38,10 +37,12 @@ var ErrBootstrapMismatch = errors.New("curator: the store holds another cluster"
 // register ticket, and the first node, UP with the ConsensusMember and
 // KubernetesController roles. It returns the first node's certificate.
 //
-// It is idempotent: run again with the same parameters (after a crash
-// half-way, say) it completes what is missing and returns a fresh
-// certificate; run with other parameters it refuses with
-// ErrBootstrapMismatch and changes nothing. Everything but the CA is
+// It is idempotent: run again with the same owner and node (after a crash
+// half-way, or when the node's control plane restarts before the node has
+// finished enrolling) it completes what is missing and returns a fresh
+// certificate, whatever has happened to the cluster since; run with
+// another owner or node it refuses with ErrBootstrapMismatch and changes
+// nothing. Everything but the CA is
 // written in one transaction, so the state is never half-initialised.
 func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now time.Time) (*x509.Certificate, error) {
 	if len(p.OwnerKey) != ed25519.PublicKeySize || len(p.NodeKey) != ed25519.PublicKeySize {
@@ -88,12 +89,14 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 		if len(owner) != 1 || !p.OwnerKey.Equal(ed25519.PublicKey(owner[0].Value)) || len(nodes) != 1 {
 			return nil, ErrBootstrapMismatch
 		}
+		// The first node's record may have changed since (roles given,
+		// status pushed): what must hold is that it is the same node.
 		existing, err := decodeNode(nodes[0].Key, nodes[0].Value)
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
-		if !proto.Equal(existing.Roles, node.Roles) || existing.State != node.State {
-			return nil, fmt.Errorf("%w: the first node's record has changed since", ErrBootstrapMismatch)
+		if !p.NodeKey.Equal(ed25519.PublicKey(existing.PublicKey)) {
+			return nil, fmt.Errorf("%w: the first node has another key", ErrBootstrapMismatch)
 		}
 	}
 	cert, err := ca.IssueNode(p.NodeKey, []netip.Addr{addr}, now)
