@@ -14,6 +14,31 @@
 // leadership when its lease expires (DefaultLeaseTTL); one that stops
 // cleanly revokes its lease and hands over at once.
 //
+// # The calls nodes make
+//
+// CuratorService (rpc_curator.go) acts only on the caller: the node whose
+// ID derives from the key proved in the TLS handshake (Register,
+// CommitRegistration, Join) or the node named by the caller's certificate
+// (UpdateNodeStatus, Heartbeat, RenewCertificate). Requests carry no node
+// ID to get wrong. Lifecycle steps are checked and written in one
+// compare-and-swap under the leadership guard (updateNode), so a refused
+// request, or one racing an operator, writes nothing it should not.
+// Register and CommitRegistration succeed again on retry, because a node
+// that lost a response must be able to finish.
+//
+// Heartbeats stay in the leader's memory, never in etcd: health is the
+// leader's judgement at the time of asking (health.go), and a new leader
+// counts silence from the start of its term, so a leader change makes no
+// node look dead.
+//
+// Watch streams are served from the node cache, the curator's one etcd
+// watch over all node records. A stream is a cursor on an in-memory value
+// of immutable snapshots and finds what changed by comparing record
+// pointers, so a thousand watching nodes cost one etcd watch, and a slow
+// watcher skips to the newest state instead of queueing. A stream ends with
+// UNAVAILABLE when its curator stops leading, and with PERMISSION_DENIED
+// when its caller stops being an UP node.
+//
 // # Management and ownership
 //
 // ManagementService (rpc_management.go) is how operators change the
