@@ -91,6 +91,12 @@ func (l *Leadership) Txn(ctx context.Context, cmps []clientv3.Cmp, then, els []c
 	return (*clientv3.TxnResponse)(in), in.Succeeded, nil
 }
 
+func (e *Election) setCandidate(c []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.Candidate = c
+}
+
 // Current is the leadership as this curator sees it now, without waiting;
 // before Run has started, nobody is known to lead.
 func (e *Election) Current() LeaderStatus {

@@ -52,6 +52,7 @@ func New(cfg Config) (*Service, error) {
 		nodeID: identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey)),
 		nodes:  newNodeCache(cfg.Client),
 	}
+	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
 	s.status.Name = "curator-status"
 	s.leader.Name = "curator-leader"
 	// Not leading until the election says so; set now so that reading it
@@ -65,9 +66,6 @@ func (s *Service) Status() event.ValueWatch[*Status] { return &s.status }
 
 // Leader is this curator's view of the leadership.
 func (s *Service) Leader() event.ValueWatch[*LeaderStatus] {
-	if s.election == nil {
-		return nil
-	}
 	return s.election.Status()
 }
 
@@ -106,7 +104,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.election = &Election{Client: s.cfg.Client, Candidate: candidate, LeaseTTL: s.cfg.LeaseTTL}
+	// The candidate names the address just bound; the election does not
+	// run before this, so nothing reads it earlier.
+	s.election.setCandidate(candidate)
 	if err := supervisor.Run(ctx, "nodes", s.nodes.run); err != nil {
 		return err
 	}

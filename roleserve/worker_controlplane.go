@@ -1,0 +1,190 @@
+package roleserve
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// Default ports of a node's control plane. Every node has its own IP
+// address (in development, its own loopback address), so fixed ports do not
+// collide.
+const (
+	DefaultConsensusPort = 7834
+	DefaultCuratorPort   = 7835
+)
+
+// ControlPlaneConfig is what the controlplane worker needs to know about the
+// node, fixed for the node's lifetime.
+type ControlPlaneConfig struct {
+	// NodeKey is the node's private key: the consensus member's peer key
+	// and the curator's serving key.
+	NodeKey ed25519.PrivateKey
+	// Address is the node's IP address; consensus and curator listen on it.
+	Address netip.Addr
+	// ConsensusPort and CuratorPort default to DefaultConsensusPort and
+	// DefaultCuratorPort.
+	ConsensusPort, CuratorPort uint16
+	// EtcdDir is the consensus member's data directory.
+	EtcdDir string
+	// Bootstrap is set when this node bootstraps a new cluster: the worker
+	// then runs the control plane without waiting for roles (there is no
+	// curator to ask yet) and initialises the curator's state.
+	Bootstrap *curator.BootstrapParams
+	// NodeStatus is the node's status as first recorded at bootstrap.
+	NodeStatus *cpb.NodeStatus
+	// LeaseTTL and HeartbeatInterval are passed to the curator (tests
+	// shorten them); zero means the curator's defaults.
+	LeaseTTL, HeartbeatInterval time.Duration
+}
+
+func (c *ControlPlaneConfig) consensusPort() uint16 {
+	if c.ConsensusPort == 0 {
+		return DefaultConsensusPort
+	}
+	return c.ConsensusPort
+}
+
+func (c *ControlPlaneConfig) curatorPort() uint16 {
+	if c.CuratorPort == 0 {
+		return DefaultCuratorPort
+	}
+	return c.CuratorPort
+}
+
+// workerControlPlane runs this node's consensus member and curator while the
+// node must: when it bootstraps the cluster, or while it holds the
+// ConsensusMember role (joining etcd with the data the curator put in the
+// role). When the role goes, it stops them.
+type workerControlPlane struct {
+	cfg ControlPlaneConfig
+	// bootstrapped is set once this worker has initialised the cluster:
+	// later runs (after a failure, or after the role was taken away) follow
+	// the roles like on any other node.
+	bootstrapped bool
+	roles        event.ValueWatch[*cpb.Roles]    // reads
+	local        event.Value[*LocalControlPlane] // writes
+}
+
+func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerControlPlane {
+	return &workerControlPlane{
+		cfg:   cfg,
+		roles: Reads[*cpb.Roles](g, "controlplane", &v.LocalRoles),
+		local: Writes[*LocalControlPlane](g, "controlplane", &v.LocalControlPlane),
+	}
+}
+
+// errRoleRemoved ends a run of the worker whose node lost ConsensusMember:
+// the supervisor then stops the control plane (the run's children) and
+// starts the worker afresh, which waits for the role to come back.
+var errRoleRemoved = errors.New("ConsensusMember role removed: stopping the control plane")
+
+func consensusMember(r *cpb.Roles) bool { return r != nil && r.ConsensusMember != nil }
+
+func (w *workerControlPlane) run(ctx context.Context) error {
+	logger := supervisor.Logger(ctx)
+	w.local.Set(nil)
+	var in event.Inputs
+	defer in.Close()
+
+	bootstrap := w.cfg.Bootstrap != nil && !w.bootstrapped
+	var join *consensus.JoinData
+	if !bootstrap {
+		roles := event.Input(&in, w.roles, consensusMember)
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		logger.Info("starting the control plane", zap.Stringer("because", why))
+		join = joinData(roles.Latest().ConsensusMember.JoinData)
+	} else {
+		logger.Info("starting the control plane to bootstrap a new cluster")
+	}
+
+	nodeID := identity.NodeID(w.cfg.NodeKey.Public().(ed25519.PublicKey))
+	cons, err := consensus.New(consensus.Config{
+		Name:        nodeID,
+		DataDir:     w.cfg.EtcdDir,
+		PeerAddress: netip.AddrPortFrom(w.cfg.Address, w.cfg.consensusPort()).String(),
+		PeerKey:     w.cfg.NodeKey,
+		Bootstrap:   bootstrap,
+		Join:        join,
+	})
+	if err != nil {
+		return fmt.Errorf("consensus: %w", err)
+	}
+	if err := supervisor.Run(ctx, "consensus", cons.Run); err != nil {
+		return err
+	}
+	st, err := event.Get(ctx, cons.Status(), event.Filter(consensus.IsVoter))
+	if err != nil {
+		return fmt.Errorf("waiting for consensus: %w", err)
+	}
+	cli, err := st.ClientFor("curator")
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if bootstrap {
+		// Idempotent: after a crash half-way, it completes what is missing.
+		if _, err := curator.Bootstrap(ctx, cli, *w.cfg.Bootstrap, time.Now()); err != nil {
+			return err
+		}
+		w.bootstrapped = true
+	}
+	cur, err := curator.New(curator.Config{
+		Client:            cli,
+		Consensus:         cons.Status(),
+		NodeKey:           w.cfg.NodeKey,
+		ListenAddress:     netip.AddrPortFrom(w.cfg.Address, w.cfg.curatorPort()).String(),
+		LeaseTTL:          w.cfg.LeaseTTL,
+		HeartbeatInterval: w.cfg.HeartbeatInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("curator: %w", err)
+	}
+	if err := supervisor.Run(ctx, "curator", cur.Run); err != nil {
+		return err
+	}
+	w.local.Set(&LocalControlPlane{Consensus: cons, Curator: cur})
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+
+	// Run until the role is taken away. A bootstrapping node waits for its
+	// roles like any other once they are known: the first node is given
+	// ConsensusMember, and the curator refuses to take it from the node it
+	// runs on while it leads.
+	var watch event.Inputs
+	defer watch.Close()
+	roles := event.Input(&watch, w.roles, func(r *cpb.Roles) bool { return r != nil && !consensusMember(r) })
+	why, err := watch.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	logger.Info("stopping the control plane", zap.Stringer("because", why), zap.String("roles", roles.Latest().String()))
+	w.local.Set(nil)
+	return errRoleRemoved
+}
+
+// joinData converts the curator's join data into the consensus package's.
+func joinData(j *cpb.ConsensusJoinData) *consensus.JoinData {
+	if j == nil {
+		return nil
+	}
+	jd := &consensus.JoinData{CACertificate: j.CaCertificate, PeerCertificate: j.PeerCertificate, CRL: j.Crl}
+	for _, p := range j.Peers {
+		jd.Peers = append(jd.Peers, consensus.Peer{Name: p.Name, Address: p.Address})
+	}
+	return jd
+}

@@ -1,0 +1,97 @@
+package roleserve
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// Control-plane tests run real consensus members and curators, each test on
+// its own loopback address 127.26.<n>.1 so that the fixed ports never
+// collide.
+var controlPlaneSubnet atomic.Int32
+
+func controlPlaneAddress() netip.Addr {
+	n := 1 + (controlPlaneSubnet.Add(1)-1)%250
+	return netip.AddrFrom4([4]byte{127, 26, byte(n), 1})
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A bootstrapping node runs its control plane without waiting for roles,
+// initialises the cluster, and stops the control plane when the role goes.
+func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
+	key, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := controlPlaneAddress()
+	var g Graph
+	v := NewValues()
+	w := newWorkerControlPlane(&g, v, ControlPlaneConfig{
+		NodeKey: key,
+		Address: addr,
+		EtcdDir: t.TempDir() + "/etcd",
+		Bootstrap: &curator.BootstrapParams{
+			OwnerKey:   owner.Public().(ed25519.PublicKey),
+			NodeKey:    key.Public().(ed25519.PublicKey),
+			NodeStatus: &cpb.NodeStatus{ExternalAddress: addr.String()},
+		},
+		LeaseTTL: 2 * time.Second,
+	})
+	supervisor.TestHarness(t, w.run)
+
+	local, err := event.Get(waitCtx(t), &v.LocalControlPlane, event.Filter(func(l *LocalControlPlane) bool { return l != nil }))
+	if err != nil {
+		t.Fatalf("waiting for the control plane: %v", err)
+	}
+	st, err := event.Get(waitCtx(t), local.Curator.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := netip.AddrPortFrom(addr, DefaultCuratorPort); st.Address != want {
+		t.Fatalf("curator serves on %v, want %v", st.Address, want)
+	}
+	if _, err := event.Get(waitCtx(t), local.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {
+		t.Fatalf("the bootstrapped curator never led: %v", err)
+	}
+
+	// Roles arrive with ConsensusMember: nothing changes.
+	v.LocalRoles.Set(&cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}})
+	// The role goes: the control plane stops.
+	v.LocalRoles.Set(&cpb.Roles{})
+	if _, err := event.Get(waitCtx(t), &v.LocalControlPlane, event.Filter(func(l *LocalControlPlane) bool { return l == nil })); err != nil {
+		t.Fatalf("the control plane was not withdrawn: %v", err)
+	}
+	if _, err := event.Get(waitCtx(t), local.Consensus.Status(), event.Filter(func(s *consensus.Status) bool { return s.State == consensus.StateStopped })); err != nil {
+		t.Fatalf("consensus did not stop: %v", err)
+	}
+	// Once bootstrapped, the worker follows the roles: the role back, the
+	// control plane back, from the same data.
+	v.LocalRoles.Set(&cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}})
+	again, err := event.Get(waitCtx(t), &v.LocalControlPlane, event.Filter(func(l *LocalControlPlane) bool { return l != nil }))
+	if err != nil {
+		t.Fatalf("the control plane did not come back: %v", err)
+	}
+	if _, err := event.Get(waitCtx(t), again.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {
+		t.Fatalf("the restarted curator never led: %v", err)
+	}
+}
