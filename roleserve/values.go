@@ -4,12 +4,15 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"slices"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
 )
 
@@ -43,7 +46,24 @@ func NewValues() *Values {
 	v.LocalControlPlane.Name = "localControlPlane"
 	v.Directory.Name = "directory"
 	v.Kubernetes.Name = "kubernetes"
+	// Workers publish these whenever they have looked again (after a
+	// restart, after a new Watch message); an unchanged answer must not wake
+	// every reader.
+	v.LocalRoles.Equal = func(a, b *cpb.Roles) bool { return proto.Equal(a, b) }
+	v.Directory.Equal = sameEndpoints
+	v.Kubernetes.Equal = func(a, b *KubernetesStatus) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return a.Controller == b.Controller && a.Worker == b.Worker && a.Note == b.Note && slices.Equal(a.Running, b.Running)
+	}
 	return v
+}
+
+// sameEndpoints reports whether two lists of curators are the same, in the
+// same order.
+func sameEndpoints(a, b []*cpb.CuratorEndpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y *cpb.CuratorEndpoint) bool { return proto.Equal(x, y) })
 }
 
 // Credentials are a node's key and certificate in its cluster.
@@ -68,6 +88,10 @@ func (c *Credentials) TLSCertificate() tls.Certificate {
 // a connection that always reaches the leading curator, through the local
 // one when this node runs the control plane and through the cluster
 // directory otherwise.
+//
+// A membership is replaced only when the credentials change, and the
+// connection of the replaced one is closed: calls and streams on it fail,
+// and the workers that made them restart and pick up the new one.
 type ClusterMembership struct {
 	// Credentials the connection authenticates with.
 	Credentials *Credentials
@@ -76,20 +100,36 @@ type ClusterMembership struct {
 	Curator grpc.ClientConnInterface
 }
 
-// LocalControlPlane is the control plane running on this node.
+// LocalControlPlane is the control plane running on this node. Its writer
+// (the controlplane worker) sets it to nil when it starts, since nothing runs
+// yet, and publishes the services once they serve: readers such as the
+// membership worker wait for it to be set at all, and then take the local
+// curator's address from its Status at once.
 type LocalControlPlane struct {
 	// Consensus is the local consensus member.
 	Consensus *consensus.Service
-	// Curator is the local curator.
-	Curator *curator.Service
+	// Curator is the local curator; nil if only consensus runs.
+	Curator LocalCurator
 }
+
+// LocalCurator is what the role server uses of the local curator: where it
+// serves and whether it leads. *curator.Service provides it; an interface
+// lets the workers' unit tests provide in-memory values instead of running a
+// curator.
+type LocalCurator interface {
+	// Status is unset until the curator serves.
+	Status() event.ValueWatch[*curator.Status]
+	// Leader is the curator's view of the election.
+	Leader() event.ValueWatch[*curator.LeaderStatus]
+}
+
+var _ LocalCurator = (*curator.Service)(nil)
 
 // KubernetesStatus is what the Kubernetes worker runs on this node.
 type KubernetesStatus struct {
-	// Controller is set when the node holds KubernetesController and the
-	// worker has acted on it.
+	// Controller is set when the node holds KubernetesController.
 	Controller bool
-	// Worker is set likewise for KubernetesWorker.
+	// Worker is set when the node holds KubernetesWorker.
 	Worker bool
 	// Running lists the Kubernetes services actually running. Empty for
 	// now: running them is the subject of a later issue, and this status

@@ -1,0 +1,130 @@
+package roleserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/localstorage"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// Config is what the role server needs besides its values: facts about the
+// node that do not change while it runs, and where it keeps what it must
+// find again after a reboot.
+type Config struct {
+	// Node is what the node reports about itself besides its curator.
+	Node NodeInfo
+	// ControlPlane configures the controlplane worker. Its Address
+	// defaults to Node.ExternalAddress.
+	ControlPlane ControlPlaneConfig
+	// RolesFile keeps the node's last known roles (localstorage's
+	// Data.Roles).
+	RolesFile localstorage.File
+	// DirectoryFile keeps the cluster directory (localstorage's
+	// ESP.ClusterDirectory).
+	DirectoryFile localstorage.File
+	// Dial is the test seam of the membership worker (see DialFunc); nil
+	// means client.New, which production always uses.
+	Dial DialFunc
+}
+
+// NodeInfo is the part of a node's status that is fixed for the life of the
+// node agent.
+type NodeInfo struct {
+	// ExternalAddress is where other nodes and operators reach this node.
+	ExternalAddress netip.Addr
+	// Version is the node agent's version.
+	Version string
+	// BootID is the Linux boot ID of the current boot.
+	BootID string
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if !c.Node.ExternalAddress.IsValid() {
+		errs = append(errs, errors.New("Node.ExternalAddress is required"))
+	}
+	if c.ControlPlane.NodeKey == nil {
+		errs = append(errs, errors.New("ControlPlane.NodeKey is required"))
+	}
+	if c.ControlPlane.EtcdDir == "" {
+		errs = append(errs, errors.New("ControlPlane.EtcdDir is required"))
+	}
+	if c.RolesFile.Path == "" {
+		errs = append(errs, errors.New("RolesFile is required"))
+	}
+	if c.DirectoryFile.Path == "" {
+		errs = append(errs, errors.New("DirectoryFile is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("role server config: %w", err)
+	}
+	if !c.ControlPlane.Address.IsValid() {
+		c.ControlPlane.Address = c.Node.ExternalAddress
+	}
+	return nil
+}
+
+// RoleServer runs the role server's workers over its values.
+type RoleServer struct {
+	graph   *Graph
+	workers []namedRunnable
+}
+
+type namedRunnable struct {
+	name string
+	run  supervisor.Runnable
+}
+
+// externalValues are written outside the role server: credentials by
+// enrolment (node/).
+var externalValues = []string{"credentials"}
+
+// New builds every worker over v. Building them declares the whole graph
+// (see Graph), so Graph is complete as soon as New returns.
+func New(cfg Config, v *Values) (*RoleServer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &Graph{}
+	s := &RoleServer{graph: g}
+	add := func(name string, run supervisor.Runnable) {
+		s.workers = append(s.workers, namedRunnable{name, run})
+	}
+	add("controlplane", newWorkerControlPlane(g, v, cfg.ControlPlane).run)
+	add("membership", newWorkerMembership(g, v, cfg.Dial).run)
+	add("rolefetch", newWorkerRoleFetch(g, v, cfg.RolesFile).run)
+	add("statuspush", newWorkerStatusPush(g, v, cfg.Node, cfg.ControlPlane.consensusPort()).run)
+	add("heartbeat", newWorkerHeartbeat(g, v).run)
+	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
+	add("kubernetes", newWorkerKubernetes(g, v).run)
+	return s, nil
+}
+
+// Graph is which worker reads and writes which value.
+func (s *RoleServer) Graph() *Graph { return s.graph }
+
+// Run checks the graph and runs every worker as a supervised child, until
+// ctx is cancelled.
+func (s *RoleServer) Run(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
+	for line := range strings.Lines(s.graph.String()) {
+		log.Info("worker", zap.String("values", strings.TrimSuffix(line, "\n")))
+	}
+	if err := s.graph.Check(externalValues...); err != nil {
+		return err
+	}
+	for _, w := range s.workers {
+		if err := supervisor.Run(ctx, w.name, w.run); err != nil {
+			return fmt.Errorf("starting worker %s: %w", w.name, err)
+		}
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	<-ctx.Done()
+	return ctx.Err()
+}

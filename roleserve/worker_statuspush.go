@@ -1,0 +1,108 @@
+package roleserve
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// workerStatusPush reports this node's status to the curator whenever it
+// changes: its address, version and boot, and the curator it runs, which
+// is how the other nodes find that curator (see workerClusterDirectory).
+type workerStatusPush struct {
+	membership        event.ValueWatch[*ClusterMembership] // reads
+	localControlPlane event.ValueWatch[*LocalControlPlane] // reads
+
+	node NodeInfo
+	// consensusPort is where a consensus member on this node listens for
+	// its peers (see ControlPlaneConfig), reported in advance so that the
+	// curator can add the member when it gives the node ConsensusMember.
+	consensusPort uint16
+}
+
+func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint16) *workerStatusPush {
+	const name = "statuspush"
+	return &workerStatusPush{
+		membership:        Reads[*ClusterMembership](g, name, &v.Membership),
+		localControlPlane: Reads[*LocalControlPlane](g, name, &v.LocalControlPlane),
+		node:              node,
+		consensusPort:     consensusPort,
+	}
+}
+
+// rpcTimeout bounds each unary call to the curator: the client cannot tell
+// a silently partitioned leader from a slow one, so every call needs a
+// deadline (see curator/client).
+const rpcTimeout = 15 * time.Second
+
+func (w *workerStatusPush) run(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
+	var in event.Inputs
+	defer in.Close()
+	m := event.Input(&in, w.membership, hasCurator)
+	lcp := event.Input(&in, w.localControlPlane, nil)
+
+	// sent is what this run reported; a restart reports again, since a
+	// failed call may or may not have reached the curator.
+	var sent *cpb.NodeStatus
+	for {
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		status, err := w.status(ctx, lcp.Latest())
+		if err != nil {
+			return err
+		}
+		// A new membership may be another cluster's view of this node
+		// (new credentials), so it is told even an unchanged status.
+		if proto.Equal(status, sent) && !why.Changed("membership") {
+			log.Debug("status unchanged", zap.Stringer("because", why))
+			continue
+		}
+		if err := w.push(ctx, m.Latest(), status); err != nil {
+			return err
+		}
+		log.Info("status reported", zap.Stringer("because", why), zap.Stringer("status", status))
+		sent = status
+		supervisor.Signal(ctx, supervisor.SignalHealthy)
+	}
+}
+
+// status is the node's status as of lcp, without a timestamp, so that two
+// statuses compare equal when nothing in them changed.
+func (w *workerStatusPush) status(ctx context.Context, lcp *LocalControlPlane) (*cpb.NodeStatus, error) {
+	s := &cpb.NodeStatus{
+		ExternalAddress:   w.node.ExternalAddress.String(),
+		Version:           w.node.Version,
+		BootId:            w.node.BootID,
+		ConsensusPeerPort: uint32(w.consensusPort),
+	}
+	local, err := localCuratorEndpoint(ctx, lcp)
+	if err != nil {
+		return nil, err
+	}
+	if local != nil {
+		s.RunningCurator = &cpb.RunningCurator{Port: local.GetPort()}
+	}
+	return s, nil
+}
+
+func (w *workerStatusPush) push(ctx context.Context, m *ClusterMembership, status *cpb.NodeStatus) error {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	req := &cpb.UpdateNodeStatusRequest{Status: proto.CloneOf(status)}
+	req.Status.Timestamp = timestamppb.Now()
+	if _, err := cpb.NewCuratorServiceClient(m.Curator).UpdateNodeStatus(ctx, req); err != nil {
+		return fmt.Errorf("reporting the node status: %w", err)
+	}
+	return nil
+}
