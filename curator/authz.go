@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,20 +50,49 @@ func leaderFrom(ctx context.Context) *leaderState {
 	return l
 }
 
-func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := s.authorize(ctx, info.FullMethod)
+func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	callCtx := ctx
+	defer func() { s.logCall(callCtx, info.FullMethod, err) }()
+	ctx, err = s.authorize(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() { s.logCall(ss.Context(), info.FullMethod, err) }()
 	ctx, err := s.authorize(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}
 	return handler(srv, &authorizedStream{ServerStream: ss, ctx: ctx})
+}
+
+// quietMethods are calls too frequent, or too harmless, to log each one.
+var quietMethods = map[string]bool{
+	cpb.CuratorService_Heartbeat_FullMethodName:        true,
+	cpb.CuratorService_GetLeader_FullMethodName:        true,
+	cpb.CuratorService_GetCACertificate_FullMethodName: true,
+}
+
+// logCall leaves a record of every call but the quiet ones, with who made
+// it and how it ended: the audit trail of what operators and nodes did.
+// Refused and failed quiet calls are logged too.
+func (s *Service) logCall(ctx context.Context, method string, err error) {
+	if quietMethods[method] && err == nil {
+		return
+	}
+	caller := "unknown"
+	if id, idErr := identity.PeerIdentity(ctx); idErr == nil {
+		caller = id.String()
+	}
+	s.rpcLogger().Info("call",
+		zap.String("method", method),
+		zap.String("caller", caller),
+		zap.Stringer("code", status.Code(err)),
+		zap.NamedError("error", err),
+	)
 }
 
 type authorizedStream struct {

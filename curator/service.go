@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -29,6 +30,9 @@ type Service struct {
 	status   memory.Value[*Status]
 	// leader is this curator's leader state while it leads, nil otherwise.
 	leader memory.Value[*leaderState]
+	// logger is the logger of the current run, for RPC handlers, which run
+	// outside the supervisor's tree.
+	logger atomic.Pointer[zap.Logger]
 }
 
 // Status is what a running curator publishes about itself.
@@ -61,6 +65,14 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// rpcLogger is the logger for RPC handlers.
+func (s *Service) rpcLogger() *zap.Logger {
+	if l := s.logger.Load(); l != nil {
+		return l
+	}
+	return zap.NewNop()
+}
+
 // Status is the curator's status; unset until it serves.
 func (s *Service) Status() event.ValueWatch[*Status] { return &s.status }
 
@@ -72,6 +84,7 @@ func (s *Service) Leader() event.ValueWatch[*LeaderStatus] {
 // Run serves the curator until ctx is cancelled: it elects, keeps the node
 // cache, and answers RPCs over mTLS.
 func (s *Service) Run(ctx context.Context) error {
+	s.logger.Store(supervisor.Logger(ctx).Named("rpc"))
 	ca, err := identity.LoadCA(ctx, s.cfg.Client)
 	if err != nil {
 		if errors.Is(err, identity.ErrNoCA) {

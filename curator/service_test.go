@@ -3,6 +3,9 @@ package curator
 import (
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,5 +34,29 @@ func TestServeAndAuthorize(t *testing.T) {
 	_, err = cpb.NewManagementServiceClient(c.asOwner()).GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{})
 	if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated {
 		t.Fatalf("owner GetRegisterTicket: %v, want it let through", err)
+	}
+}
+
+// Every call but the quiet ones leaves an audit record naming the method,
+// the caller and the outcome.
+func TestCallsAreLogged(t *testing.T) {
+	c := newTestCluster(t)
+	core, logs := observer.New(zap.InfoLevel)
+	c.curator.logger.Store(zap.New(core))
+
+	_, err := cpb.NewManagementServiceClient(c.anonymous()).ApproveNode(ctxT(t), &cpb.ApproveNodeRequest{NodeId: "node-x"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("anonymous ApproveNode: %v", err)
+	}
+	if _, err := cpb.NewCuratorServiceClient(c.asFirstNode()).Heartbeat(ctxT(t), &cpb.HeartbeatRequest{}); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	entries := logs.FilterMessage("call").All()
+	if len(entries) != 1 {
+		t.Fatalf("logged %d calls, want only the refused ApproveNode: %v", len(entries), entries)
+	}
+	f := entries[0].ContextMap()
+	if f["method"] != cpb.ManagementService_ApproveNode_FullMethodName || f["code"] != "PermissionDenied" || f["caller"] == "" {
+		t.Fatalf("audit record = %v", f)
 	}
 }
