@@ -147,7 +147,7 @@ func TestHA(t *testing.T) {
 		c.servedBy(ctxT(t), conn, l)
 
 		// Healing the partition makes the old leader a follower.
-		c.startConsensus(old)
+		c.heal(old)
 		c.notLeader(old)
 		c.servedBy(ctxT(t), conn, c.leader())
 	})
@@ -162,30 +162,66 @@ func indexOf(c *haCluster, id string) int {
 	return -1
 }
 
-// BenchmarkLeaderFailover measures the time from stopping the leading
-// curator to a leader-only call, made right after through a connection
-// that was using the old leader, being served by the new one. Forming the
-// cluster takes seconds; run it with -benchtime=3x.
+// BenchmarkLeaderFailover measures the time from losing the leading
+// curator to a leader-only call through a connection that was using it
+// being served by the new leader:
+//
+//   - stop: the leader's curator stops, resigning as it does (a restart, an
+//     upgrade, a role change);
+//   - cut-off: the leader's consensus member stops, so its curator loses
+//     etcd and, after its lease (testLeaseTTL), the leadership (a
+//     partition, a crash). Until the old leader notices, it still serves:
+//     calls are repeated until another curator serves one.
+//
+// Forming the cluster takes seconds; run it with -benchtime=3x.
 func BenchmarkLeaderFailover(b *testing.B) {
 	c := newHACluster(b, 3)
 	conn, _ := c.dialT(Config{Endpoints: c.endpoints(), TLS: c.ownerTLS()}, nil)
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
+	// prepare returns the leader, after a call that made the connection
+	// use it.
+	prepare := func(b *testing.B) *haNode {
+		b.Helper()
 		old := c.leader()
-		if _, err := leaderOnly(ctxT(b), conn); err != nil {
-			b.Fatal(err)
+		if got, err := leaderOnly(ctxT(b), conn); err != nil || got != old.listen.String() {
+			b.Fatalf("before failover: served by %s (%v), want %s", got, err, old.listen)
 		}
-		b.StartTimer()
-		c.stopCurator(old)
-		got, err := leaderOnly(ctxT(b), conn)
-		b.StopTimer()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got == old.listen.String() {
-			b.Fatalf("served by the stopped leader %s", got)
-		}
-		c.startCurator(old)
+		return old
 	}
+	// failedOver makes leader-only calls until one is served by another
+	// curator than old.
+	failedOver := func(b *testing.B, old *haNode) {
+		b.Helper()
+		for {
+			got, err := leaderOnly(ctxT(b), conn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got != old.listen.String() {
+				return
+			}
+		}
+	}
+
+	b.Run("stop", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			old := prepare(b)
+			b.StartTimer()
+			c.stopCurator(old)
+			failedOver(b, old)
+			b.StopTimer()
+			c.startCurator(old)
+		}
+	})
+	b.Run("cut-off", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			old := prepare(b)
+			b.StartTimer()
+			c.stopConsensus(old)
+			failedOver(b, old)
+			b.StopTimer()
+			c.heal(old)
+		}
+	})
 }

@@ -81,12 +81,6 @@ func newHACluster(t testing.TB, n int) *haCluster {
 		if i == 0 {
 			first = st
 		}
-		cli, err := st.ClientFor("curator")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		nd.etcd = cli
 		c.nodes = append(c.nodes, nd)
 	}
 
@@ -132,6 +126,13 @@ func (c *haCluster) startConsensus(nd *haNode) *consensus.Status {
 	if err != nil {
 		c.t.Fatalf("waiting for %s to vote: %v", nd.id, err)
 	}
+	// A client works only as long as the member's run that made it.
+	cli, err := st.ClientFor("curator")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	nd.etcd = cli
 	return st
 }
 
@@ -167,6 +168,16 @@ func (c *haCluster) startCurator(nd *haNode) {
 	if _, err := event.Get(ctxT(c.t), svc.Leader()); err != nil {
 		c.t.Fatalf("waiting for %s's curator to stand for election: %v", nd.id, err)
 	}
+}
+
+// heal restarts nd's consensus member after stopConsensus, and its
+// curator with a client of the new run, as the node's control-plane worker
+// does when consensus restarts.
+func (c *haCluster) heal(nd *haNode) {
+	c.t.Helper()
+	c.stopCurator(nd)
+	c.startConsensus(nd)
+	c.startCurator(nd)
 }
 
 // stopCurator cancels nd's curator. It does not wait: the test harness
