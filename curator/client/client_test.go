@@ -1,0 +1,83 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+)
+
+func TestConfigValidation(t *testing.T) {
+	good := []*cpb.CuratorEndpoint{{NodeId: "node-1", Address: "127.0.0.1", Port: 7835}}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no TLS", Config{Endpoints: good}, "TLS field is required"},
+		{"server name", Config{Endpoints: good, TLS: &tls.Config{ServerName: "curator"}}, "must be empty"},
+		{"nowhere to look", Config{TLS: &tls.Config{}}, "neither Endpoints nor Directory"},
+		{"bad address", Config{Endpoints: []*cpb.CuratorEndpoint{{Address: "curator.example", Port: 1}}, TLS: &tls.Config{}}, "address"},
+		{"bad port", Config{Endpoints: []*cpb.CuratorEndpoint{{Address: "127.0.0.1", Port: 70000}}, TLS: &tls.Config{}}, "port 70000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNoLeader checks that a call that finds no curator fails with its own
+// deadline and says why, rather than with a routing error.
+func TestNoLeader(t *testing.T) {
+	ap := freePort(t, nodeIPs(1)[0]) // nothing listens there
+	conn, err := New(Config{
+		Endpoints: []*cpb.CuratorEndpoint{{Address: ap.Addr().String(), Port: uint32(ap.Port())}},
+		TLS:       &tls.Config{MinVersion: tls.VersionTLS13},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no curator leader served the call") {
+		t.Fatalf("GetClusterInfo: %v, want DEADLINE_EXCEEDED explaining that no leader was found", err)
+	}
+}
+
+// TestDirectory checks that curators published in the directory after a
+// call started are used by that call.
+func TestDirectory(t *testing.T) {
+	c := newHACluster(t, 1)
+	var dir memory.Value[[]*cpb.CuratorEndpoint]
+	dir.Set(nil)
+	conn, r := c.dialT(Config{Directory: &dir, TLS: c.ownerTLS()}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		_, err := leaderOnly(ctx, conn)
+		served <- err
+	}()
+	// Once discovery has found nobody, the call waits for a later round:
+	// only the directory can tell it where to go.
+	if _, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil })); err != nil {
+		t.Fatalf("waiting for a failed discovery: %v", err)
+	}
+	dir.Set(c.endpoints())
+	if err := <-served; err != nil {
+		t.Fatalf("leader-only call: %v", err)
+	}
+}
