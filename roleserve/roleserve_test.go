@@ -1,0 +1,79 @@
+package roleserve
+
+import (
+	"strings"
+	"testing"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func testConfig(t *testing.T, creds *Credentials, dial DialFunc) Config {
+	return Config{
+		Node:          testNode,
+		ControlPlane:  ControlPlaneConfig{NodeKey: creds.Key, EtcdDir: t.TempDir()},
+		RolesFile:     rolesFile(t),
+		DirectoryFile: directoryFile(t),
+		Dial:          dial,
+	}
+}
+
+// The graph New declares: every worker's reads and writes, checked and
+// compared with the text logged at start.
+func TestRoleServerGraph(t *testing.T) {
+	rs, err := New(testConfig(t, testCredentials(t), nil), NewValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Graph().Check(externalValues...); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	const want = `clusterdirectory: reads membership; writes directory
+controlplane: reads localRoles; writes localControlPlane
+heartbeat: reads membership; writes nothing
+kubernetes: reads localRoles; writes kubernetes
+membership: reads credentials, directory, localControlPlane; writes membership
+rolefetch: reads membership; writes localRoles
+statuspush: reads localControlPlane, membership; writes nothing
+`
+	if got := rs.Graph().String(); got != want {
+		t.Errorf("graph:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRoleServerConfig(t *testing.T) {
+	_, err := New(Config{}, NewValues())
+	for _, field := range []string{"ExternalAddress", "NodeKey", "EtcdDir", "RolesFile", "DirectoryFile"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("New with an empty config: %v, want it to name %s", err, field)
+		}
+	}
+}
+
+// The whole role server over a fake curator: once enrolment provides the
+// credentials, every worker acts.
+func TestRoleServerRun(t *testing.T) {
+	creds := testCredentials(t)
+	f := newFakeCurator()
+	f.nodes.Set([]*cpb.Node{
+		node(creds.NodeID, workerRoles, nil),
+		node("node-a", consensusRoles, running("192.0.2.10", 7835)),
+	})
+	d := newRecordingDial(t, f)
+	v := NewValues()
+	rs, err := New(testConfig(t, creds, d.Dial), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, rs.Run)
+	v.Credentials.Set(creds)
+
+	waitFor(t, &v.LocalRoles, "the roles", protoEq(workerRoles))
+	waitFor(t, &v.Kubernetes, "the Kubernetes status", func(s *KubernetesStatus) bool { return s != nil && s.Worker })
+	waitFor(t, &v.Directory, "the directory", endpointsEq(&cpb.CuratorEndpoint{NodeId: "node-a", Address: "192.0.2.10", Port: 7835}))
+	waitFor(t, &f.statuses, "a status", statusCount(1))
+	waitFor(t, &f.heartbeats, "a heartbeat", beats(1))
+	if lcp := latest(&v.LocalControlPlane); lcp != nil {
+		t.Errorf("a control plane runs without ConsensusMember: %+v", lcp)
+	}
+}

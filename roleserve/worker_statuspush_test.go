@@ -1,0 +1,74 @@
+package roleserve
+
+import (
+	"net/netip"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/supervisor"
+)
+
+var testNode = NodeInfo{ExternalAddress: netip.MustParseAddr("192.0.2.1"), Version: "v0.1.0-test", BootID: "boot-1"}
+
+func statusCount(n int) func([]*cpb.NodeStatus) bool {
+	return func(s []*cpb.NodeStatus) bool { return len(s) >= n }
+}
+
+// The status is reported at start, again only when it changes or the
+// membership does, and with the port of the local curator while one runs.
+func TestStatusPush(t *testing.T) {
+	f := newFakeCurator()
+	creds := testCredentials(t)
+	v := NewValues()
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalControlPlane.Set(nil)
+	var g Graph
+	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+
+	first := waitFor(t, &f.statuses, "the first status", statusCount(1))[0]
+	want := &cpb.NodeStatus{ExternalAddress: "192.0.2.1", Version: "v0.1.0-test", BootId: "boot-1", ConsensusPeerPort: 7834}
+	if first.GetTimestamp() == nil {
+		t.Errorf("status %v has no timestamp", first)
+	}
+	if first.Timestamp = nil; !proto.Equal(first, want) {
+		t.Errorf("status %v, want %v", first, want)
+	}
+
+	// An unchanged status is not sent again: the next call is the one
+	// for the curator that starts.
+	v.LocalControlPlane.Set(nil)
+	v.LocalControlPlane.Set(&LocalControlPlane{Curator: servingCurator(creds.NodeID, "192.0.2.1:7835")})
+	got := waitFor(t, &f.statuses, "the status with the curator", statusCount(2))
+	if len(got) != 2 || got[1].GetRunningCurator().GetPort() != 7835 {
+		t.Fatalf("statuses %v: want one more, with the curator on port 7835", got)
+	}
+	// The same curator published anew: still nothing to report.
+	v.LocalControlPlane.Set(&LocalControlPlane{Curator: servingCurator(creds.NodeID, "192.0.2.1:7835")})
+
+	// A new membership is told the status even though it did not change.
+	// Once it has been, the worker has also seen the republished curator,
+	// which it must not have reported to the first.
+	f2 := newFakeCurator()
+	v.Membership.Set(fakeMembership(t, f2, testCredentials(t)))
+	got2 := waitFor(t, &f2.statuses, "the status for the new membership", statusCount(1))
+	if got2[0].GetRunningCurator().GetPort() != 7835 {
+		t.Errorf("status %v for the new membership: want the curator on port 7835", got2[0])
+	}
+	if got := latest(&f.statuses); len(got) != 2 {
+		t.Errorf("the first curator got %d statuses, want 2: %v", len(got), got)
+	}
+}
+
+// A failed report fails the worker; its restart reports again.
+func TestStatusPushRetriesThroughRestart(t *testing.T) {
+	f := newFakeCurator()
+	f.failUpdates = 2
+	v := NewValues()
+	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
+	v.LocalControlPlane.Set(nil)
+	var g Graph
+	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
+}
