@@ -86,7 +86,7 @@ type namedRunnable struct {
 var externalValues = []string{"credentials"}
 
 // New builds every worker over v. Building them declares the whole graph
-// (see Graph), so Graph is complete as soon as New returns.
+// (see Graph), so Graph is complete, and checked, as soon as New returns.
 func New(cfg Config, v *Values) (*RoleServer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -103,21 +103,23 @@ func New(cfg Config, v *Values) (*RoleServer, error) {
 	add("heartbeat", newWorkerHeartbeat(g, v).run)
 	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
 	add("kubernetes", newWorkerKubernetes(g, v).run)
+	// The graph is fixed once the workers are built: a worker that reads
+	// what nobody writes would wait forever, so refuse to start at all.
+	if err := g.Check(externalValues...); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Graph is which worker reads and writes which value.
 func (s *RoleServer) Graph() *Graph { return s.graph }
 
-// Run checks the graph and runs every worker as a supervised child, until
-// ctx is cancelled.
+// Run logs the graph (checked by New) and runs every worker as a supervised
+// child, until ctx is cancelled.
 func (s *RoleServer) Run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
 	for line := range strings.Lines(s.graph.String()) {
 		log.Info("worker", zap.String("values", strings.TrimSuffix(line, "\n")))
-	}
-	if err := s.graph.Check(externalValues...); err != nil {
-		return err
 	}
 	for _, w := range s.workers {
 		if err := supervisor.Run(ctx, w.name, w.run); err != nil {

@@ -64,6 +64,9 @@ func (w *workerMembership) run(ctx context.Context) error {
 	var connCreds *Credentials
 	defer func() {
 		if conn != nil {
+			// Readers wait for the next run's membership rather than
+			// fail against a closed connection.
+			w.membership.Set(nil)
 			conn.Close()
 		}
 	}()

@@ -119,9 +119,13 @@ func TestMembership(t *testing.T) {
 	// Closed right after the new membership is published.
 	waitClosed(t, conns[0], "the old connection")
 
-	// The end of the worker closes the connection it made.
+	// The end of the worker withdraws the membership and closes the
+	// connection it made.
 	cancel()
 	s.Wait()
+	if m := latest(&v.Membership); m != nil {
+		t.Errorf("membership %v left behind with a closed connection", m)
+	}
 	if st := conns2[1].GetState(); st != connectivity.Shutdown {
 		t.Errorf("the connection is %v after the worker ended, want closed", st)
 	}
