@@ -32,7 +32,7 @@
 // broke), when an interceptor asks (a call failed with UNAVAILABLE), or when
 // the directory changes while no leader is known. Rounds that follow each
 // other quickly without finding a new leader are spaced out with an
-// exponential backoff (50ms growing to one second), so that calls during an
+// exponential backoff (25ms growing to one second), so that calls during an
 // election do not hammer the curators.
 //
 // The interceptors retry every call that fails with UNAVAILABLE once a new

@@ -215,7 +215,7 @@ func (lr *leaderResolver) watchDirectory(ctx context.Context) {
 
 func (lr *leaderResolver) loop(ctx context.Context) {
 	b := &backoff.ExponentialBackOff{
-		InitialInterval:     50 * time.Millisecond,
+		InitialInterval:     25 * time.Millisecond,
 		RandomizationFactor: 0.2,
 		Multiplier:          1.6,
 		MaxInterval:         time.Second,
