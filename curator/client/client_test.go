@@ -81,3 +81,39 @@ func TestDirectory(t *testing.T) {
 		t.Fatalf("leader-only call: %v", err)
 	}
 }
+
+// TestCloseEndsWaitingCalls checks that closing the connection ends calls
+// that are waiting for a leader, instead of leaving them to their deadline.
+func TestCloseEndsWaitingCalls(t *testing.T) {
+	ap := freePort(t, nodeIPs(1)[0]) // nothing listens there
+	cfg := Config{
+		Endpoints: []*cpb.CuratorEndpoint{{Address: ap.Addr().String(), Port: uint32(ap.Port())}},
+		TLS:       &tls.Config{MinVersion: tls.VersionTLS13},
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	conn, err := r.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+		done <- err
+	}()
+	if _, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil })); err != nil {
+		t.Fatalf("waiting for a failed discovery: %v", err)
+	}
+	conn.Close()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Canceled {
+			t.Fatalf("call on a closed connection: %v, want CANCELED", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call still waits after the connection was closed")
+	}
+}

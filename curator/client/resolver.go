@@ -192,6 +192,10 @@ func (lr *leaderResolver) Close() {
 	for _, c := range lr.probes {
 		c.Close()
 	}
+	// Calls waiting for a round try again now: on a closed connection
+	// they fail at once instead of waiting for their deadline, on an idle
+	// one they wake it, and a new resolver.
+	lr.r.publish(nil, errors.New("the connection is closing or going idle"))
 }
 
 func (lr *leaderResolver) watchDirectory(ctx context.Context) {
@@ -207,8 +211,9 @@ func (lr *leaderResolver) watchDirectory(ctx context.Context) {
 		lr.mu.Lock()
 		lr.directory = eps
 		lr.mu.Unlock()
-		// A new list matters only if the old one led nowhere; a
-		// working leader is kept until it fails.
+		// A round over the new list finds the leader if the old list
+		// led nowhere, and otherwise confirms it: the connection moves
+		// only when the leader changed.
 		lr.ResolveNow(resolver.ResolveNowOptions{})
 	}
 }
@@ -374,7 +379,7 @@ func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
 	}
 	if len(eps) > 0 {
 		n := lr.next % len(eps)
-		eps = append(eps[n:], eps[:n]...)
+		eps = slices.Concat(eps[n:], eps[:n])
 	}
 	lr.next++
 	if leader != nil {
