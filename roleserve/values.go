@@ -76,6 +76,10 @@ type Credentials struct {
 	Certificate *x509.Certificate
 	// CACertificate is the cluster CA's certificate.
 	CACertificate *x509.Certificate
+	// Curators are the curators enrolment knew of: the way to the cluster
+	// until the directory worker has learnt the current list (which it
+	// can only do through a curator).
+	Curators []*cpb.CuratorEndpoint
 }
 
 // TLSCertificate returns the credentials as a certificate for TLS.

@@ -80,7 +80,11 @@ func (w *workerMembership) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		curators.Set(withLocal(local, dir.Latest()))
+		known := dir.Latest()
+		if len(known) == 0 && creds.Latest() != nil {
+			known = creds.Latest().Curators
+		}
+		curators.Set(withLocal(local, known))
 		if creds.Latest() == connCreds {
 			log.Debug("curators changed", zap.Stringer("because", why), zap.Int("curators", len(dir.Latest())), zap.Bool("local", local != nil))
 			continue

@@ -1,0 +1,253 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator/client"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
+	"github.com/polis-os/polis/roleserve"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// enrolment obtains the node's credentials in its cluster and writes them,
+// with the sealed configuration last: a node with a sealed configuration is
+// enrolled, one without starts enrolment over (every step before is
+// idempotent, so a crash anywhere ends in a working node after a restart).
+//
+// There are three ways in, and all end with a curator RPC made as a key
+// holder (the node proves its key, not a certificate):
+//
+//   - register: Register with the ticket, then CommitRegistration until an
+//     operator has approved the node;
+//
+//   - bootstrap: the controlplane worker initialises the cluster, and the
+//     node Joins through its own curator, like any node after a reboot;
+//
+//   - rejoin after a reboot: certificates still good are used as they are;
+//     otherwise the node Joins through the curators it knew.
+//
+//     reads:  localControlPlane (to reach this node's own curator),
+//     directory (the curators the node knew)
+//     writes: credentials
+type enrolment struct {
+	root   *localstorage.Root
+	sealer localstorage.Sealer
+	key    ed25519.PrivateKey
+	// register is set when the node registers into a cluster.
+	register *nodev1.ClusterRegister
+	// ca is the cluster CA when known before enrolling (register, rejoin);
+	// nil when bootstrapping, where the node's own curator tells it.
+	ca *x509.Certificate
+	// localCurator is set when this node's own curator is the way in
+	// (bootstrap, or a control-plane node rejoining).
+	localCurator bool
+	// status is the node's status to register with.
+	status *cpb.NodeStatus
+	now    func() time.Time
+
+	local       event.ValueWatch[*roleserve.LocalControlPlane]
+	directory   event.ValueWatch[[]*cpb.CuratorEndpoint]
+	credentials event.Value[*roleserve.Credentials]
+}
+
+func (e *enrolment) run(ctx context.Context) error {
+	logger := supervisor.Logger(ctx)
+	if creds, err := e.persisted(); err == nil {
+		logger.Info("using the node's stored certificate", zap.String("node", creds.NodeID), zap.Time("renew_at", identity.RenewAt(creds.Certificate)))
+		e.credentials.Set(creds)
+		supervisor.Signal(ctx, supervisor.SignalDone)
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		logger.Info("the stored certificate cannot be used; enrolling again", zap.Error(err))
+	}
+
+	conn, ca, err := e.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cur := cpb.NewCuratorServiceClient(conn)
+
+	var cert []byte
+	var dir *cpb.ClusterDirectory
+	if e.register != nil {
+		cert, dir, err = e.registerAndCommit(ctx, cur)
+	} else {
+		var resp *cpb.JoinResponse
+		resp, err = cur.Join(ctx, &cpb.JoinRequest{})
+		if err == nil {
+			cert, dir = resp.NodeCertificate, resp.ClusterDirectory
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("enrolling: %w", err)
+	}
+	creds, err := e.save(cert, ca, dir)
+	if err != nil {
+		return err
+	}
+	logger.Info("enrolled", zap.String("node", creds.NodeID))
+	e.credentials.Set(creds)
+	supervisor.Signal(ctx, supervisor.SignalDone)
+	return nil
+}
+
+// dial connects to the cluster's curators as a key holder.
+func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certificate, error) {
+	ca := e.ca
+	var endpoints []*cpb.CuratorEndpoint
+	if e.register != nil {
+		endpoints = e.register.GetClusterDirectory().GetCurators()
+	}
+	if e.localCurator {
+		local, err := event.Get(ctx, e.local, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l != nil }))
+		if err != nil {
+			return nil, nil, fmt.Errorf("waiting for this node's curator: %w", err)
+		}
+		st, err := event.Get(ctx, local.Curator.Status())
+		if err != nil {
+			return nil, nil, fmt.Errorf("waiting for this node's curator: %w", err)
+		}
+		if ca == nil {
+			if ca, err = x509.ParseCertificate(st.CACertificate); err != nil {
+				return nil, nil, fmt.Errorf("the local curator's CA certificate: %w", err)
+			}
+		}
+		endpoints = append(endpoints, &cpb.CuratorEndpoint{NodeId: st.NodeID, Address: st.Address.Addr().String(), Port: uint32(st.Address.Port())})
+	}
+	if ca == nil {
+		return nil, nil, errors.New("no cluster CA certificate to check curators against")
+	}
+	verifier, err := identity.NewVerifier(ca)
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsCfg, err := identity.KeyHolderClientConfig(verifier, e.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := client.Config{Endpoints: endpoints, TLS: tlsCfg, Logger: supervisor.Logger(ctx).Named("client")}
+	if e.register == nil {
+		cfg.Directory = e.directory
+	}
+	conn, err := client.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, ca, nil
+}
+
+// registerAndCommit registers the node and waits until an operator has
+// approved it.
+func (e *enrolment) registerAndCommit(ctx context.Context, cur cpb.CuratorServiceClient) ([]byte, *cpb.ClusterDirectory, error) {
+	logger := supervisor.Logger(ctx)
+	reg, err := cur.Register(ctx, &cpb.RegisterRequest{RegisterTicket: e.register.RegisterTicket, Status: e.status})
+	if err != nil {
+		return nil, nil, fmt.Errorf("registering: %w", err)
+	}
+	logger.Info("registered; waiting for an operator to approve this node", zap.String("node", reg.NodeId))
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	for {
+		resp, err := cur.CommitRegistration(ctx, &cpb.CommitRegistrationRequest{})
+		if err == nil {
+			return resp.NodeCertificate, resp.ClusterDirectory, nil
+		}
+		if status.Code(err) != codes.FailedPrecondition {
+			return nil, nil, fmt.Errorf("committing the registration: %w", err)
+		}
+		wait := bo.NextBackOff()
+		logger.Info("not approved yet", zap.String("node", reg.NodeId), zap.Duration("retry_in", wait), zap.String("curator_says", status.Convert(err).Message()))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// persisted returns the stored credentials if they are complete, belong to
+// this node's key, and are not due for renewal.
+func (e *enrolment) persisted() (*roleserve.Credentials, error) {
+	certDER, err := e.root.Data.Node.Certificate.Read()
+	if err != nil {
+		return nil, err
+	}
+	caDER, err := e.root.Data.Node.CACertificate.Read()
+	if err != nil {
+		return nil, err
+	}
+	creds, err := e.credentialsFrom(certDER, caDER)
+	if err != nil {
+		return nil, err
+	}
+	if identity.NeedsRenewal(creds.Certificate, e.now()) {
+		return nil, fmt.Errorf("the certificate is due for renewal since %v", identity.RenewAt(creds.Certificate))
+	}
+	var dir cpb.ClusterDirectory
+	if err := e.root.ESP.ClusterDirectory.ReadProto(&dir); err == nil {
+		creds.Curators = dir.Curators
+	}
+	return creds, nil
+}
+
+func (e *enrolment) credentialsFrom(certDER, caDER []byte) (*roleserve.Credentials, error) {
+	cert, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return nil, fmt.Errorf("the node certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("the CA certificate: %w", err)
+	}
+	pub := e.key.Public().(ed25519.PublicKey)
+	if k, ok := cert.PublicKey.(ed25519.PublicKey); !ok || !k.Equal(pub) {
+		return nil, errors.New("the node certificate is for another key")
+	}
+	if err := cert.CheckSignatureFrom(ca); err != nil {
+		return nil, fmt.Errorf("the node certificate is not from the cluster CA: %w", err)
+	}
+	return &roleserve.Credentials{NodeID: identity.NodeID(pub), Key: e.key, Certificate: cert, CACertificate: ca}, nil
+}
+
+// save writes the credentials and the cluster directory, then the sealed
+// configuration, which marks the node as enrolled.
+func (e *enrolment) save(certDER []byte, ca *x509.Certificate, dir *cpb.ClusterDirectory) (*roleserve.Credentials, error) {
+	creds, err := e.credentialsFrom(certDER, ca.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("the curator's answer: %w", err)
+	}
+	if err := e.root.Data.Node.Certificate.Write(certDER); err != nil {
+		return nil, err
+	}
+	if err := e.root.Data.Node.CACertificate.Write(ca.Raw); err != nil {
+		return nil, err
+	}
+	if dir != nil {
+		if err := e.root.ESP.ClusterDirectory.WriteProto(dir); err != nil {
+			return nil, err
+		}
+		creds.Curators = dir.Curators
+	}
+	if err := writeSealedConfiguration(e.root, e.sealer, &nodev1.SealedConfiguration{NodePrivateKeySeed: e.key.Seed(), CaCertificate: ca.Raw}); err != nil {
+		return nil, err
+	}
+	return creds, nil
+}
