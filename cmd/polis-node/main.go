@@ -1,0 +1,158 @@
+// Command polis-node is the Polis node agent run as an ordinary process:
+// the development mode, in which one machine runs several nodes, each with
+// its own storage directory and its own (loopback) address. polis-launch
+// starts it this way; inside a VM the same agent runs as PID 1 instead.
+//
+//	polis-node --storage DIR --address IP [--parameters FILE]
+//
+// A node that has not joined a cluster yet needs node parameters (bootstrap
+// or register; see api/proto/polis/node/v1/node.proto); once it has joined,
+// its storage is enough to rejoin, and --parameters is ignored.
+//
+// Logs are structured (zap); every line names the runnable that wrote it
+// (root.roleserve.heartbeat, ...). SIGINT or SIGTERM stops the node: every
+// runnable is cancelled and waited for, then the process exits with 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/polis-os/polis/node"
+	"github.com/polis-os/polis/roleserve"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, "polis-node:", err)
+		os.Exit(2)
+	}
+}
+
+// options are the command line, parsed and checked.
+type options struct {
+	cfg       node.Config
+	level     zapcore.Level
+	logFormat string
+}
+
+func parseFlags(args []string, errOut io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("polis-node", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var (
+		o                       options
+		address                 string
+		consensusPort, curPort  uint
+		level                   = zapcore.InfoLevel
+		leaseTTL, heartbeatIntv time.Duration
+	)
+	fs.StringVar(&o.cfg.StorageRoot, "storage", "", "the node's storage directory (required)")
+	fs.StringVar(&address, "address", "", "the IP address to listen on and advertise to other nodes (required)")
+	fs.StringVar(&o.cfg.ParametersFile, "parameters", "", "a node parameters file (NodeParameters, binary protobuf); needed until the node has joined a cluster")
+	fs.UintVar(&consensusPort, "consensus-port", roleserve.DefaultConsensusPort, "the consensus member's peer port")
+	fs.UintVar(&curPort, "curator-port", roleserve.DefaultCuratorPort, "the curator's port")
+	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
+	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
+	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.cfg.StorageRoot == "" {
+		return nil, errors.New("--storage is required")
+	}
+	if address == "" {
+		return nil, errors.New("--address is required")
+	}
+	addr, err := netip.ParseAddr(address)
+	if err != nil {
+		return nil, fmt.Errorf("--address: %w", err)
+	}
+	if addr.IsUnspecified() {
+		// Other nodes are told this address; "any" reaches nobody.
+		return nil, fmt.Errorf("--address %v: give the address other nodes reach this node on, not an unspecified one", addr)
+	}
+	o.cfg.Address = addr
+	for _, p := range []struct {
+		name string
+		v    uint
+		dst  *uint16
+	}{{"consensus-port", consensusPort, &o.cfg.ConsensusPort}, {"curator-port", curPort, &o.cfg.CuratorPort}} {
+		if p.v == 0 || p.v > 65535 {
+			return nil, fmt.Errorf("--%s %d: not a port", p.name, p.v)
+		}
+		*p.dst = uint16(p.v)
+	}
+	if leaseTTL < 0 || heartbeatIntv < 0 {
+		return nil, errors.New("--lease-ttl and --heartbeat-interval must not be negative")
+	}
+	o.cfg.LeaseTTL, o.cfg.HeartbeatInterval = leaseTTL, heartbeatIntv
+	if o.logFormat != "json" && o.logFormat != "console" {
+		return nil, fmt.Errorf("--log-format %q: want json or console", o.logFormat)
+	}
+	o.level = level
+	return &o, nil
+}
+
+// newLogger writes to out; the logger's name (the runnable's place in the
+// tree) is part of every line in both formats.
+func newLogger(format string, level zapcore.Level, out io.Writer) *zap.Logger {
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if format == "json" {
+		enc = zapcore.NewJSONEncoder(ec)
+	} else {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), level), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel))
+}
+
+func run(ctx context.Context, args []string, logOut io.Writer) error {
+	o, err := parseFlags(args, logOut)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(o.logFormat, o.level, logOut)
+	defer logger.Sync() //nolint:errcheck // stderr cannot always be synced
+	if !o.cfg.Address.IsLoopback() {
+		logger.Warn("development mode on a non-loopback address: the node's ports are reachable from the network", zap.Stringer("address", o.cfg.Address))
+	}
+	n, err := node.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting the node agent",
+		zap.String("version", node.Version),
+		zap.String("storage", o.cfg.StorageRoot),
+		zap.Stringer("address", o.cfg.Address),
+		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
+		zap.Uint16("curator_port", o.cfg.CuratorPort))
+	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(logger))
+	<-ctx.Done()
+	logger.Info("stopping: waiting for every runnable to end")
+	s.Wait()
+	logger.Info("stopped")
+	return nil
+}

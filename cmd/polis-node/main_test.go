@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap/zapcore"
+)
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2"}},
+		{args: []string{"--address", "127.0.0.2"}, wantErr: "--storage is required"},
+		{args: []string{"--storage", "/s"}, wantErr: "--address is required"},
+		{args: []string{"--storage", "/s", "--address", "0.0.0.0"}, wantErr: "not an unspecified one"},
+		{args: []string{"--storage", "/s", "--address", "::"}, wantErr: "not an unspecified one"},
+		{args: []string{"--storage", "/s", "--address", "localhost"}, wantErr: "--address"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--curator-port", "70000"}, wantErr: "not a port"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if tc.wantErr == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.args, err)
+				continue
+			}
+			if o.cfg.ConsensusPort != 7834 || o.cfg.CuratorPort != 7835 {
+				t.Errorf("%q: ports %d/%d, want the roleserve defaults", tc.args, o.cfg.ConsensusPort, o.cfg.CuratorPort)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+// The runnable's name is what makes a node's log readable: check that both
+// formats carry the logger's name.
+func TestLoggerNamesRunnable(t *testing.T) {
+	var buf bytes.Buffer
+	newLogger("json", zapcore.InfoLevel, &buf).Named("root").Named("roleserve").Info("hello")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%q: %v", buf.String(), err)
+	}
+	if line["logger"] != "root.roleserve" {
+		t.Errorf("json line %q has no logger root.roleserve", buf.String())
+	}
+	buf.Reset()
+	newLogger("console", zapcore.InfoLevel, &buf).Named("root").Named("heartbeat").Info("hello")
+	if !strings.Contains(buf.String(), "root.heartbeat") {
+		t.Errorf("console line %q does not name the runnable", buf.String())
+	}
+}
