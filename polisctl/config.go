@@ -1,0 +1,438 @@
+package polisctl
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/curator/client"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
+)
+
+// The files of a configuration directory.
+const (
+	keyFile         = "key.der"
+	certificateFile = "certificate.der"
+	caFile          = "ca.der"
+	clusterFile     = "cluster.json"
+)
+
+// DefaultConfigDir is $POLISCTL_CONFIG, else $XDG_CONFIG_HOME/polisctl,
+// else ~/.config/polisctl.
+func DefaultConfigDir() (string, error) {
+	if d := os.Getenv("POLISCTL_CONFIG"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "polisctl"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding polisctl's configuration directory: %w; set POLISCTL_CONFIG or pass --config", err)
+	}
+	return filepath.Join(home, ".config", "polisctl"), nil
+}
+
+// Fingerprint returns the SHA-256 of a certificate's DER in hexadecimal:
+// what TakeOwnership shows for the cluster CA, so that anyone who can see
+// the CA certificate (a node's storage, the launcher's output) can print
+// the same string to compare.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// config is a configuration directory's files.
+type config struct {
+	dir                    string
+	key, cert, ca, cluster localstorage.File
+}
+
+func newConfig(dir string) (*config, error) {
+	if dir == "" {
+		return nil, errors.New("no configuration directory given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("configuration directory %s: %w", dir, err)
+	}
+	f := func(name string, secret bool) localstorage.File {
+		return localstorage.File{Path: filepath.Join(abs, name), Secret: secret}
+	}
+	return &config{
+		dir:     abs,
+		key:     f(keyFile, true),
+		cert:    f(certificateFile, false),
+		ca:      f(caFile, false),
+		cluster: f(clusterFile, false),
+	}, nil
+}
+
+// create makes the directory, private: it holds the owner's key. A
+// directory that exists with looser permissions is tightened, so the key is
+// never written where others can read it.
+func (c *config) create() error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return fmt.Errorf("creating the configuration directory: %w", err)
+	}
+	st, err := os.Stat(c.dir)
+	if err != nil {
+		return fmt.Errorf("configuration directory: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(c.dir, 0o700); err != nil {
+			return fmt.Errorf("making the configuration directory %s private: %w", c.dir, err)
+		}
+	}
+	return nil
+}
+
+// pinnedCA returns the DER of the pinned CA certificate, or nil if none is
+// pinned yet.
+func (c *config) pinnedCA() ([]byte, error) {
+	b, err := c.ca.Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// readCurators returns the curators saved in the directory.
+func (c *config) readCurators() ([]*cpb.CuratorEndpoint, error) {
+	b, err := c.cluster.Read()
+	if err != nil {
+		return nil, err
+	}
+	var d cpb.ClusterDirectory
+	if err := protojson.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s is corrupt: %w", c.cluster.Path, err)
+	}
+	if len(d.Curators) == 0 {
+		return nil, fmt.Errorf("%s lists no curator", c.cluster.Path)
+	}
+	return d.Curators, nil
+}
+
+// writeCurators saves curators. The file is JSON so that an operator can
+// read it, and fix it when the cluster moved.
+func (c *config) writeCurators(eps []*cpb.CuratorEndpoint) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(&cpb.ClusterDirectory{Curators: eps})
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", c.cluster.Path, err)
+	}
+	return c.cluster.Write(append(b, '\n'))
+}
+
+// TakeOwnership exchanges ownerKey for an owner certificate at the cluster
+// reachable through curators, and saves everything polisctl needs in dir
+// (created 0700 if missing): the key (key.der, PKCS#8, 0600), the
+// certificate (certificate.der), the pinned CA certificate (ca.der) and the
+// curators (cluster.json: a ClusterDirectory in protojson, without the CA).
+//
+// Trust on first use, like ssh: the CA is learnt with the unauthenticated
+// GetCACertificate, and, when dir pins no CA yet, trust is called with its
+// fingerprint (see Fingerprint) and must return true to accept it. A pinned
+// CA is not asked about again, and a different one is refused with an error
+// that says what changed and how to recover. Everything after that first
+// answer is checked against the CA: the curator must present a node
+// certificate from it, and the owner certificate must come from it.
+//
+// Nothing is written unless the owner certificate was issued; each file is
+// written atomically.
+func TakeOwnership(ctx context.Context, dir string, curators []netip.AddrPort, ownerKey ed25519.PrivateKey, trust func(fingerprint string) bool) error {
+	if len(curators) == 0 {
+		return errors.New("no curator address given: name at least one curator as IP:PORT")
+	}
+	if len(ownerKey) != ed25519.PrivateKeySize {
+		return fmt.Errorf("the owner key is %d bytes, not an ed25519 private key", len(ownerKey))
+	}
+	cfg, err := newConfig(dir)
+	if err != nil {
+		return err
+	}
+	pinned, err := cfg.pinnedCA()
+	if err != nil {
+		return err
+	}
+	caDER, err := fetchCA(ctx, curators)
+	if err != nil {
+		return err
+	}
+	fp := Fingerprint(caDER)
+	switch {
+	case pinned == nil:
+		if trust == nil || !trust(fp) {
+			return fmt.Errorf("the cluster CA (SHA-256 fingerprint %s) was not trusted; nothing was saved", fp)
+		}
+	case !bytes.Equal(pinned, caDER):
+		return &CAMismatchError{Pinned: Fingerprint(pinned), Presented: fp, File: cfg.ca.Path, Curators: curators}
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("the CA certificate the curator sent: %w", err)
+	}
+	v, err := identity.NewVerifier(caCert)
+	if err != nil {
+		return fmt.Errorf("the CA certificate the curator sent: %w", err)
+	}
+
+	kh, err := identity.KeyHolderClientConfig(v, ownerKey)
+	if err != nil {
+		return err
+	}
+	var eps []*cpb.CuratorEndpoint
+	for _, ap := range curators {
+		eps = append(eps, &cpb.CuratorEndpoint{Address: ap.Addr().String(), Port: uint32(ap.Port())})
+	}
+	conn, err := client.New(client.Config{Endpoints: eps, TLS: kh})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := cpb.NewAAAServiceClient(conn).TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})
+	if err != nil {
+		return fmt.Errorf("taking ownership through %s: %w", addrList(curators), err)
+	}
+	cert, err := x509.ParseCertificate(resp.OwnerCertificate)
+	if err != nil {
+		return fmt.Errorf("the owner certificate the curator issued: %w", err)
+	}
+	// The certificate must be usable as it is saved: from the pinned CA,
+	// for this key. Checking here turns a confused curator into an error
+	// now rather than a failing handshake on every later command.
+	if err := cert.CheckSignatureFrom(caCert); err != nil {
+		return fmt.Errorf("the owner certificate the curator issued is not from the cluster CA: %w", err)
+	}
+	if _, err := identity.TLSCertificate(cert, ownerKey); err != nil {
+		return fmt.Errorf("the owner certificate the curator issued: %w", err)
+	}
+	keyDER, err := identity.MarshalPrivateKey(ownerKey)
+	if err != nil {
+		return err
+	}
+
+	// The curators to remember: those the cluster lists (with their node
+	// IDs), then the addresses given that it does not list, which may be
+	// all there is while the first curator has not reported itself yet.
+	saved := append([]*cpb.CuratorEndpoint(nil), resp.ClusterDirectory.GetCurators()...)
+	for _, ep := range eps {
+		if !containsEndpoint(saved, ep) {
+			saved = append(saved, ep)
+		}
+	}
+
+	if err := cfg.create(); err != nil {
+		return err
+	}
+	// The CA first: once the user has accepted it, it stays pinned even if
+	// a later write fails.
+	if err := cfg.ca.Write(caDER); err != nil {
+		return err
+	}
+	if err := cfg.key.Write(keyDER); err != nil {
+		return err
+	}
+	if err := cfg.cert.Write(cert.Raw); err != nil {
+		return err
+	}
+	return cfg.writeCurators(saved)
+}
+
+func containsEndpoint(eps []*cpb.CuratorEndpoint, ep *cpb.CuratorEndpoint) bool {
+	for _, e := range eps {
+		if e.Address == ep.Address && e.Port == ep.Port {
+			return true
+		}
+	}
+	return false
+}
+
+// CAMismatchError is TakeOwnership's refusal of a CA other than the pinned
+// one.
+type CAMismatchError struct {
+	// Pinned and Presented are the fingerprints of the pinned CA and of the
+	// CA the curators presented.
+	Pinned, Presented string
+	// File is the pinned CA certificate's file.
+	File string
+	// Curators are the addresses asked.
+	Curators []netip.AddrPort
+}
+
+func (e *CAMismatchError) Error() string {
+	return fmt.Sprintf("the cluster CA has changed: the curators at %s present a CA with SHA-256 fingerprint %s, "+
+		"but %s pins %s. Either these are the curators of another cluster (use another --config directory for it), "+
+		"the cluster was rebuilt (if you are sure, remove %s and take ownership again), "+
+		"or someone is intercepting the connection", addrList(e.Curators), e.Presented, e.File, e.Pinned, e.File)
+}
+
+// fetchCA asks the curators one after the other for the CA certificate
+// until one answers. A curator that cannot be reached may be starting (the
+// launcher takes ownership as soon as it has started a cluster), so rounds
+// repeat until ctx ends; any other failure is final. The answer proves
+// nothing (anyone on the path could send any CA); the caller decides whether
+// to trust it. As a sanity check the answering curator's own certificate
+// must be from that CA, which catches an address that is not a Polis
+// curator at all.
+func fetchCA(ctx context.Context, curators []netip.AddrPort) ([]byte, error) {
+	last := make([]error, len(curators))
+	for {
+		for i, ap := range curators {
+			der, err := fetchCAFrom(ctx, ap)
+			if err == nil {
+				return der, nil
+			}
+			last[i] = err
+			if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded && ctx.Err() == nil {
+				return nil, fmt.Errorf("asking %s for the cluster CA: %w", ap, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			var errs []string
+			for i, ap := range curators {
+				errs = append(errs, fmt.Sprintf("%s: %v", ap, last[i]))
+			}
+			return nil, fmt.Errorf("no curator answered with the cluster CA certificate (%s); check the addresses and that the cluster is running", strings.Join(errs, "; "))
+		case <-time.After(fetchRetryInterval):
+		}
+	}
+}
+
+// fetchRetryInterval spaces out the rounds of fetchCA.
+const fetchRetryInterval = 200 * time.Millisecond
+
+// perCuratorTimeout bounds how long fetchCA waits for one curator, so that
+// one unreachable address does not use up the whole command's time.
+const perCuratorTimeout = 5 * time.Second
+
+func fetchCAFrom(ctx context.Context, ap netip.AddrPort) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, perCuratorTimeout)
+	defer cancel()
+	// Written in the handshake, read after the call: atomic, so that the
+	// race detector need not know how gRPC orders the two.
+	var serverCert atomic.Pointer[x509.Certificate]
+	tc := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// Nothing is trusted yet: this connection only fetches a
+		// certificate that the user then accepts or not.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				serverCert.Store(cs.PeerCertificates[0])
+			}
+			return nil
+		},
+	}
+	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := cpb.NewCuratorServiceClient(conn).GetCACertificate(ctx, &cpb.GetCACertificateRequest{})
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(resp.CaCertificate)
+	if err != nil {
+		return nil, fmt.Errorf("the CA certificate it sent: %w", err)
+	}
+	if sc := serverCert.Load(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
+		return nil, errors.New("its own certificate is not from the CA it sent; is it a Polis curator?")
+	}
+	return resp.CaCertificate, nil
+}
+
+func addrList(aps []netip.AddrPort) string {
+	var s []string
+	for _, ap := range aps {
+		s = append(s, ap.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// Dial returns a connection to the curator leader as the user saved in dir
+// (client.New with identity.UserClientConfig). It renews nothing and does
+// no I/O: the first call finds the leader. Errors name the missing file
+// and the command that creates it.
+func Dial(dir string) (*grpc.ClientConn, error) {
+	cfg, err := newConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	read := func(f localstorage.File) ([]byte, error) {
+		b, err := f.Read()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s is missing: %s holds no owner credentials; run polisctl take-ownership (with --config %s) first", f.Path, cfg.dir, cfg.dir)
+		}
+		return b, err
+	}
+	keyDER, err := read(cfg.key)
+	if err != nil {
+		return nil, err
+	}
+	certDER, err := read(cfg.cert)
+	if err != nil {
+		return nil, err
+	}
+	caDER, err := read(cfg.ca)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := read(cfg.cluster); err != nil {
+		return nil, err
+	}
+	eps, err := cfg.readCurators()
+	if err != nil {
+		return nil, fmt.Errorf("%w; run polisctl take-ownership again to rewrite it", err)
+	}
+	key, err := identity.ParsePrivateKey(keyDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.key.Path, err)
+	}
+	cert, err := x509.ParseCertificate(certDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; run polisctl take-ownership again", cfg.cert.Path, err)
+	}
+	if now := time.Now(); now.After(cert.NotAfter) {
+		return nil, fmt.Errorf("the owner certificate in %s expired at %s; run polisctl take-ownership again for a new one", cfg.cert.Path, cert.NotAfter.Format(time.RFC3339))
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
+	}
+	v, err := identity.NewVerifier(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
+	}
+	tc, err := identity.TLSCertificate(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("%s and %s do not belong together: %w; run polisctl take-ownership again", cfg.cert.Path, cfg.key.Path, err)
+	}
+	uc, err := identity.UserClientConfig(v, tc)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Endpoints: eps, TLS: uc})
+}
