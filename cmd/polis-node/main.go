@@ -134,8 +134,11 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger := newLogger(o.logFormat, o.level, logOut)
-	defer logger.Sync() //nolint:errcheck // stderr cannot always be synced
+	base := newLogger(o.logFormat, o.level, logOut)
+	defer base.Sync() //nolint:errcheck // stderr cannot always be synced
+	// The supervisor names every runnable's logger after its place in the
+	// tree (root.roleserve...); lines from outside the tree say "main".
+	logger := base.Named("main")
 	if !o.cfg.Address.IsLoopback() {
 		logger.Warn("development mode on a non-loopback address: the node's ports are reachable from the network", zap.Stringer("address", o.cfg.Address))
 	}
@@ -149,7 +152,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		zap.Stringer("address", o.cfg.Address),
 		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
 		zap.Uint16("curator_port", o.cfg.CuratorPort))
-	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(logger))
+	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")
 	s.Wait()
