@@ -1,0 +1,109 @@
+// Command polis-launch starts a Polis cluster of node-agent processes on
+// loopback addresses, for development: the first node bootstraps the
+// cluster, the others register and are approved, and (unless
+// --consensus-members=false) every node becomes a consensus member. It
+// prints each step, then how to use polisctl as the cluster's owner, and
+// runs until Ctrl-C, when it stops every node and removes what it created
+// (--keep keeps it).
+//
+//	go run ./cmd/polis-launch [--nodes 3] [--dir DIR --keep] [--config DIR]
+//
+// The work is done by package launch; this is its command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/polis-os/polis/launch"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, "polis-launch:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("polis-launch", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var (
+		o     launch.Options
+		first = launch.DefaultFirstAddress
+	)
+	fs.IntVar(&o.Nodes, "nodes", 3, "how many nodes to start")
+	fs.BoolVar(&o.ConsensusMembers, "consensus-members", true, "make every node a consensus member (false: only the first node runs the control plane)")
+	fs.StringVar(&o.BaseDir, "dir", "", "the directory for the nodes' storage and logs (default: a new temporary directory)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the directory when the cluster stops")
+	fs.StringVar(&o.ConfigDir, "config", "", "the polisctl configuration directory for the owner's credentials (default: DIR/polisctl)")
+	fs.TextVar(&first, "first-address", launch.DefaultFirstAddress, "the first node's address; the others follow it")
+	fs.StringVar(&o.NodeBinary, "node-binary", "", "the polis-node executable (default: one next to this program, else built with go build)")
+	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default)")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 0, "the nodes' heartbeat interval (0: the curator's default)")
+	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.Nodes < 1 {
+		return fmt.Errorf("--nodes %d: want at least one", o.Nodes)
+	}
+	for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
+		o.Addresses = append(o.Addresses, a)
+	}
+	o.Progress = out
+
+	c, err := launch.Launch(ctx, o)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("interrupted; every node started was stopped")
+		}
+		return err
+	}
+	printUsage(out, c)
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping the cluster")
+	if err := c.Close(); err != nil {
+		return err
+	}
+	if o.Keep {
+		fmt.Fprintf(out, "stopped; kept %s\n", c.BaseDir)
+	} else {
+		fmt.Fprintf(out, "stopped; removed %s\n", c.BaseDir)
+	}
+	return nil
+}
+
+func printUsage(out io.Writer, c *launch.Cluster) {
+	var addrs []netip.Addr
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Address)
+	}
+	fmt.Fprintf(out, `
+Nodes: %v; logs in %s/node*.log
+Use polisctl as the cluster's owner:
+
+    go run ./cmd/polisctl --config %s node list
+
+or set it once for this shell:
+
+    export POLISCTL_CONFIG=%s
+
+Ctrl-C stops the cluster.
+`, addrs, c.BaseDir, c.ConfigDir, c.ConfigDir)
+}

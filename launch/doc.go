@@ -1,0 +1,43 @@
+// Package launch starts a Polis cluster of node-agent processes on one
+// machine, for development and for the end-to-end tests: N polis-node
+// processes, each on its own loopback address with its own storage
+// directory, the first bootstrapping the cluster and the others registering,
+// approved by the owner whose credentials the launcher keeps in a polisctl
+// configuration directory.
+//
+// # Why processes, and why this package drives them like an operator
+//
+// A cluster in one test process (node/cluster_test.go) is quick, but it shares
+// one address space, one scheduler and one set of globals between nodes, and
+// it cannot be killed half-way through a write. Separate processes can: kill
+// -9 means what it means on a real machine, and a restarted process has only
+// its storage to go on. The launcher does what an operator would, through
+// the same interfaces: node parameters files for polis-node, then
+// polisctl.TakeOwnership and the Management API with the owner's certificate.
+// It uses no back door into the nodes, so a cluster it brings up proves that
+// the operator's path works.
+//
+// # Addresses and ports
+//
+// Every node gets its own loopback address (127.77.0.1, .2, ... by default;
+// Linux routes all of 127.0.0.0/8 to the loopback interface) and the default
+// ports (roleserve.DefaultConsensusPort, DefaultCuratorPort), so no port is
+// ever picked at random and a cluster's addresses say which node is which.
+// Launch checks that the ports are free before it starts anything: two
+// clusters on the same addresses fail at once with a clear message, instead
+// of one node joining the wrong cluster.
+//
+// # Processes
+//
+// Node processes are children of the launcher, in a process group of their
+// own (a Ctrl-C in the terminal reaches only the launcher, which then stops
+// them in order), and on Linux they get SIGKILL when the launcher dies
+// (Pdeathsig), so none is left behind even if the launcher is killed. Close
+// sends SIGTERM, waits, and sends SIGKILL to those that do not stop in time.
+//
+// # What it does not do
+//
+// It does not start VMs (that is the node image's launcher, still to come)
+// and it does not restart nodes that die: a dead node is reported, and the
+// caller (a test, or the person at the terminal) decides.
+package launch

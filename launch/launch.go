@@ -1,0 +1,548 @@
+package launch
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/roleserve"
+)
+
+// DefaultFirstAddress is the first node's address when Options.Addresses
+// is empty; node i gets the i-th address from it.
+var DefaultFirstAddress = netip.MustParseAddr("127.77.0.1")
+
+// Options describe a cluster to launch. The zero value launches three nodes
+// with one consensus member (the first) on 127.77.0.1–3, in a temporary
+// directory that Close removes, building polis-node from source.
+type Options struct {
+	// Nodes is how many nodes to start; 0 means 3.
+	Nodes int
+	// ConsensusMembers makes every node a consensus member (one at a time,
+	// after it is UP), so that the control plane survives the loss of any
+	// one node. Off, only the first node runs consensus and the curator.
+	// polis-launch turns it on by default; tests that exercise adding the
+	// role themselves leave it off.
+	ConsensusMembers bool
+	// BaseDir holds everything: node directories, logs, the node binary
+	// when built, and polisctl's configuration. Empty means a new temporary
+	// directory.
+	BaseDir string
+	// Keep leaves BaseDir in place at Close; otherwise Close removes it.
+	Keep bool
+	// ConfigDir is the polisctl configuration directory to save the
+	// owner's credentials in; it must not hold another cluster's. Empty
+	// means BaseDir/polisctl.
+	ConfigDir string
+	// Addresses are the nodes' addresses, one per node; empty means
+	// consecutive addresses from DefaultFirstAddress.
+	Addresses []netip.Addr
+	// ConsensusPort and CuratorPort are every node's ports; 0 means the
+	// roleserve defaults.
+	ConsensusPort, CuratorPort uint16
+	// NodeBinary is the polis-node executable. Empty means a polis-node
+	// next to the running executable if there is one, else one built with
+	// "go build" into BaseDir (which needs the working directory inside
+	// the Polis module).
+	NodeBinary string
+	// LeaseTTL and HeartbeatInterval are passed to every node (tests
+	// shorten them); 0 means the curator's defaults.
+	LeaseTTL, HeartbeatInterval time.Duration
+	// LogFormat is the nodes' log format, "console" (the default) or
+	// "json".
+	LogFormat string
+	// StepTimeout bounds each step (a node's curator serving, a node
+	// registering, becoming UP, ...); 0 means two minutes, enough for a
+	// slow machine.
+	StepTimeout time.Duration
+	// StopTimeout is how long Close waits for a node to stop after SIGTERM
+	// before it kills it; 0 means 15 seconds.
+	StopTimeout time.Duration
+	// Progress receives a line for every step; nil discards them.
+	Progress io.Writer
+}
+
+func (o *Options) setDefaults() error {
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.Nodes < 1 || o.Nodes > 200 {
+		return fmt.Errorf("launch: %d nodes: want 1 to 200", o.Nodes)
+	}
+	if len(o.Addresses) == 0 {
+		a := DefaultFirstAddress
+		for range o.Nodes {
+			o.Addresses = append(o.Addresses, a)
+			a = a.Next()
+		}
+	}
+	if len(o.Addresses) != o.Nodes {
+		return fmt.Errorf("launch: %d addresses for %d nodes", len(o.Addresses), o.Nodes)
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range o.Addresses {
+		if !a.IsValid() || a.IsUnspecified() {
+			return fmt.Errorf("launch: address %v: want one a node can be reached on", a)
+		}
+		if seen[a] {
+			return fmt.Errorf("launch: address %v given twice: every node needs its own", a)
+		}
+		seen[a] = true
+	}
+	if o.ConsensusPort == 0 {
+		o.ConsensusPort = roleserve.DefaultConsensusPort
+	}
+	if o.CuratorPort == 0 {
+		o.CuratorPort = roleserve.DefaultCuratorPort
+	}
+	if o.ConsensusPort == o.CuratorPort {
+		return fmt.Errorf("launch: consensus and curator port are both %d", o.CuratorPort)
+	}
+	switch o.LogFormat {
+	case "":
+		o.LogFormat = "console"
+	case "console", "json":
+	default:
+		return fmt.Errorf("launch: log format %q: want console or json", o.LogFormat)
+	}
+	if o.StepTimeout == 0 {
+		o.StepTimeout = 2 * time.Minute
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 15 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// Cluster is a launched cluster. Close it to stop its nodes.
+type Cluster struct {
+	// BaseDir and ConfigDir are the directories of Options, as used.
+	BaseDir, ConfigDir string
+	// Nodes are the cluster's nodes in order; Nodes[0] bootstrapped it.
+	Nodes []*Node
+
+	opts      Options
+	removeDir bool
+	progMu    sync.Mutex
+	closeOnce sync.Once
+	closeErr  error
+	conn      *grpc.ClientConn
+	ownerKey  ed25519.PrivateKey
+}
+
+// Launch starts a cluster and returns once every node is UP and healthy
+// (and, with ConsensusMembers, runs a curator). It reports each step to
+// Options.Progress. On error, and when ctx ends first, it stops whatever it
+// started before returning.
+func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
+	if err := c.checkPortsFree(); err != nil {
+		return nil, err
+	}
+	if c.BaseDir == "" {
+		if c.BaseDir, err = os.MkdirTemp("", "polis-launch-"); err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+	} else if err := os.MkdirAll(c.BaseDir, 0o755); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	c.removeDir = !opts.Keep
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.BaseDir, err = filepath.Abs(c.BaseDir); err != nil {
+		return nil, err
+	}
+	if c.ConfigDir == "" {
+		c.ConfigDir = filepath.Join(c.BaseDir, "polisctl")
+	}
+	if _, err := os.Stat(filepath.Join(c.ConfigDir, "ca.der")); err == nil {
+		return nil, fmt.Errorf("launch: %s already holds the credentials of a cluster; choose another polisctl configuration directory or remove that one", c.ConfigDir)
+	}
+	c.progress("base directory %s", c.BaseDir)
+
+	bin, err := c.nodeBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range opts.Addresses {
+		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, "node"+strconv.Itoa(i+1)), binary: bin, report: c.progress}
+		n.Log = filepath.Join(c.BaseDir, fmt.Sprintf("node%d.log", n.Index))
+		n.args = nodeArgs(n, &opts)
+		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	if err := c.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.addNodes(ctx); err != nil {
+		return nil, err
+	}
+	if opts.ConsensusMembers {
+		for _, n := range c.Nodes[1:] {
+			if err := c.MakeConsensusMember(ctx, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c.progress("cluster ready: %d nodes, all UP and healthy", len(c.Nodes))
+	return c, nil
+}
+
+// progress reports one step.
+func (c *Cluster) progress(format string, args ...any) {
+	c.progMu.Lock()
+	defer c.progMu.Unlock()
+	fmt.Fprintf(c.opts.Progress, format+"\n", args...)
+}
+
+// checkPortsFree fails when any node's port is taken, most likely by
+// another cluster on the same addresses, which the new nodes would
+// otherwise try to talk to.
+func (c *Cluster) checkPortsFree() error {
+	for _, a := range c.opts.Addresses {
+		for _, p := range []uint16{c.opts.ConsensusPort, c.opts.CuratorPort} {
+			ap := netip.AddrPortFrom(a, p)
+			l, err := net.Listen("tcp", ap.String())
+			if err != nil {
+				return fmt.Errorf("launch: %v is not free (%w): is another cluster running on these addresses? Stop it, or choose other addresses", ap, err)
+			}
+			l.Close()
+		}
+	}
+	return nil
+}
+
+// bootstrap starts the first node with bootstrap parameters and takes
+// ownership of the cluster it creates.
+func (c *Cluster) bootstrap(ctx context.Context) error {
+	first := c.Nodes[0]
+	ownerKey, err := identity.GenerateKey()
+	if err != nil {
+		return err
+	}
+	c.ownerKey = ownerKey
+	if err := writeParameters(first, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
+		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: ownerKey.Public().(ed25519.PublicKey)},
+	}}); err != nil {
+		return err
+	}
+	if err := c.StartNode(first); err != nil {
+		return err
+	}
+	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
+	// The curator's port opens once the node has bootstrapped; taking
+	// ownership is retried until then, and every attempt is bounded so a
+	// node that never answers is reported, not waited for forever.
+	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, ownerKey, func(fp string) bool {
+			// We made this cluster a moment ago, on an address we just
+			// found free: the CA it presents is its own.
+			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
+			return true
+		})
+		return err == nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	c.progress("%v: curator serving", first)
+	c.progress("owner: took ownership; polisctl configuration in %s", c.ConfigDir)
+	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
+		return fmt.Errorf("launch: connecting as the owner: %w", err)
+	}
+	return c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
+		nodes, err := c.ListNodes(ctx)
+		if err != nil || len(nodes) != 1 {
+			return false, nil
+		}
+		first.setID(nodes[0].Id)
+		return healthyUp(nodes[0]), nil
+	})
+}
+
+// addNodes registers every node but the first and approves it.
+func (c *Cluster) addNodes(ctx context.Context) error {
+	if len(c.Nodes) == 1 {
+		return nil
+	}
+	mgmt := cpb.NewManagementServiceClient(c.conn)
+	// The directory in the ticket lists curators once the first node has
+	// reported its running curator; a ticket without one is useless.
+	var ticket *cpb.GetRegisterTicketResponse
+	err := c.poll(ctx, "a register ticket naming a curator", func(ctx context.Context) (bool, error) {
+		t, err := mgmt.GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
+		if err != nil || len(t.ClusterDirectory.GetCurators()) == 0 {
+			return false, nil
+		}
+		ticket = t
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	params := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
+		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
+	}}
+	rest := c.Nodes[1:]
+	for _, n := range rest {
+		if err := writeParameters(n, params); err != nil {
+			return err
+		}
+		if err := c.StartNode(n); err != nil {
+			return err
+		}
+	}
+	// Nodes are matched to records by the address they report.
+	for _, n := range rest {
+		err := c.poll(ctx, n.String()+": registered", func(ctx context.Context) (bool, error) {
+			rec, err := c.nodeByAddress(ctx, n.Address)
+			if err != nil || rec == nil {
+				return false, nil
+			}
+			n.setID(rec.Id)
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		c.progress("%v: registered as %s; approving it", n, n.ID())
+		if _, err := mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: n.ID()}); err != nil {
+			return fmt.Errorf("launch: approving %v: %w", n, err)
+		}
+	}
+	for _, n := range rest {
+		if err := c.WaitHealthy(ctx, n); err != nil {
+			return err
+		}
+		c.progress("%v: UP and healthy", n)
+	}
+	return nil
+}
+
+// MakeConsensusMember gives n the ConsensusMember role and waits until it
+// runs a curator and is healthy. The curator admits one joining member at
+// a time, so a refusal because another is still catching up is retried.
+func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
+	mgmt := cpb.NewManagementServiceClient(c.conn)
+	yes := true
+	err := c.poll(ctx, n.String()+": given the consensus member role", func(ctx context.Context) (bool, error) {
+		_, err := mgmt.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: n.ID(), ConsensusMember: &yes})
+		switch status.Code(err) {
+		case codes.OK:
+			return true, nil
+		case codes.FailedPrecondition, codes.Unavailable, codes.DeadlineExceeded:
+			return false, nil
+		default:
+			return false, fmt.Errorf("launch: giving %v the consensus member role: %w", n, err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	err = c.poll(ctx, n.String()+": curator serving", func(ctx context.Context) (bool, error) {
+		rec, err := c.node(ctx, n.ID())
+		if err != nil || rec == nil {
+			return false, nil
+		}
+		return healthyUp(rec) && rec.Status.GetRunningCurator() != nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	c.progress("%v: consensus member, curator serving", n)
+	return c.refreshCurators(ctx)
+}
+
+// refreshCurators takes ownership again, which rewrites the curators in
+// polisctl's configuration with those the cluster lists now: the owner
+// must still reach the cluster when the first node is down.
+func (c *Cluster) refreshCurators(ctx context.Context) error {
+	var curators []netip.AddrPort
+	for _, n := range c.Nodes {
+		if n.Running() {
+			curators = append(curators, netip.AddrPortFrom(n.Address, c.opts.CuratorPort))
+		}
+	}
+	return c.poll(ctx, "refreshing the curators polisctl knows", func(ctx context.Context) (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		// The CA is pinned by now: trust is never asked.
+		return polisctl.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil) == nil, nil
+	})
+}
+
+// StartNode starts a node's process (again) and reports it.
+func (c *Cluster) StartNode(n *Node) error {
+	if err := n.Start(); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: started (pid %d, log %s)", n, n.PID(), n.Log)
+	return nil
+}
+
+// WaitHealthy waits until the curator lists n as UP and healthy.
+func (c *Cluster) WaitHealthy(ctx context.Context, n *Node) error {
+	return c.poll(ctx, n.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
+		rec, err := c.node(ctx, n.ID())
+		return err == nil && rec != nil && healthyUp(rec), nil
+	})
+}
+
+// Conn is the owner's connection to the curator leader.
+func (c *Cluster) Conn() *grpc.ClientConn { return c.conn }
+
+// ListNodes lists the cluster's nodes as the owner sees them.
+func (c *Cluster) ListNodes(ctx context.Context) ([]*cpb.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := cpb.NewManagementServiceClient(c.conn).ListNodes(ctx, &cpb.ListNodesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var res []*cpb.Node
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return res, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, resp.Nodes...)
+	}
+}
+
+func (c *Cluster) node(ctx context.Context, id string) (*cpb.Node, error) {
+	nodes, err := c.ListNodes(ctx)
+	for _, n := range nodes {
+		if n.Id == id {
+			return n, nil
+		}
+	}
+	return nil, err
+}
+
+func (c *Cluster) nodeByAddress(ctx context.Context, a netip.Addr) (*cpb.Node, error) {
+	nodes, err := c.ListNodes(ctx)
+	for _, n := range nodes {
+		if n.Status.GetExternalAddress() == a.String() {
+			return n, nil
+		}
+	}
+	return nil, err
+}
+
+// Leader returns the node whose curator leads, as the curators say.
+func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cpb.NewCuratorServiceClient(c.conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("launch: asking who leads: %w", err)
+	}
+	for _, n := range c.Nodes {
+		if n.ID() == resp.Leader.GetNodeId() {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("launch: the leader is %s, which this cluster does not know", resp.Leader.GetNodeId())
+}
+
+func healthyUp(n *cpb.Node) bool {
+	return n.State == cpb.NodeState_NODE_STATE_UP && n.Health == cpb.NodeHealth_NODE_HEALTH_HEALTHY
+}
+
+// poll calls cond every 100ms until it returns true or an error, the step's
+// timeout passes, ctx ends, or a node process dies (which no step survives;
+// the error then carries the end of that node's log).
+func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StepTimeout)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := cond(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		for _, n := range c.Nodes {
+			if err := n.exitError(); err != nil {
+				return fmt.Errorf("launch: waiting for %s: %w", what, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("launch: waiting for %s: %w", what, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops every node (SIGTERM, then SIGKILL after StopTimeout), closes
+// the owner's connection and removes BaseDir unless Options.Keep. It is
+// safe to call more than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		if c.conn != nil {
+			c.conn.Close()
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(c.Nodes))
+		for i, n := range c.Nodes {
+			wg.Go(func() { errs[i] = n.Stop(c.opts.StopTimeout) })
+		}
+		wg.Wait()
+		c.closeErr = errors.Join(errs...)
+		if c.removeDir && c.BaseDir != "" {
+			if err := os.RemoveAll(c.BaseDir); err != nil {
+				c.closeErr = errors.Join(c.closeErr, err)
+			}
+		}
+	})
+	return c.closeErr
+}
+
+func writeParameters(n *Node, p *nodev1.NodeParameters) error {
+	b, err := proto.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(n.Dir, "parameters.pb"), b, 0o600); err != nil {
+		return fmt.Errorf("launch: %v: %w", n, err)
+	}
+	return nil
+}
