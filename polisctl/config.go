@@ -381,6 +381,9 @@ func Dial(dir string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(cfg.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the configuration directory %s does not exist: run polisctl take-ownership --curator IP:PORT --owner-key FILE (with --config %s) first", cfg.dir, cfg.dir)
+	}
 	read := func(f localstorage.File) ([]byte, error) {
 		b, err := f.Read()
 		if errors.Is(err, fs.ErrNotExist) {

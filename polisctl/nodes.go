@@ -1,0 +1,535 @@
+package polisctl
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
+)
+
+func (c *cli) nodeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "List, admit, change and remove nodes"}
+	cmd.AddCommand(c.nodeList(), c.nodeDescribe(), c.nodeApprove(), c.nodeRole(true), c.nodeRole(false),
+		c.nodeLabel(), c.nodeDecommission(), c.nodeDelete(), c.nodeWatch())
+	return cmd
+}
+
+// nodeID checks a node ID argument before anything is sent, so that a typo
+// is named as one rather than as a node the curator does not know.
+func nodeID(arg string) (string, error) {
+	if err := identity.ValidateNodeID(arg); err != nil {
+		return "", fmt.Errorf("%q is not a node ID: a node ID is \"node-\" and 24 lower-case hexadecimal digits; polisctl node list shows them", arg)
+	}
+	return arg, nil
+}
+
+// listNodes reads every node that req selects.
+func (s *session) listNodes(ctx context.Context, req *cpb.ListNodesRequest) ([]*cpb.Node, error) {
+	var nodes []*cpb.Node
+	err := s.call(ctx, "listing nodes", func(ctx context.Context) error {
+		nodes = nil
+		stream, err := s.mgmt.ListNodes(ctx, req)
+		if err != nil {
+			return err
+		}
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			nodes = append(nodes, resp.Nodes...)
+		}
+	})
+	return nodes, err
+}
+
+func (c *cli) nodeList() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the nodes: state, roles, address, health",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return c.withSession(func(s *session) error {
+				nodes, err := s.listNodes(cmd.Context(), &cpb.ListNodesRequest{})
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), &cpb.ListNodesResponse{Nodes: nodes})
+				}
+				return writeNodeTable(cmd.OutOrStdout(), nodes)
+			})
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeNodeTable(w io.Writer, nodes []*cpb.Node) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tROLES\tADDRESS\tHEALTH\tSINCE HEARTBEAT")
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Id, stateName(n.State), dash(strings.Join(roleNames(n.Roles), ",")),
+			dash(n.Status.GetExternalAddress()), healthName(n.Health), sinceHeartbeat(n))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stateName(s cpb.NodeState) string {
+	return strings.TrimPrefix(s.String(), "NODE_STATE_")
+}
+
+func healthName(h cpb.NodeHealth) string {
+	if h == cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED {
+		return "-"
+	}
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(h.String(), "NODE_HEALTH_"), "_", "-"))
+}
+
+func sinceHeartbeat(n *cpb.Node) string {
+	if n.TimeSinceHeartbeat == nil {
+		return "-"
+	}
+	return n.TimeSinceHeartbeat.AsDuration().Round(100 * time.Millisecond).String()
+}
+
+// The roles by the names the commands use.
+const (
+	roleConsensusMember      = "consensus-member"
+	roleKubernetesController = "kubernetes-controller"
+	roleKubernetesWorker     = "kubernetes-worker"
+)
+
+var allRoles = []string{roleConsensusMember, roleKubernetesController, roleKubernetesWorker}
+
+func roleNames(r *cpb.Roles) []string {
+	var names []string
+	if r.GetConsensusMember() != nil {
+		names = append(names, roleConsensusMember)
+	}
+	if r.GetKubernetesController() != nil {
+		names = append(names, roleKubernetesController)
+	}
+	if r.GetKubernetesWorker() != nil {
+		names = append(names, roleKubernetesWorker)
+	}
+	return names
+}
+
+func (c *cli) nodeDescribe() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe NODE-ID",
+		Short: "Show everything the cluster knows about one node",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			return c.withSession(func(s *session) error {
+				nodes, err := s.listNodes(cmd.Context(), &cpb.ListNodesRequest{NodeIds: []string{id}})
+				if err != nil {
+					return err
+				}
+				if len(nodes) == 0 {
+					return fmt.Errorf("the cluster has no node %s; polisctl node list shows the nodes there are", id)
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), nodes[0])
+				}
+				return writeNode(cmd.OutOrStdout(), nodes[0])
+			})
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func writeNode(w io.Writer, n *cpb.Node) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("ID", n.Id)
+	row("Public key", hex.EncodeToString(n.PublicKey))
+	row("State", stateName(n.State))
+	row("Roles", dash(strings.Join(roleNames(n.Roles), ", ")))
+	row("Health", healthName(n.Health))
+	row("Since heartbeat", sinceHeartbeat(n))
+	st := n.Status
+	row("Address", dash(st.GetExternalAddress()))
+	row("Version", dash(st.GetVersion()))
+	row("Boot ID", dash(st.GetBootId()))
+	if st.GetRunningCurator() != nil {
+		row("Curator port", fmt.Sprint(st.GetRunningCurator().GetPort()))
+	}
+	if p := st.GetConsensusPeerPort(); p != 0 {
+		row("Consensus peer port", fmt.Sprint(p))
+	}
+	if st.GetTimestamp() != nil {
+		row("Status reported", st.GetTimestamp().AsTime().UTC().Format(time.RFC3339))
+	}
+	row("Labels", dash(formatLabels(n.Labels)))
+	return tw.Flush()
+}
+
+func formatLabels(l map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c *cli) nodeApprove() *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve NODE-ID",
+		Short: "Admit a registered (NEW) node into the cluster",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			return c.withSession(func(s *session) error {
+				err := s.call(cmd.Context(), "approving "+id, func(ctx context.Context) error {
+					_, err := s.mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
+					return err
+				})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "Approved %s: it joins once it has collected its certificate.\n", id)
+				}
+				return err
+			})
+		},
+	}
+}
+
+// nodeRole is add-role (give) or remove-role.
+func (c *cli) nodeRole(give bool) *cobra.Command {
+	use, short, verb := "add-role", "Give a node roles", "giving roles to "
+	if !give {
+		use, short, verb = "remove-role", "Take roles from a node", "taking roles from "
+	}
+	return &cobra.Command{
+		Use:   use + " NODE-ID ROLE...",
+		Short: short + " (" + strings.Join(allRoles, ", ") + ")",
+		Long: short + `. The roles are:
+
+  consensus-member       runs a consensus (etcd) member and a curator
+  kubernetes-controller  runs the Kubernetes control plane (needs consensus-member)
+  kubernetes-worker      runs Kubernetes workloads
+
+Only UP nodes hold roles.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return fmt.Errorf("%s needs a node ID and at least one role: usage: %s", cmd.CommandPath(), cmd.UseLine())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			req := &cpb.UpdateNodeRolesRequest{NodeId: id}
+			for _, r := range args[1:] {
+				switch r {
+				case roleConsensusMember:
+					req.ConsensusMember = proto.Bool(give)
+				case roleKubernetesController:
+					req.KubernetesController = proto.Bool(give)
+				case roleKubernetesWorker:
+					req.KubernetesWorker = proto.Bool(give)
+				default:
+					return fmt.Errorf("unknown role %q: the roles are %s", r, strings.Join(allRoles, ", "))
+				}
+			}
+			return c.withSession(func(s *session) error {
+				var resp *cpb.UpdateNodeRolesResponse
+				err := s.call(cmd.Context(), verb+id, func(ctx context.Context) (err error) {
+					resp, err = s.mgmt.UpdateNodeRoles(ctx, req)
+					return err
+				})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s now holds: %s\n", id, dash(strings.Join(roleNames(resp.Roles), ", ")))
+				}
+				return err
+			})
+		},
+	}
+}
+
+func (c *cli) nodeLabel() *cobra.Command {
+	return &cobra.Command{
+		Use:   "label NODE-ID KEY=VALUE... KEY-...",
+		Short: "Set (KEY=VALUE) and remove (KEY-) labels of a node, in one change",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return fmt.Errorf("%s needs a node ID and at least one label change: usage: %s", cmd.CommandPath(), cmd.UseLine())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			req := &cpb.UpdateNodeLabelsRequest{NodeId: id, Set: map[string]string{}}
+			for _, a := range args[1:] {
+				if k, v, ok := strings.Cut(a, "="); ok {
+					req.Set[k] = v
+				} else if k, ok := strings.CutSuffix(a, "-"); ok && k != "" {
+					req.Remove = append(req.Remove, k)
+				} else {
+					return fmt.Errorf("label change %q: want KEY=VALUE to set a label or KEY- to remove one", a)
+				}
+			}
+			return c.withSession(func(s *session) error {
+				var resp *cpb.UpdateNodeLabelsResponse
+				err := s.call(cmd.Context(), "labelling "+id, func(ctx context.Context) (err error) {
+					resp, err = s.mgmt.UpdateNodeLabels(ctx, req)
+					return err
+				})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s labels: %s\n", id, dash(formatLabels(resp.Labels)))
+				}
+				return err
+			})
+		},
+	}
+}
+
+func (c *cli) nodeDecommission() *cobra.Command {
+	return &cobra.Command{
+		Use:   "decommission NODE-ID",
+		Short: "Take an UP node out of the cluster for good",
+		Long: `decommission takes an UP node out of the cluster for good: its roles are
+taken away and the cluster refuses it from then on; its key can never
+register or join again. This cannot be undone. The record stays until
+polisctl node delete removes it. A node that is NEW or STANDBY is deleted
+instead.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			return c.withSession(func(s *session) error {
+				err := s.call(cmd.Context(), "decommissioning "+id, func(ctx context.Context) error {
+					_, err := s.mgmt.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: id})
+					return err
+				})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "Decommissioned %s.\n", id)
+				}
+				return err
+			})
+		},
+	}
+}
+
+func (c *cli) nodeDelete() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NODE-ID",
+		Short: "Remove the record of a NEW, STANDBY or DECOMMISSIONED node",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := nodeID(args[0])
+			if err != nil {
+				return err
+			}
+			return c.withSession(func(s *session) error {
+				err := s.call(cmd.Context(), "deleting "+id, func(ctx context.Context) error {
+					_, err := s.mgmt.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: id})
+					return err
+				})
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "Deleted %s.\n", id)
+				}
+				return err
+			})
+		},
+	}
+}
+
+func (c *cli) nodeWatch() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print the nodes, then every change to them, until interrupted",
+		Long: `watch prints the node table, then a line for every change: a node that
+appears or goes away, and changes of state, roles, address, health and
+labels.
+
+It polls ListNodes (every --interval): the Management API has no watch
+call, and the curator's Watch serves nodes only. A change that is undone
+between two polls is not seen.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return fmt.Errorf("--interval %v: want a positive duration", interval)
+			}
+			return c.withSession(func(s *session) error {
+				return watchNodes(cmd.Context(), s, cmd.OutOrStdout(), interval)
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to ask the cluster")
+	return cmd
+}
+
+// watchNodes prints the table, then the differences between successive
+// listings, until ctx ends (which is not an error: it is how watch stops).
+func watchNodes(ctx context.Context, s *session, w io.Writer, interval time.Duration) error {
+	var last map[string]*cpb.Node
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		nodes, err := s.listNodes(ctx, &cpb.ListNodesRequest{})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := make(map[string]*cpb.Node, len(nodes))
+		for _, n := range nodes {
+			now[n.Id] = n
+		}
+		if last == nil {
+			if err := writeNodeTable(w, nodes); err != nil {
+				return err
+			}
+		} else {
+			stamp := time.Now().Format("15:04:05")
+			for _, line := range nodeChanges(last, now) {
+				if _, err := fmt.Fprintf(w, "%s %s\n", stamp, line); err != nil {
+					return err
+				}
+			}
+		}
+		last = now
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// nodeChanges describes what changed from before to after, one line per
+// change, in node ID order. The time since the last heartbeat is left out:
+// it changes with every listing.
+func nodeChanges(before, after map[string]*cpb.Node) []string {
+	var lines []string
+	ids := slices.Sorted(maps.Keys(after))
+	for id := range before {
+		if _, ok := after[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		b, a := before[id], after[id]
+		switch {
+		case b == nil:
+			lines = append(lines, fmt.Sprintf("%s appeared: %s, address %s", id, stateName(a.State), dash(a.Status.GetExternalAddress())))
+			continue
+		case a == nil:
+			lines = append(lines, id+" deleted")
+			continue
+		}
+		change := func(what, from, to string) {
+			if from != to {
+				lines = append(lines, fmt.Sprintf("%s %s: %s → %s", id, what, from, to))
+			}
+		}
+		change("state", stateName(b.State), stateName(a.State))
+		change("roles", dash(strings.Join(roleNames(b.Roles), ",")), dash(strings.Join(roleNames(a.Roles), ",")))
+		change("address", dash(b.Status.GetExternalAddress()), dash(a.Status.GetExternalAddress()))
+		change("health", healthName(b.Health), healthName(a.Health))
+		change("labels", dash(formatLabels(b.Labels)), dash(formatLabels(a.Labels)))
+	}
+	return lines
+}
+
+func (c *cli) ticket() *cobra.Command {
+	var parameters string
+	cmd := &cobra.Command{
+		Use:   "ticket [--parameters FILE]",
+		Short: "Show the register ticket, or write the parameters of a new node",
+		Long: `ticket shows the cluster's register ticket and curators: what a new node
+needs to register. With --parameters it writes them instead as node
+parameters (a binary NodeParameters with cluster_register, mode 0600),
+ready for polis-node --parameters or qemu's fw_cfg. The ticket lets a node
+register, not join: it still needs polisctl node approve. Treat it as a
+secret all the same.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.withSession(func(s *session) error {
+				var resp *cpb.GetRegisterTicketResponse
+				err := s.call(cmd.Context(), "getting the register ticket", func(ctx context.Context) (err error) {
+					resp, err = s.mgmt.GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				if parameters == "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "Register ticket: %s\n", hex.EncodeToString(resp.RegisterTicket))
+					return writeClusterInfo(cmd.OutOrStdout(), resp.ClusterDirectory)
+				}
+				if len(resp.ClusterDirectory.GetCurators()) == 0 {
+					return errors.New("the cluster lists no curator yet, so a new node could not find it; wait until the first node's curator has reported itself (polisctl cluster info shows the curators) and try again")
+				}
+				p := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{ClusterRegister: &nodev1.ClusterRegister{
+					RegisterTicket:   resp.RegisterTicket,
+					ClusterDirectory: resp.ClusterDirectory,
+				}}}
+				abs, err := filepath.Abs(parameters)
+				if err != nil {
+					return fmt.Errorf("--parameters %s: %w", parameters, err)
+				}
+				if err := (localstorage.File{Path: abs, Secret: true}).WriteProto(p); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Wrote the parameters of a new node to %s.\n", parameters)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&parameters, "parameters", "", "write node parameters (cluster_register) to this file")
+	return cmd
+}
