@@ -146,6 +146,7 @@ func TestCLI(t *testing.T) {
 
 	// The table has its header and the first node, UP, consensus member.
 	out := r.ok("node", "list")
+	t.Logf("node list:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "SINCE HEARTBEAT") {
 		t.Fatalf("node list:\n%s", out)
