@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,6 +243,19 @@ func (c *cli) dial() (*session, error) {
 	return s, nil
 }
 
+// saveCurators replaces the saved curators with eps, leaving the file as it
+// is when nothing changed.
+func (s *session) saveCurators(eps []*cpb.CuratorEndpoint) error {
+	cfg, err := newConfig(s.dir)
+	if err != nil {
+		return err
+	}
+	if old, err := cfg.readCurators(); err == nil && slices.EqualFunc(old, eps, func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }) {
+		return nil
+	}
+	return cfg.writeCurators(eps)
+}
+
 // call runs f with the command's timeout and turns its error into one that
 // says what to do.
 func (s *session) call(ctx context.Context, what string, f func(ctx context.Context) error) error {
@@ -268,8 +282,11 @@ func (c *cli) clusterCmd() *cobra.Command {
 	var output string
 	info := &cobra.Command{
 		Use:   "info",
-		Short: "Show the curators and the CA of the cluster",
-		Args:  exactArgs(0),
+		Short: "Show the curators and the CA of the cluster, and save the curators",
+		Long: `info shows the cluster's curators and the fingerprint of its CA. It also
+saves the curators in the configuration directory (cluster.json), so that
+later commands find the cluster after its control plane has moved.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
@@ -282,6 +299,13 @@ func (c *cli) clusterCmd() *cobra.Command {
 				})
 				if err != nil {
 					return err
+				}
+				// The curators saved at take-ownership go stale as the
+				// control plane moves; the answer is the current list.
+				if eps := resp.ClusterDirectory.GetCurators(); len(eps) > 0 {
+					if err := s.saveCurators(eps); err != nil {
+						return err
+					}
 				}
 				if output == "json" {
 					return writeJSON(cmd.OutOrStdout(), resp)

@@ -196,6 +196,12 @@ func TestCLI(t *testing.T) {
 	if _, err := event.Get(ctxT(t), &c.first.node.Values().Directory, event.Filter(func(d []*cpb.CuratorEndpoint) bool { return len(d) > 0 })); err != nil {
 		t.Fatal(err)
 	}
+	// cluster info saves the curators the cluster lists, with node IDs.
+	r.ok("cluster", "info")
+	cfg, _ := newConfig(r.config)
+	if eps, err := cfg.readCurators(); err != nil || len(eps) != 1 || eps[0].NodeId != first.NodeID {
+		t.Errorf("after cluster info, the saved curators are %v (%v); want the first node's", eps, err)
+	}
 	params := filepath.Join(t.TempDir(), "parameters.pb")
 	r.ok("ticket", "--parameters", params)
 	var p nodev1.NodeParameters
