@@ -52,7 +52,7 @@ func clusterAddrs(n int) []netip.Addr {
 	return res
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -67,7 +67,7 @@ type testNode struct {
 	stop func()
 }
 
-func (tn *testNode) start(t *testing.T) {
+func (tn *testNode) start(t testing.TB) {
 	t.Helper()
 	n, err := New(Config{
 		StorageRoot:       filepath.Join(tn.dir, "storage"),
@@ -83,7 +83,7 @@ func (tn *testNode) start(t *testing.T) {
 	tn.stop = supervisor.TestHarness(t, n.Run)
 }
 
-func (tn *testNode) writeParameters(t *testing.T, p *nodev1.NodeParameters) {
+func (tn *testNode) writeParameters(t testing.TB, p *nodev1.NodeParameters) {
 	t.Helper()
 	b, err := proto.Marshal(p)
 	if err != nil {
@@ -94,7 +94,7 @@ func (tn *testNode) writeParameters(t *testing.T, p *nodev1.NodeParameters) {
 	}
 }
 
-func (tn *testNode) credentials(t *testing.T) *roleserve.Credentials {
+func (tn *testNode) credentials(t testing.TB) *roleserve.Credentials {
 	t.Helper()
 	c, err := event.Get(ctxT(t), &tn.node.Values().Credentials, event.Filter(func(c *roleserve.Credentials) bool { return c != nil }))
 	if err != nil {
@@ -103,7 +103,7 @@ func (tn *testNode) credentials(t *testing.T) *roleserve.Credentials {
 	return c
 }
 
-func (tn *testNode) voter(t *testing.T) {
+func (tn *testNode) voter(t testing.TB) {
 	t.Helper()
 	lcp, err := event.Get(ctxT(t), &tn.node.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l != nil }))
 	if err != nil {
@@ -116,7 +116,7 @@ func (tn *testNode) voter(t *testing.T) {
 
 // owner takes ownership of the cluster through the first node's curator
 // and returns a Management client that follows the leader.
-func owner(t *testing.T, ownerKey ed25519.PrivateKey, ca *x509.Certificate, curators []*cpb.CuratorEndpoint) cpb.ManagementServiceClient {
+func owner(t testing.TB, ownerKey ed25519.PrivateKey, ca *x509.Certificate, curators []*cpb.CuratorEndpoint) cpb.ManagementServiceClient {
 	t.Helper()
 	v, err := identity.NewVerifier(ca)
 	if err != nil {
@@ -146,7 +146,7 @@ func owner(t *testing.T, ownerKey ed25519.PrivateKey, ca *x509.Certificate, cura
 	return cpb.NewManagementServiceClient(dial(t, client.Config{Endpoints: curators, TLS: uc}))
 }
 
-func dial(t *testing.T, cfg client.Config) *grpc.ClientConn {
+func dial(t testing.TB, cfg client.Config) *grpc.ClientConn {
 	t.Helper()
 	conn, err := client.New(cfg)
 	if err != nil {
@@ -156,7 +156,7 @@ func dial(t *testing.T, cfg client.Config) *grpc.ClientConn {
 	return conn
 }
 
-func listNodes(t *testing.T, mgmt cpb.ManagementServiceClient) map[string]*cpb.Node {
+func listNodes(t testing.TB, mgmt cpb.ManagementServiceClient) map[string]*cpb.Node {
 	t.Helper()
 	stream, err := mgmt.ListNodes(ctxT(t), &cpb.ListNodesRequest{})
 	if err != nil {
@@ -179,7 +179,7 @@ func listNodes(t *testing.T, mgmt cpb.ManagementServiceClient) map[string]*cpb.N
 
 // eventually polls cond until it holds or the deadline passes: for state
 // only the curator knows (a node's health as the leader judges it).
-func eventually(t *testing.T, what string, cond func() error) {
+func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -194,12 +194,13 @@ func eventually(t *testing.T, what string, cond func() error) {
 	}
 }
 
-// Three node agents form a cluster: the first bootstraps, the others
-// register and are approved, both become consensus members; then one is
-// stopped and restarted from its storage and rejoins.
-func TestThreeNodeCluster(t *testing.T) {
-	addrs := clusterAddrs(3)
-	nodes := make([]*testNode, 3)
+// formCluster starts n node agents: the first bootstraps a cluster, the
+// others register and are approved. It returns the nodes, a Management
+// client acting as the owner, and the node IDs in order.
+func formCluster(t testing.TB, n int) ([]*testNode, cpb.ManagementServiceClient, []string) {
+	t.Helper()
+	addrs := clusterAddrs(n)
+	nodes := make([]*testNode, n)
 	for i := range nodes {
 		nodes[i] = &testNode{dir: t.TempDir(), addr: addrs[i]}
 	}
@@ -214,6 +215,9 @@ func TestThreeNodeCluster(t *testing.T) {
 	first := nodes[0].credentials(t)
 	curators := []*cpb.CuratorEndpoint{{NodeId: first.NodeID, Address: addrs[0].String(), Port: roleserve.DefaultCuratorPort}}
 	mgmt := owner(t, ownerKey, first.CACertificate, curators)
+	if n == 1 {
+		return nodes, mgmt, []string{first.NodeID}
+	}
 
 	// The directory in the ticket lists curators once the first node has
 	// reported its running curator.
@@ -233,15 +237,15 @@ func TestThreeNodeCluster(t *testing.T) {
 		tn.start(t)
 	}
 
-	// Approve the two registered nodes once they show up.
-	eventually(t, "two nodes registered", func() error {
+	// Approve the registered nodes once they show up.
+	eventually(t, "nodes registered", func() error {
 		var pending int
 		for _, n := range listNodes(t, mgmt) {
 			if n.State == cpb.NodeState_NODE_STATE_NEW {
 				pending++
 			}
 		}
-		if pending != 2 {
+		if pending != n-1 {
 			return fmt.Errorf("%d NEW nodes", pending)
 		}
 		return nil
@@ -257,6 +261,14 @@ func TestThreeNodeCluster(t *testing.T) {
 	for _, tn := range nodes[1:] {
 		ids = append(ids, tn.credentials(t).NodeID)
 	}
+	return nodes, mgmt, ids
+}
+
+// Three node agents form a cluster: the first bootstraps, the others
+// register and are approved, both become consensus members; then one is
+// stopped and restarted from its storage alone and rejoins.
+func TestThreeNodeCluster(t *testing.T) {
+	nodes, mgmt, ids := formCluster(t, 3)
 
 	// Make the two others consensus members, one at a time (etcd admits
 	// one learner at a time).
@@ -290,4 +302,20 @@ func TestThreeNodeCluster(t *testing.T) {
 	}
 	nodes[1].voter(t)
 	eventually(t, "the restarted node healthy again", healthy)
+
+	// Take ConsensusMember from the third node and give it back: the
+	// control plane is withdrawn, then the node joins etcd afresh (its old
+	// member was removed, so its old data must not be reused).
+	no := false
+	if _, err := mgmt.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[2], ConsensusMember: &no}); err != nil {
+		t.Fatalf("removing ConsensusMember: %v", err)
+	}
+	if _, err := event.Get(ctxT(t), &nodes[2].node.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
+		t.Fatalf("the control plane was not withdrawn: %v", err)
+	}
+	if _, err := mgmt.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[2], ConsensusMember: &yes}); err != nil {
+		t.Fatalf("giving ConsensusMember back: %v", err)
+	}
+	nodes[2].voter(t)
+	eventually(t, "all healthy after the role came back", healthy)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -74,8 +75,13 @@ type workerControlPlane struct {
 	// later runs (after a failure, or after the role was taken away) follow
 	// the roles like on any other node.
 	bootstrapped bool
-	roles        event.ValueWatch[*cpb.Roles]    // reads
-	local        event.Value[*LocalControlPlane] // writes
+	// discardData is set when the local consensus data belongs to a
+	// membership that has ended (the member was removed from the
+	// cluster): such data can never serve again, and the next start with
+	// fresh join data clears it and joins anew.
+	discardData bool
+	roles       event.ValueWatch[*cpb.Roles]    // reads
+	local       event.Value[*LocalControlPlane] // writes
 }
 
 func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerControlPlane {
@@ -92,6 +98,12 @@ func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerC
 var errRoleRemoved = errors.New("ConsensusMember role removed: stopping the control plane")
 
 func consensusMember(r *cpb.Roles) bool { return r != nil && r.ConsensusMember != nil }
+
+// removed holds for a consensus member that stopped because it was removed
+// from the cluster.
+func removed(s *consensus.Status) bool {
+	return s.State == consensus.StateStopped && errors.Is(s.Err, consensus.ErrRemoved)
+}
 
 func (w *workerControlPlane) run(ctx context.Context) error {
 	logger := supervisor.Logger(ctx)
@@ -112,6 +124,13 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	} else {
 		logger.Info("starting the control plane to bootstrap a new cluster")
 	}
+	if w.discardData && join != nil {
+		logger.Info("discarding the data of this node's removed consensus member before joining again", zap.String("dir", w.cfg.EtcdDir))
+		if err := os.RemoveAll(w.cfg.EtcdDir); err != nil {
+			return fmt.Errorf("discarding the removed member's data: %w", err)
+		}
+		w.discardData = false
+	}
 
 	nodeID := identity.NodeID(w.cfg.NodeKey.Public().(ed25519.PublicKey))
 	cons, err := consensus.New(consensus.Config{
@@ -128,9 +147,18 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "consensus", cons.Run); err != nil {
 		return err
 	}
-	st, err := event.Get(ctx, cons.Status(), event.Filter(consensus.IsVoter))
+	st, err := event.Get(ctx, cons.Status(), event.Filter(func(s *consensus.Status) bool {
+		return consensus.IsVoter(s) || removed(s)
+	}))
 	if err != nil {
 		return fmt.Errorf("waiting for consensus: %w", err)
+	}
+	if removed(st) {
+		// The data is from a membership that ended while this node was
+		// away or before the role came back; the next run, given the
+		// role's fresh join data, starts over.
+		w.discardData = true
+		return fmt.Errorf("the local consensus member had been removed from the cluster: %w", st.Err)
 	}
 	cli, err := st.ClientFor("curator")
 	if err != nil {
@@ -174,6 +202,9 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	}
 	logger.Info("stopping the control plane", zap.Stringer("because", why), zap.String("roles", roles.Latest().String()))
 	w.local.Set(nil)
+	// The curator removes the member before it takes the role away: the
+	// local data is from a membership that has ended.
+	w.discardData = true
 	return errRoleRemoved
 }
 
