@@ -23,7 +23,7 @@ import (
 // mTLS on a loopback address, and the credentials to call it as each kind
 // of caller.
 type testCluster struct {
-	t         *testing.T
+	t         testing.TB
 	etcd      *clientv3.Client
 	consensus *consensus.Service
 	curator   *Service
@@ -34,7 +34,7 @@ type testCluster struct {
 	nodeCert  *x509.Certificate
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
 	peer := freeAddress(t)
 	svc, err := consensus.New(consensus.Config{Name: "one", DataDir: t.TempDir(), PeerAddress: peer, Bootstrap: true})

@@ -419,7 +419,7 @@ func invokeEmpty(ctx context.Context, conn *grpc.ClientConn, method string, md p
 
 // watchStream reads a Watch stream message by message.
 type watchStream struct {
-	t *testing.T
+	t testing.TB
 	s grpc.ServerStreamingClient[cpb.WatchResponse]
 }
 
