@@ -147,6 +147,7 @@ type Cluster struct {
 	progMu    sync.Mutex
 	closeOnce sync.Once
 	closeErr  error
+	connMu    sync.Mutex
 	conn      *grpc.ClientConn
 	ownerKey  ed25519.PrivateKey
 }
@@ -296,7 +297,7 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 	if len(c.Nodes) == 1 {
 		return nil
 	}
-	mgmt := cpb.NewManagementServiceClient(c.conn)
+	mgmt := cpb.NewManagementServiceClient(c.Conn())
 	// The directory in the ticket lists curators once the first node has
 	// reported its running curator; a ticket without one is useless.
 	var ticket *cpb.GetRegisterTicketResponse
@@ -354,7 +355,7 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 // runs a curator and is healthy. The curator admits one joining member at
 // a time, so a refusal because another is still catching up is retried.
 func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
-	mgmt := cpb.NewManagementServiceClient(c.conn)
+	mgmt := cpb.NewManagementServiceClient(c.Conn())
 	yes := true
 	err := c.poll(ctx, n.String()+": given the consensus member role", func(ctx context.Context) (bool, error) {
 		_, err := mgmt.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: n.ID(), ConsensusMember: &yes})
@@ -385,8 +386,9 @@ func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
 }
 
 // refreshCurators takes ownership again, which rewrites the curators in
-// polisctl's configuration with those the cluster lists now: the owner
-// must still reach the cluster when the first node is down.
+// polisctl's configuration with those the cluster lists now (as polisctl
+// cluster info does): the owner must still reach the cluster when the
+// first node is down.
 func (c *Cluster) refreshCurators(ctx context.Context) error {
 	var curators []netip.AddrPort
 	for _, n := range c.Nodes {
@@ -394,12 +396,26 @@ func (c *Cluster) refreshCurators(ctx context.Context) error {
 			curators = append(curators, netip.AddrPortFrom(n.Address, c.opts.CuratorPort))
 		}
 	}
-	return c.poll(ctx, "refreshing the curators polisctl knows", func(ctx context.Context) (bool, error) {
+	err := c.poll(ctx, "refreshing the curators polisctl knows", func(ctx context.Context) (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		// The CA is pinned by now: trust is never asked.
 		return polisctl.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil) == nil, nil
 	})
+	if err != nil {
+		return err
+	}
+	// The launcher's own connection knows the curators it was dialled
+	// with; give it the new list too.
+	conn, err := polisctl.Dial(c.ConfigDir)
+	if err != nil {
+		return fmt.Errorf("launch: connecting as the owner: %w", err)
+	}
+	c.connMu.Lock()
+	old := c.conn
+	c.conn = conn
+	c.connMu.Unlock()
+	return old.Close()
 }
 
 // StartNode starts a node's process (again) and reports it.
@@ -419,14 +435,20 @@ func (c *Cluster) WaitHealthy(ctx context.Context, n *Node) error {
 	})
 }
 
-// Conn is the owner's connection to the curator leader.
-func (c *Cluster) Conn() *grpc.ClientConn { return c.conn }
+// Conn is the owner's connection to the curator leader, through the
+// curators polisctl's configuration listed when the launcher last dialled
+// (after the last consensus member it added).
+func (c *Cluster) Conn() *grpc.ClientConn {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.conn
+}
 
 // ListNodes lists the cluster's nodes as the owner sees them.
 func (c *Cluster) ListNodes(ctx context.Context) ([]*cpb.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	stream, err := cpb.NewManagementServiceClient(c.conn).ListNodes(ctx, &cpb.ListNodesRequest{})
+	stream, err := cpb.NewManagementServiceClient(c.Conn()).ListNodes(ctx, &cpb.ListNodesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -463,11 +485,18 @@ func (c *Cluster) nodeByAddress(ctx context.Context, a netip.Addr) (*cpb.Node, e
 	return nil, err
 }
 
-// Leader returns the node whose curator leads, as the curators say.
+// Leader returns the node whose curator leads, as the curators say. It
+// reaches them through the curators saved in polisctl's configuration at
+// the time of the call, so it follows what polisctl cluster info saved.
 func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := cpb.NewCuratorServiceClient(c.conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	conn, err := polisctl.Dial(c.ConfigDir)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	defer conn.Close()
+	resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("launch: asking who leads: %w", err)
 	}
@@ -517,8 +546,8 @@ func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Conte
 // safe to call more than once.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
-		if c.conn != nil {
-			c.conn.Close()
+		if conn := c.Conn(); conn != nil {
+			conn.Close()
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(c.Nodes))
