@@ -1,0 +1,85 @@
+package launch
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestOptionsDefaults(t *testing.T) {
+	var o Options
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.77.0.1", "127.77.0.2", "127.77.0.3"}
+	if o.Nodes != 3 || len(o.Addresses) != 3 {
+		t.Fatalf("defaults: %d nodes, addresses %v", o.Nodes, o.Addresses)
+	}
+	for i, a := range o.Addresses {
+		if a.String() != want[i] {
+			t.Errorf("address %d is %v, want %s", i, a, want[i])
+		}
+	}
+	if o.ConsensusPort != 7834 || o.CuratorPort != 7835 || o.LogFormat != "console" {
+		t.Errorf("defaults: ports %d/%d, log format %q", o.ConsensusPort, o.CuratorPort, o.LogFormat)
+	}
+}
+
+func TestOptionsRefused(t *testing.T) {
+	a := netip.MustParseAddr("127.79.0.1")
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Nodes: -1}, "want 1 to 200"},
+		{Options{Nodes: 2, Addresses: []netip.Addr{a}}, "1 addresses for 2 nodes"},
+		{Options{Nodes: 2, Addresses: []netip.Addr{a, a}}, "given twice"},
+		{Options{Nodes: 1, Addresses: []netip.Addr{netip.IPv4Unspecified()}}, "want one a node can be reached on"},
+		{Options{ConsensusPort: 9000, CuratorPort: 9000}, "both 9000"},
+		{Options{LogFormat: "xml"}, "want console or json"},
+	} {
+		if err := tc.o.setDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// A port in use (another cluster on the same addresses) is found before
+// anything starts.
+func TestLaunchRefusesBusyPorts(t *testing.T) {
+	a := netip.MustParseAddr("127.79.0.1")
+	l, err := net.Listen("tcp", netip.AddrPortFrom(a, 7835).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	base := t.TempDir()
+	_, err = Launch(context.Background(), Options{Nodes: 1, Addresses: []netip.Addr{a}, BaseDir: filepath.Join(base, "c"), NodeBinary: "/nonexistent"})
+	if err == nil || !strings.Contains(err.Error(), "is not free") {
+		t.Fatalf("Launch with a busy port: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "c")); !os.IsNotExist(err) {
+		t.Errorf("Launch created its directory before refusing: %v", err)
+	}
+}
+
+func TestTail(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(p, []byte("a\nb\nc\nd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := tail(p, 2); got != "c\nd" {
+		t.Errorf("tail 2 = %q", got)
+	}
+	if got := tail(p, 10); got != "a\nb\nc\nd" {
+		t.Errorf("tail 10 = %q", got)
+	}
+}
