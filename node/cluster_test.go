@@ -219,17 +219,7 @@ func formCluster(t testing.TB, n int) ([]*testNode, cpb.ManagementServiceClient,
 		return nodes, mgmt, []string{first.NodeID}
 	}
 
-	// The directory in the ticket lists curators once the first node has
-	// reported its running curator.
-	var ticket *cpb.GetRegisterTicketResponse
-	eventually(t, "a register ticket naming a curator", func() error {
-		var err error
-		ticket, err = mgmt.GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{})
-		if err == nil && len(ticket.ClusterDirectory.GetCurators()) == 0 {
-			err = errors.New("no curator in the directory yet")
-		}
-		return err
-	})
+	ticket := registerTicket(t, mgmt)
 	for _, tn := range nodes[1:] {
 		tn.writeParameters(t, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
 			ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
@@ -262,6 +252,23 @@ func formCluster(t testing.TB, n int) ([]*testNode, cpb.ManagementServiceClient,
 		ids = append(ids, tn.credentials(t).NodeID)
 	}
 	return nodes, mgmt, ids
+}
+
+// registerTicket returns the register ticket once its directory lists a
+// curator, which it does once the first node has reported its running
+// curator.
+func registerTicket(t testing.TB, mgmt cpb.ManagementServiceClient) *cpb.GetRegisterTicketResponse {
+	t.Helper()
+	var ticket *cpb.GetRegisterTicketResponse
+	eventually(t, "a register ticket naming a curator", func() error {
+		var err error
+		ticket, err = mgmt.GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{})
+		if err == nil && len(ticket.ClusterDirectory.GetCurators()) == 0 {
+			err = errors.New("no curator in the directory yet")
+		}
+		return err
+	})
+	return ticket
 }
 
 // Three node agents form a cluster: the first bootstraps, the others
@@ -318,4 +325,48 @@ func TestThreeNodeCluster(t *testing.T) {
 	}
 	nodes[2].voter(t)
 	eventually(t, "all healthy after the role came back", healthy)
+}
+
+// A node stopped while it waits for approval comes back as the same node
+// (its key was stored before it registered), registers again harmlessly,
+// and finishes enrolling once approved.
+func TestRegistrationSurvivesRestart(t *testing.T) {
+	_, mgmt, _ := formCluster(t, 1)
+	ticket := registerTicket(t, mgmt)
+	tn := &testNode{dir: t.TempDir(), addr: clusterAddrs(1)[0]}
+	tn.writeParameters(t, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
+		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
+	}})
+	tn.start(t)
+	pending := func() (string, error) {
+		var ids []string
+		for id, n := range listNodes(t, mgmt) {
+			if n.State == cpb.NodeState_NODE_STATE_NEW {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) != 1 {
+			return "", fmt.Errorf("%d NEW nodes", len(ids))
+		}
+		return ids[0], nil
+	}
+	var id string
+	eventually(t, "the node registered", func() (err error) { id, err = pending(); return err })
+
+	// Stopped before approval; started again from its storage (the
+	// parameters were kept on its ESP, so the file is not needed).
+	tn.stop()
+	if err := os.Remove(filepath.Join(tn.dir, "parameters.pb")); err != nil {
+		t.Fatal(err)
+	}
+	tn.start(t)
+	if _, err := mgmt.ApproveNode(ctxT(t), &cpb.ApproveNodeRequest{NodeId: id}); err != nil {
+		t.Fatalf("ApproveNode: %v", err)
+	}
+	if got := tn.credentials(t).NodeID; got != id {
+		t.Fatalf("the restarted node enrolled as %s, want %s", got, id)
+	}
+	if n := listNodes(t, mgmt); len(n) != 2 {
+		t.Fatalf("%d nodes, want 2 (no duplicate registration)", len(n))
+	}
 }

@@ -164,7 +164,9 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	// Closed once the curator, a child that keeps using it, has stopped
+	// too; a defer would close it under the curator's feet.
+	supervisor.Cleanup(ctx, func() { cli.Close() })
 	if bootstrap {
 		// Idempotent: after a crash half-way, it completes what is missing.
 		if _, err := curator.Bootstrap(ctx, cli, *w.cfg.Bootstrap, time.Now()); err != nil {

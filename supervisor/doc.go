@@ -71,6 +71,14 @@
 // entered its state. Tests wait on it with event.Filter instead of sleeping;
 // the CLI prints it ([TreeState.String]).
 //
+// # Resources shared with children
+//
+// A runnable that opens something and hands it to its children (a
+// connection, a client) must not close it with defer: defers run when the
+// runnable returns, while its children are still being cancelled.
+// [Cleanup] registers a function that runs once the runnable and its whole
+// subtree have returned, before any restart.
+//
 // [TestHarness] runs a runnable as the root of a tree for one test, logging
 // through the test and with a short backoff, and waits for the whole tree
 // when the test ends so that no goroutine outlives it.

@@ -123,6 +123,7 @@ func (g *group) runOnce(parentCtx context.Context, bo backoff.BackOff, attempt i
 		// Every member is done. Their children keep running under ctx,
 		// which still ends with the parent; this group must outlive them.
 		<-live.idleChan()
+		g.runCleanups(runs)
 		return 0, false
 	}
 	wait := backoff.Stop
@@ -142,6 +143,7 @@ func (g *group) runOnce(parentCtx context.Context, bo backoff.BackOff, attempt i
 	s.mu.Unlock()
 	cancel()
 	g.waitExit(live, runs)
+	g.runCleanups(runs)
 
 	if wait == backoff.Stop || parentCtx.Err() != nil {
 		return 0, false

@@ -51,6 +51,10 @@ type run struct {
 	exited     bool
 	doneSignal bool
 	healthyAt  time.Time // zero until SignalHealthy
+	// cleanups are registered with Cleanup; cleanedUp is set once they
+	// have run (see group.runCleanups).
+	cleanups  []func()
+	cleanedUp bool
 }
 
 type runKey struct{}
