@@ -56,6 +56,9 @@ type Node struct {
 	root   *localstorage.Root
 	values *roleserve.Values
 	bootID string
+	// renewAt says when the node certificate is due for renewal; tests
+	// replace it to renew at once.
+	renewAt func(*x509.Certificate) time.Time
 }
 
 // New validates cfg and lays out the storage root.
@@ -79,7 +82,7 @@ func New(cfg Config) (*Node, error) {
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, root: root, values: roleserve.NewValues(), bootID: hex.EncodeToString(id)}, nil
+	return &Node{cfg: cfg, root: root, values: roleserve.NewValues(), bootID: hex.EncodeToString(id), renewAt: identity.RenewAt}, nil
 }
 
 // Values are the node's role-server values, for status pages and tests.
@@ -96,6 +99,7 @@ func (n *Node) Run(ctx context.Context) error {
 		root:        n.root,
 		sealer:      n.cfg.Sealer,
 		now:         time.Now,
+		renewAt:     n.renewAt,
 		local:       &n.values.LocalControlPlane,
 		directory:   &n.values.Directory,
 		credentials: &n.values.Credentials,

@@ -42,9 +42,13 @@ import (
 //   - rejoin after a reboot: certificates still good are used as they are;
 //     otherwise the node Joins through the curators it knew.
 //
-//     reads:  localControlPlane (to reach this node's own curator),
-//     directory (the curators the node knew)
-//     writes: credentials
+// Once enrolled, it keeps the certificate fresh: when it is due for
+// renewal, the node asks for a new one (RenewCertificate, as itself) and
+// publishes the new credentials.
+//
+//	reads:  localControlPlane (to reach this node's own curator),
+//	directory (the curators the node knew)
+//	writes: credentials
 type enrolment struct {
 	root   *localstorage.Root
 	sealer localstorage.Sealer
@@ -60,6 +64,9 @@ type enrolment struct {
 	// status is the node's status to register with.
 	status *cpb.NodeStatus
 	now    func() time.Time
+	// renewAt says when a certificate is due for renewal: identity.RenewAt,
+	// replaced by tests.
+	renewAt func(*x509.Certificate) time.Time
 
 	local       event.ValueWatch[*roleserve.LocalControlPlane]
 	directory   event.ValueWatch[[]*cpb.CuratorEndpoint]
@@ -67,19 +74,29 @@ type enrolment struct {
 }
 
 func (e *enrolment) run(ctx context.Context) error {
+	creds, err := e.obtain(ctx)
+	if err != nil {
+		return err
+	}
+	e.credentials.Set(creds)
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	return e.renewLoop(ctx, creds)
+}
+
+// obtain returns the node's credentials: the stored ones if still good,
+// otherwise new ones from the cluster.
+func (e *enrolment) obtain(ctx context.Context) (*roleserve.Credentials, error) {
 	logger := supervisor.Logger(ctx)
 	if creds, err := e.persisted(); err == nil {
-		logger.Info("using the node's stored certificate", zap.String("node", creds.NodeID), zap.Time("renew_at", identity.RenewAt(creds.Certificate)))
-		e.credentials.Set(creds)
-		supervisor.Signal(ctx, supervisor.SignalDone)
-		return nil
+		logger.Info("using the node's stored certificate", zap.String("node", creds.NodeID), zap.Time("renew_at", e.renewAt(creds.Certificate)))
+		return creds, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		logger.Info("the stored certificate cannot be used; enrolling again", zap.Error(err))
 	}
 
 	conn, ca, err := e.dial(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 	cur := cpb.NewCuratorServiceClient(conn)
@@ -96,16 +113,73 @@ func (e *enrolment) run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("enrolling: %w", err)
+		return nil, fmt.Errorf("enrolling: %w", err)
 	}
 	creds, err := e.save(cert, ca, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	logger.Info("enrolled", zap.String("node", creds.NodeID))
-	e.credentials.Set(creds)
-	supervisor.Signal(ctx, supervisor.SignalDone)
-	return nil
+	return creds, nil
+}
+
+// renewLoop renews the node's certificate whenever it is due (two thirds
+// into its lifetime, see identity.RenewAt), as the node itself, and
+// publishes the new credentials. A failed renewal ends the run: the restart
+// tries again, and once the certificate is no longer good it rejoins as a
+// key holder instead.
+func (e *enrolment) renewLoop(ctx context.Context, creds *roleserve.Credentials) error {
+	logger := supervisor.Logger(ctx)
+	for {
+		at := e.renewAt(creds.Certificate)
+		if wait := at.Sub(e.now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		next, err := e.renew(ctx, creds)
+		if err != nil {
+			return fmt.Errorf("renewing the node certificate (due since %v): %w", at, err)
+		}
+		logger.Info("renewed the node certificate", zap.Time("expires", next.Certificate.NotAfter), zap.Time("renew_at", e.renewAt(next.Certificate)))
+		e.credentials.Set(next)
+		creds = next
+	}
+}
+
+// renew asks the cluster for a fresh certificate for the node's key and
+// stores it.
+func (e *enrolment) renew(ctx context.Context, creds *roleserve.Credentials) (*roleserve.Credentials, error) {
+	verifier, err := identity.NewVerifier(creds.CACertificate)
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := identity.NodeClientConfig(verifier, creds.TLSCertificate())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := client.New(client.Config{Endpoints: creds.Curators, Directory: e.directory, TLS: tlsCfg, Logger: supervisor.Logger(ctx).Named("client")})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := cpb.NewCuratorServiceClient(conn).RenewCertificate(ctx, &cpb.RenewCertificateRequest{})
+	if err != nil {
+		return nil, err
+	}
+	next, err := e.credentialsFrom(resp.NodeCertificate, creds.CACertificate.Raw)
+	if err != nil {
+		return nil, fmt.Errorf("the curator's answer: %w", err)
+	}
+	if err := e.root.Data.Node.Certificate.Write(resp.NodeCertificate); err != nil {
+		return nil, err
+	}
+	next.Curators = creds.Curators
+	return next, nil
 }
 
 // dial connects to the cluster's curators as a key holder.
@@ -198,8 +272,8 @@ func (e *enrolment) persisted() (*roleserve.Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	if identity.NeedsRenewal(creds.Certificate, e.now()) {
-		return nil, fmt.Errorf("the certificate is due for renewal since %v", identity.RenewAt(creds.Certificate))
+	if !e.now().Before(e.renewAt(creds.Certificate)) {
+		return nil, fmt.Errorf("the certificate is due for renewal since %v", e.renewAt(creds.Certificate))
 	}
 	var dir cpb.ClusterDirectory
 	if err := e.root.ESP.ClusterDirectory.ReadProto(&dir); err == nil {

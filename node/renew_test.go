@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/roleserve"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// A node renews its certificate when it is due, as itself, stores it and
+// publishes the new credentials.
+func TestCertificateRenewal(t *testing.T) {
+	dir := t.TempDir()
+	owner, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := proto.Marshal(&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
+		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: owner.Public().(ed25519.PublicKey)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paramsFile := filepath.Join(dir, "parameters.pb")
+	if err := os.WriteFile(paramsFile, params, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{
+		StorageRoot:    filepath.Join(dir, "storage"),
+		Address:        netip.AddrFrom4([4]byte{127, 27, 251, 1}),
+		ParametersFile: paramsFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first certificate is due at once; the renewed one is not.
+	var renewals atomic.Int32
+	n.renewAt = func(c *x509.Certificate) time.Time {
+		if renewals.Load() == 0 {
+			return time.Now()
+		}
+		return identity.RenewAt(c)
+	}
+	supervisor.TestHarness(t, n.Run)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, err := event.Get(ctx, &n.Values().Credentials, event.Filter(func(c *roleserve.Credentials) bool { return c != nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewals.Add(1)
+	renewed, err := event.Get(ctx, &n.Values().Credentials, event.Filter(func(c *roleserve.Credentials) bool {
+		return c != nil && c.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) != 0
+	}))
+	if err != nil {
+		t.Fatalf("the certificate was not renewed: %v", err)
+	}
+	if renewed.NodeID != first.NodeID {
+		t.Fatalf("renewed for %s, want %s", renewed.NodeID, first.NodeID)
+	}
+	stored, err := n.root.Data.Node.Certificate.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !renewed.Certificate.Equal(mustParse(t, stored)) {
+		t.Fatal("the renewed certificate was not stored")
+	}
+}
+
+func mustParse(t *testing.T, der []byte) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
