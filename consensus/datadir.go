@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/localstorage"
 )
 
 // ErrDataMismatch is returned (wrapped, with the details) when the data
@@ -35,6 +37,12 @@ var ErrDataMismatch = errors.New("data directory does not match the configuratio
 //	DataDir/pki/crl.der     mirror of the CRL in etcd, read by etcd per connection
 //	DataDir/pki/ca.key      the CA key, only between a bootstrap's first
 //	                        start and the moment it is stored in etcd (0600)
+//
+// Every file is written through localstorage.File, so that a reader (or a
+// crash) sees the old content or the new one, never a torn file: etcd
+// re-reads the CRL file on every peer connection, and a half-written key
+// after a power loss would brick the member. Secret files (0600) live in
+// 0700 directories, which prepare creates.
 type layout string
 
 func (l layout) identityFile() string { return filepath.Join(string(l), "identity.json") }
@@ -88,7 +96,7 @@ func writeIdentity(l layout, id *identity) error {
 	if err != nil {
 		return fmt.Errorf("encoding identity: %w", err)
 	}
-	return writeFileAtomic(l.identityFile(), append(data, '\n'), 0o600)
+	return localstorage.File{Path: l.identityFile(), Secret: true}.Write(append(data, '\n'))
 }
 
 // prepare makes the data directory ready for etcd to start and returns the
@@ -211,7 +219,7 @@ func prepareBootstrap(cfg *Config, l layout) (*identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(l.caKeyFile(), caKeyPEM, 0o600); err != nil {
+	if err := (localstorage.File{Path: l.caKeyFile(), Secret: true}).Write(caKeyPEM); err != nil {
 		return nil, err
 	}
 	if err := writePKI(l, c.cert.Raw, cert.Raw, key, crl); err != nil {
@@ -281,14 +289,14 @@ func writePKI(l layout, caDER, certDER []byte, key ed25519.PrivateKey, crl []byt
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.peerKeyFile(), kp, 0o600); err != nil {
+	if err := (localstorage.File{Path: l.peerKeyFile(), Secret: true}).Write(kp); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.caFile(), certPEM(caDER), 0o644); err != nil {
+	if err := (localstorage.File{Path: l.caFile()}).Write(certPEM(caDER)); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.peerCertFile(), certPEM(certDER), 0o644); err != nil {
+	if err := (localstorage.File{Path: l.peerCertFile()}).Write(certPEM(certDER)); err != nil {
 		return err
 	}
-	return writeFileAtomic(l.crlFile(), crl, 0o644)
+	return localstorage.File{Path: l.crlFile()}.Write(crl)
 }

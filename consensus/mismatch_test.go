@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/localstorage"
 )
 
 // TestRefuseMismatch checks that a data directory is never started under
@@ -108,7 +110,7 @@ func TestRefuseOtherClusterData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := writeFileAtomic(f[1], data, 0o600); err != nil {
+		if err := (localstorage.File{Path: f[1], Secret: true}).Write(data); err != nil {
 			t.Fatal(err)
 		}
 	}

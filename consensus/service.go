@@ -22,6 +22,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -368,11 +369,8 @@ func (m *member) finishBootstrap(ctx context.Context, logger *zap.Logger) error 
 			return fmt.Errorf("%w: etcd holds another CA than this member's", ErrDataMismatch)
 		}
 	}
-	if err := os.Remove(m.layout.caKeyFile()); err != nil {
+	if err := (localstorage.File{Path: m.layout.caKeyFile(), Secret: true}).Remove(); err != nil {
 		return fmt.Errorf("removing CA key file: %w", err)
-	}
-	if err := syncDir(m.layout.pkiDir()); err != nil {
-		return err
 	}
 	logger.Info("bootstrap finished: CA stored in etcd", zap.String("cluster-id", m.etcd.Server.Cluster().ID().String()))
 	return nil

@@ -189,27 +189,40 @@ func TestPeerCertificate(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "secret")
-	for _, content := range []string{"first", "second"} {
-		if err := writeFileAtomic(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(p)
-		if err != nil || string(got) != content {
-			t.Fatalf("read %q, %v; want %q", got, err, content)
-		}
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
+// The files etcd's peer TLS reads are replaced atomically (through
+// localstorage.File) with the key 0600 and the certificates and CRL 0644;
+// writing them again leaves no temporary files behind.
+func TestWritePKIModes(t *testing.T) {
+	l := layout(t.TempDir())
+	if err := os.MkdirAll(l.pkiDir(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	for _, crl := range []string{"first", "second"} {
+		if err := writePKI(l, []byte("ca"), []byte("peer"), key, []byte(crl)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(l.crlFile())
+		if err != nil || string(got) != crl {
+			t.Fatalf("CRL file holds %q, %v; want %q", got, err, crl)
+		}
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
+	for f, want := range map[string]os.FileMode{
+		l.peerKeyFile():  0o600,
+		l.caFile():       0o644,
+		l.peerCertFile(): 0o644,
+		l.crlFile():      0o644,
+	} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", filepath.Base(f), fi.Mode().Perm(), want)
+		}
+	}
+	entries, _ := os.ReadDir(l.pkiDir())
+	if len(entries) != 4 {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 }
