@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -34,6 +36,10 @@ type Service struct {
 	// outside the supervisor's tree.
 	logger atomic.Pointer[zap.Logger]
 }
+
+// MinClientPingInterval is the most often a client may ping an idle
+// connection; gRPC closes connections that ping more often.
+const MinClientPingInterval = 5 * time.Second
 
 // Status is what a running curator publishes about itself.
 type Status struct {
@@ -132,6 +138,9 @@ func (s *Service) Run(ctx context.Context) error {
 
 	srv := grpc.NewServer(
 		grpc.Creds(creds),
+		// Clients ping idle connections to notice a hung curator (see
+		// curator/client); allow that, and refuse anything more eager.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinClientPingInterval, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	)

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -74,6 +76,15 @@ func New(cfg Config) (*grpc.ClientConn, error) {
 	return newRouter(cfg).dial()
 }
 
+// KeepaliveTime is how long a connection to a curator may be idle before
+// the client pings it, and KeepaliveTimeout how long an unanswered ping
+// takes to declare the curator gone. The curator allows pings this often
+// (see curator.MinClientPingInterval).
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
 func newRouter(cfg Config) *router {
 	r := &router{cfg: cfg, log: cfg.Logger, creds: credentials.NewTLS(cfg.TLS)}
 	r.resolutions.Name = "curator-client-resolutions"
@@ -85,6 +96,10 @@ func (r *router) dial() (*grpc.ClientConn, error) {
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(r.creds),
 		grpc.WithConnectParams(connectParams),
+		// A curator that hangs without dropping the connection (a frozen
+		// process, a silent network) is noticed by its unanswered pings,
+		// which breaks the connection and sends the calls to discovery.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(r.unary),
 		grpc.WithChainStreamInterceptor(r.stream),
 	)

@@ -30,7 +30,10 @@
 // which every node certificate carries, so TLS verification holds whichever
 // curator leads. A round runs when gRPC asks (the connection to the leader
 // broke), when an interceptor asks (a call failed with UNAVAILABLE), or when
-// the directory changes while no leader is known. Rounds that follow each
+// the directory changes while no leader is known. A curator that hangs
+// without closing the connection is noticed by keepalive pings
+// (KeepaliveTime, KeepaliveTimeout): its connection breaks, which starts a
+// round. Rounds that follow each
 // other quickly without finding a new leader are spaced out with an
 // exponential backoff (25ms growing to one second), so that calls during an
 // election do not hammer the curators.
