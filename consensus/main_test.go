@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -24,22 +20,7 @@ import (
 // shutdown, and they last until the peer server's read timeout
 // (rafthttp.ConnReadTimeout, 5s) closes the other end.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(leakGrace)
-		for {
-			err := goleak.Find()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
-				code = 1
-				break
-			}
-		}
-	}
-	os.Exit(code)
+	testutil.VerifyTestMainWithin(m, leakGrace)
 }
 
 // leakGrace is how long TestMain waits for goroutines to end after the
@@ -50,26 +31,17 @@ const leakGrace = 15 * time.Second
 // under -race on two busy cores an etcd election can take seconds.
 const waitTimeout = 60 * time.Second
 
-// subnet hands each test (and each benchmark iteration) its own
-// 127.24.N.0/24, so members of different tests never share an address. It
-// wraps around after 250 (long benchmarks); by then the earlier users are
-// long gone, and ports are checked free anyway.
-var subnet atomic.Uint32
+// subnets hands each test (and each benchmark iteration) its own
+// 127.24.N.0/24, so members of different tests never share an address.
+var subnets = testutil.Subnets{Octet: 24}
 
 // addrs returns n peer addresses on a fresh loopback /24, each with a port
 // the kernel just reported free on that address.
 func addrs(t testing.TB, n int) []string {
 	t.Helper()
-	s := 1 + (subnet.Add(1)-1)%250
 	var res []string
-	for i := 1; i <= n; i++ {
-		ip := netip.AddrFrom4([4]byte{127, 24, byte(s), byte(i)})
-		l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
-		if err != nil {
-			t.Fatalf("finding a free port on %s: %v", ip, err)
-		}
-		res = append(res, l.Addr().String())
-		l.Close()
+	for _, ip := range subnets.Addrs(n) {
+		res = append(res, testutil.FreePort(t, ip).String())
 	}
 	return res
 }

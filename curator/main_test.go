@@ -2,9 +2,6 @@ package curator
 
 import (
 	"context"
-	"net"
-	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,16 +10,12 @@ import (
 
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Idle HTTP keep-alive connections of etcd's peer transport can
-		// outlive a stopped member briefly; this package serves no HTTP.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	)
+	goleak.VerifyTestMain(m, testutil.EtcdLeakOptions()...)
 }
 
 const waitTimeout = 60 * time.Second
@@ -35,18 +28,11 @@ func ctxT(t testing.TB) context.Context {
 
 // Every test cluster of this package gets its own loopback address,
 // 127.25.<n>.1, so that nothing is shared between tests or packages.
-var subnet atomic.Int32
+var subnets = testutil.Subnets{Octet: 25}
 
 func freeAddress(t testing.TB) string {
 	t.Helper()
-	s := 1 + (subnet.Add(1)-1)%250
-	ip := netip.AddrFrom4([4]byte{127, 25, byte(s), 1})
-	l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
-	if err != nil {
-		t.Fatalf("finding a free port on %s: %v", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testutil.FreePort(t, subnets.Addrs(1)[0]).String()
 }
 
 // startConsensus bootstraps a one-member etcd and returns a client in the

@@ -5,12 +5,9 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // TestMain fails the package if any goroutine outlives the tests. Every
@@ -40,32 +39,18 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// etcdSubnet hands each embedded etcd its own loopback address,
-// 127.62.N.1, so that no two servers of this package (and no other
-// package's, which use other 127.x ranges) share an address. It wraps
-// around after 250 (long benchmarks); by then earlier servers are long gone,
-// and ports are checked free anyway.
-var etcdSubnet atomic.Uint32
-
-// freePort returns a port the kernel just reported free on ip.
-func freePort(t testing.TB, ip netip.Addr) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
-	if err != nil {
-		t.Fatalf("finding a free port on %s: %v", ip, err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
+// subnets hands each embedded etcd its own loopback address, 127.62.N.1,
+// so that no two servers of this package (and no other package's, which use
+// other 127.x ranges) share an address.
+var subnets = testutil.Subnets{Octet: 62}
 
 // startEtcd starts a one-member etcd on a fresh loopback address, stopped
 // by the test's cleanup.
 func startEtcd(t testing.TB) *embed.Etcd {
 	t.Helper()
-	n := 1 + (etcdSubnet.Add(1)-1)%250
-	ip := netip.AddrFrom4([4]byte{127, 62, byte(n), 1})
-	peer := url.URL{Scheme: "http", Host: netip.AddrPortFrom(ip, freePort(t, ip)).String()}
-	client := url.URL{Scheme: "http", Host: netip.AddrPortFrom(ip, freePort(t, ip)).String()}
+	ip := subnets.Addrs(1)[0]
+	peer := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
+	client := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
 	cfg := embed.NewConfig()
 	cfg.Name = "identity-test"
 	cfg.Dir = t.TempDir()
@@ -77,7 +62,7 @@ func startEtcd(t testing.TB) *embed.Etcd {
 	cfg.ListenClientUrls = []url.URL{client}
 	cfg.AdvertiseClientUrls = []url.URL{client}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.InitialClusterToken = fmt.Sprintf("identity-test-%d", n)
+	cfg.InitialClusterToken = "identity-test-" + ip.String()
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))

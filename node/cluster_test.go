@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,33 +23,18 @@ import (
 	"github.com/polis-os/polis/curator/client"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Idle HTTP keep-alive connections of etcd's peer transport can
-		// outlive a stopped member briefly; this package serves no HTTP.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
-	)
+	goleak.VerifyTestMain(m, testutil.EtcdLeakOptions()...)
 }
 
 // Each test cluster's nodes live on 127.27.<n>.1, .2, .3: fixed ports on
 // addresses no other test uses.
-var clusterSubnet atomic.Int32
-
-func clusterAddrs(n int) []netip.Addr {
-	s := 1 + (clusterSubnet.Add(1)-1)%250
-	var res []netip.Addr
-	for i := 1; i <= n; i++ {
-		res = append(res, netip.AddrFrom4([4]byte{127, 27, byte(s), byte(i)}))
-	}
-	return res
-}
+var subnets = testutil.Subnets{Octet: 27}
 
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -199,7 +183,7 @@ func eventually(t testing.TB, what string, cond func() error) {
 // client acting as the owner, and the node IDs in order.
 func formCluster(t testing.TB, n int) ([]*testNode, cpb.ManagementServiceClient, []string) {
 	t.Helper()
-	addrs := clusterAddrs(n)
+	addrs := subnets.Addrs(n)
 	nodes := make([]*testNode, n)
 	for i := range nodes {
 		nodes[i] = &testNode{dir: t.TempDir(), addr: addrs[i]}
@@ -333,7 +317,7 @@ func TestThreeNodeCluster(t *testing.T) {
 func TestRegistrationSurvivesRestart(t *testing.T) {
 	_, mgmt, _ := formCluster(t, 1)
 	ticket := registerTicket(t, mgmt)
-	tn := &testNode{dir: t.TempDir(), addr: clusterAddrs(1)[0]}
+	tn := &testNode{dir: t.TempDir(), addr: subnets.Addrs(1)[0]}
 	tn.writeParameters(t, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
 		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
 	}})

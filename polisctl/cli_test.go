@@ -301,7 +301,7 @@ func TestTakeOwnershipBadInput(t *testing.T) {
 func TestTakeOwnershipUnreachable(t *testing.T) {
 	c := &testCluster{ownerKey: mustKey(t)}
 	r := &runner{t: t, config: t.TempDir()}
-	addr := clusterAddrs(1)[0].String() + ":7835" // nobody listens there
+	addr := subnets.Addrs(1)[0].String() + ":7835" // nobody listens there
 	r.fails([]string{"--timeout", "1s", "take-ownership", "--yes", "--curator", addr, "--owner-key", writeKey(t, c, false)}, addr, "no curator answered")
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,35 +15,19 @@ import (
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Idle HTTP keep-alive connections of etcd's peer transport can
-		// outlive a stopped member briefly; this package serves no HTTP.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
-	)
+	goleak.VerifyTestMain(m, testutil.EtcdLeakOptions()...)
 }
 
 // Each test cluster lives on 127.28.<n>.1, .2, …: the node agents use
-// fixed ports, so every cluster gets addresses no other test uses (the
-// node package's tests use 127.27.x.x).
-var clusterSubnet atomic.Int32
-
-func clusterAddrs(n int) []netip.Addr {
-	s := 1 + (clusterSubnet.Add(1)-1)%250
-	var res []netip.Addr
-	for i := 1; i <= n; i++ {
-		res = append(res, netip.AddrFrom4([4]byte{127, 28, byte(s), byte(i)}))
-	}
-	return res
-}
+// fixed ports, so every cluster gets addresses no other test uses.
+var subnets = testutil.Subnets{Octet: 28}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -115,7 +98,7 @@ func bootstrap(t *testing.T) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrs := clusterAddrs(3)
+	addrs := subnets.Addrs(3)
 	first := startNode(t, addrs[0], &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
 		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: ownerKey.Public().(ed25519.PublicKey)},
 	}})

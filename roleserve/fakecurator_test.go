@@ -25,16 +25,12 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Idle HTTP keep-alive connections of etcd's peer transport (the
-		// controlplane test runs real consensus members) can outlive a
-		// stopped member briefly; this package serves no HTTP.
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	)
+	// The controlplane test runs real consensus members.
+	goleak.VerifyTestMain(m, testutil.EtcdLeakOptions()...)
 }
 
 // fakeCurator serves CuratorService in memory. Tests set the nodes its Watch

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,18 +12,14 @@ import (
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
 // Control-plane tests run real consensus members and curators, each test on
-// its own loopback address 127.26.<n>.1 so that the fixed ports never
+// its own loopback address 127.29.<n>.1 so that the fixed ports never
 // collide.
-var controlPlaneSubnet atomic.Int32
-
-func controlPlaneAddress() netip.Addr {
-	n := 1 + (controlPlaneSubnet.Add(1)-1)%250
-	return netip.AddrFrom4([4]byte{127, 26, byte(n), 1})
-}
+var subnets = testutil.Subnets{Octet: 29}
 
 func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -43,7 +38,7 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := controlPlaneAddress()
+	addr := subnets.Addrs(1)[0]
 	var g Graph
 	v := NewValues()
 	w := newWorkerControlPlane(&g, v, ControlPlaneConfig{

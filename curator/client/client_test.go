@@ -13,6 +13,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -40,7 +41,7 @@ func TestConfigValidation(t *testing.T) {
 // TestNoLeader checks that a call that finds no curator fails with its own
 // deadline and says why, rather than with a routing error.
 func TestNoLeader(t *testing.T) {
-	ap := freePort(t, nodeIPs(1)[0]) // nothing listens there
+	ap := testutil.FreePort(t, subnets.Addrs(1)[0]) // nothing listens there
 	conn, err := New(Config{
 		Endpoints: []*cpb.CuratorEndpoint{{Address: ap.Addr().String(), Port: uint32(ap.Port())}},
 		TLS:       &tls.Config{MinVersion: tls.VersionTLS13},
@@ -85,7 +86,7 @@ func TestDirectory(t *testing.T) {
 // TestCloseEndsWaitingCalls checks that closing the connection ends calls
 // that are waiting for a leader, instead of leaving them to their deadline.
 func TestCloseEndsWaitingCalls(t *testing.T) {
-	ap := freePort(t, nodeIPs(1)[0]) // nothing listens there
+	ap := testutil.FreePort(t, subnets.Addrs(1)[0]) // nothing listens there
 	cfg := Config{
 		Endpoints: []*cpb.CuratorEndpoint{{Address: ap.Addr().String(), Port: uint32(ap.Port())}},
 		TLS:       &tls.Config{MinVersion: tls.VersionTLS13},

@@ -23,6 +23,7 @@ import (
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -61,10 +62,10 @@ func newHACluster(t testing.TB, n int) *haCluster {
 	t.Helper()
 	c := &haCluster{t: t, ownerKey: mustKey(t)}
 	var first *consensus.Status
-	for i, ip := range nodeIPs(n) {
+	for i, ip := range subnets.Addrs(n) {
 		key := mustKey(t)
-		nd := &haNode{id: identity.NodeID(key.Public().(ed25519.PublicKey)), key: key, listen: freePort(t, ip)}
-		nd.consCfg = consensus.Config{Name: nd.id, DataDir: t.TempDir(), PeerAddress: freePort(t, ip).String()}
+		nd := &haNode{id: identity.NodeID(key.Public().(ed25519.PublicKey)), key: key, listen: testutil.FreePort(t, ip)}
+		nd.consCfg = consensus.Config{Name: nd.id, DataDir: t.TempDir(), PeerAddress: testutil.FreePort(t, ip).String()}
 		if i == 0 {
 			nd.consCfg.Bootstrap = true
 		} else {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // A plain (no TLS) embedded etcd cluster for testing the backend. Members
@@ -20,7 +21,7 @@ import (
 // two clusters of this package, and no other package's tests, share an
 // address and port.
 
-var clusterSeq atomic.Int32
+var subnets = testutil.Subnets{Octet: 61}
 
 type member struct {
 	name    string
@@ -39,11 +40,11 @@ type cluster struct {
 
 func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	id := clusterSeq.Add(1)
+	ips := subnets.Addrs(n)
 	c := &cluster{t: t}
 	var initial []string
 	for i := range n {
-		ip := fmt.Sprintf("127.61.%d.%d", id, i+1)
+		ip := ips[i].String()
 		m := &member{
 			name:    fmt.Sprintf("m%d", i),
 			dir:     t.TempDir(),

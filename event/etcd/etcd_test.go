@@ -14,6 +14,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/eventtest"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -21,12 +22,7 @@ func TestMain(m *testing.M) {
 	// connections (raft's peer transport) open until they time out. This
 	// package runs no HTTP of its own, so those are the only HTTP
 	// connection goroutines that can be left.
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
-		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
-	)
+	goleak.VerifyTestMain(m, testutil.EtcdLeakOptions()...)
 }
 
 // decodeInt reads decimal numbers; a deleted key decodes as -1.

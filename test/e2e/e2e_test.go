@@ -19,13 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -79,16 +78,7 @@ func testMain(m *testing.M) int {
 }
 
 // Every test cluster uses the addresses 127.78.<n>.1, .2, ...
-var subnet atomic.Int32
-
-func addresses(n int) []netip.Addr {
-	s := 1 + (subnet.Add(1)-1)%250
-	var res []netip.Addr
-	for i := 1; i <= n; i++ {
-		res = append(res, netip.AddrFrom4([4]byte{127, 78, byte(s), byte(i)}))
-	}
-	return res
-}
+var subnets = testutil.Subnets{Octet: 78}
 
 // Short timings, so that failover and health take seconds: the lease is
 // what a dead leader costs, heartbeats how soon a node counts as healthy.
@@ -131,7 +121,7 @@ func launchCluster(tb testing.TB, n int, consensusMembers bool, lease, heartbeat
 		ConsensusMembers:  consensusMembers,
 		BaseDir:           tempDir(tb),
 		Keep:              true, // tempDir removes it, after Close
-		Addresses:         addresses(n),
+		Addresses:         subnets.Addrs(n),
 		NodeBinary:        bin.node,
 		LeaseTTL:          lease,
 		HeartbeatInterval: heartbeat,
@@ -250,7 +240,7 @@ func TestLaunchCommand(t *testing.T) {
 	cfg := filepath.Join(tempDir(t), "polisctl")
 	cmd := exec.Command(bin.launch,
 		"--dir", base, "--config", cfg,
-		"--first-address", addresses(3)[0].String(),
+		"--first-address", subnets.Addrs(3)[0].String(),
 		"--node-binary", bin.node,
 		"--lease-ttl", testLeaseTTL.String(), "--heartbeat-interval", testHeartbeat.String())
 	stdout, err := cmd.StdoutPipe()
