@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/node/nodetest"
 	"github.com/polis-os/polis/roleserve"
 )
 
@@ -20,19 +21,19 @@ import (
 //     voter (learner join and promotion included), and back: the role
 //     removed → the control plane withdrawn.
 func BenchmarkRoleChange(b *testing.B) {
-	nodes, mgmt, ids := formCluster(b, 2)
-	second := nodes[1]
+	c := nodetest.FormCluster(b, 2, &subnets)
+	mgmt, ids, second := c.Management, c.IDs, c.Node(1)
 	set := func(req *cpb.UpdateNodeRolesRequest) {
 		b.Helper()
 		req.NodeId = ids[1]
-		if _, err := mgmt.UpdateNodeRoles(ctxT(b), req); err != nil {
+		if _, err := mgmt.UpdateNodeRoles(nodetest.Context(b), req); err != nil {
 			b.Fatalf("UpdateNodeRoles: %v", err)
 		}
 	}
 	yes, no := true, false
 	waitKubernetes := func(want bool) {
 		b.Helper()
-		if _, err := event.Get(ctxT(b), &second.node.Values().Kubernetes, event.Filter(func(k *roleserve.KubernetesStatus) bool { return k != nil && k.Worker == want })); err != nil {
+		if _, err := event.Get(nodetest.Context(b), &second.Agent.Values().Kubernetes, event.Filter(func(k *roleserve.KubernetesStatus) bool { return k != nil && k.Worker == want })); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -51,15 +52,15 @@ func BenchmarkRoleChange(b *testing.B) {
 	b.Run("consensus-member", func(b *testing.B) {
 		for b.Loop() {
 			set(&cpb.UpdateNodeRolesRequest{ConsensusMember: &yes})
-			lcp, err := event.Get(ctxT(b), &second.node.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l != nil }))
+			lcp, err := event.Get(nodetest.Context(b), &second.Agent.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l != nil }))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := event.Get(ctxT(b), lcp.Consensus.Status(), event.Filter(consensus.IsVoter)); err != nil {
+			if _, err := event.Get(nodetest.Context(b), lcp.Consensus.Status(), event.Filter(consensus.IsVoter)); err != nil {
 				b.Fatal(err)
 			}
 			set(&cpb.UpdateNodeRolesRequest{ConsensusMember: &no})
-			if _, err := event.Get(ctxT(b), &second.node.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
+			if _, err := event.Get(nodetest.Context(b), &second.Agent.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/node"
+	"github.com/polis-os/polis/node/nodetest"
 )
 
 // runner runs polisctl's root command in-process against one
@@ -106,10 +107,10 @@ func nodesJSON(t *testing.T, out string) []*cpb.Node {
 // decommission and delete; and the errors of bad input on the way.
 func TestCLI(t *testing.T) {
 	c := bootstrap(t)
-	first := c.first.credentials(t)
+	first := c.first.Credentials(t)
 	fp := Fingerprint(first.CACertificate.Raw)
 	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
-	curator := c.first.curator().String()
+	curator := c.first.Curator().String()
 	own := []string{"take-ownership", "--curator", curator, "--owner-key", writeKey(t, c, true)}
 
 	// Without a terminal and without --yes or --fingerprint, nothing is
@@ -151,7 +152,7 @@ func TestCLI(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "SINCE HEARTBEAT") {
 		t.Fatalf("node list:\n%s", out)
 	}
-	for _, f := range []string{first.NodeID, "UP", "consensus-member", c.first.addr.String()} {
+	for _, f := range []string{first.NodeID, "UP", "consensus-member", c.first.Addr.String()} {
 		if !strings.Contains(lines[1], f) {
 			t.Errorf("node list row %q lacks %q", lines[1], f)
 		}
@@ -163,7 +164,7 @@ func TestCLI(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(r.ok("node", "describe", first.NodeID, "-o", "json")), &described); err != nil || described.Id != first.NodeID {
 		t.Fatalf("node describe -o json: %v, %v", err, described.Id)
 	}
-	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.addr.String()) {
+	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.Addr.String()) {
 		t.Errorf("node describe does not show the address:\n%s", out)
 	}
 
@@ -193,7 +194,7 @@ func TestCLI(t *testing.T) {
 	r.fails([]string{"node", "decommission", first.NodeID}, "decommissioning "+first.NodeID)
 
 	// The ticket as parameters, once the cluster lists its curator.
-	if _, err := event.Get(ctxT(t), &c.first.node.Values().Directory, event.Filter(func(d []*cpb.CuratorEndpoint) bool { return len(d) > 0 })); err != nil {
+	if _, err := event.Get(ctxT(t), &c.first.Agent.Values().Directory, event.Filter(func(d []*cpb.CuratorEndpoint) bool { return len(d) > 0 })); err != nil {
 		t.Fatal(err)
 	}
 	// cluster info saves the curators the cluster lists, with node IDs.
@@ -243,11 +244,11 @@ func TestCLI(t *testing.T) {
 	}
 	waitLine(first.NodeID, "UP")
 
-	second := startNode(t, c.addrs[1], &p)
+	second := nodetest.StartNode(t, c.addrs[1], &p)
 	line := waitLine("appeared", "NEW")
 	secondID := strings.Fields(line)[1]
 	r.ok("node", "approve", secondID)
-	if got := second.credentials(t).NodeID; got != secondID {
+	if got := second.Credentials(t).NodeID; got != secondID {
 		t.Fatalf("watch showed %s appear, but the node is %s", secondID, got)
 	}
 	waitLine(secondID, "state", "UP")

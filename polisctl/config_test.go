@@ -16,7 +16,7 @@ import (
 func TestTakeOwnershipAndDial(t *testing.T) {
 	c := bootstrap(t)
 	dir := filepath.Join(t.TempDir(), "polisctl")
-	curators := []netip.AddrPort{c.first.curator()}
+	curators := []netip.AddrPort{c.first.Curator()}
 
 	if err := TakeOwnership(ctxT(t), dir, curators, c.ownerKey, func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "not trusted") {
 		t.Fatalf("TakeOwnership with the CA refused: %v, want an error saying it was not trusted", err)
@@ -30,7 +30,7 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 	if err := TakeOwnership(ctxT(t), dir, curators, c.ownerKey, trust); err != nil {
 		t.Fatal(err)
 	}
-	ca := c.first.credentials(t).CACertificate
+	ca := c.first.Credentials(t).CACertificate
 	if len(asked) != 1 || asked[0] != Fingerprint(ca.Raw) {
 		t.Fatalf("trust was asked about %q, want once about %s", asked, Fingerprint(ca.Raw))
 	}
@@ -67,12 +67,12 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 
 	// Another cluster, another CA: refused, whatever trust says.
 	other := bootstrap(t)
-	err = TakeOwnership(ctxT(t), dir, []netip.AddrPort{other.first.curator()}, other.ownerKey, trust)
+	err = TakeOwnership(ctxT(t), dir, []netip.AddrPort{other.first.Curator()}, other.ownerKey, trust)
 	var mismatch *CAMismatchError
 	if !errors.As(err, &mismatch) {
 		t.Fatalf("TakeOwnership at another cluster: %v, want a CAMismatchError", err)
 	}
-	for _, want := range []string{Fingerprint(ca.Raw), Fingerprint(other.first.credentials(t).CACertificate.Raw), filepath.Join(dir, caFile), "--config"} {
+	for _, want := range []string{Fingerprint(ca.Raw), Fingerprint(other.first.Credentials(t).CACertificate.Raw), filepath.Join(dir, caFile), "--config"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not mention %q", err, want)
 		}
