@@ -159,11 +159,7 @@ func (r *rpcServer) CommitRegistration(ctx context.Context, _ *cpb.CommitRegistr
 	// The state is written before the certificate is issued: if issuing
 	// fails, the node is UP without credentials and gets them by retrying,
 	// which succeeds again for UP nodes.
-	cert, err := r.issueNodeCertificate(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := r.clusterDirectory(ctx)
+	cert, dir, err := r.admit(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -184,11 +180,7 @@ func (r *rpcServer) Join(ctx context.Context, _ *cpb.JoinRequest) (*cpb.JoinResp
 	case n.State != cpb.NodeState_NODE_STATE_UP:
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is %v; only UP nodes may join", id, n.State)
 	}
-	cert, err := r.issueNodeCertificate(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := r.clusterDirectory(ctx)
+	cert, dir, err := r.admit(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -428,6 +420,21 @@ func validateNodeStatus(st *cpb.NodeStatus) error {
 		return status.Errorf(codes.InvalidArgument, "status: %v", err)
 	}
 	return nil
+}
+
+// admit returns what an UP node gets when it is admitted, by
+// CommitRegistration or Join: a node certificate, and the cluster directory
+// to find the curators with it.
+func (r *rpcServer) admit(ctx context.Context, n *cpb.Node) (*x509.Certificate, *cpb.ClusterDirectory, error) {
+	cert, err := r.issueNodeCertificate(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := r.clusterDirectory(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, dir, nil
 }
 
 // issueNodeCertificate issues n a node certificate for its key, naming its

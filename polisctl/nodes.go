@@ -213,27 +213,37 @@ func formatLabels(l map[string]string) string {
 }
 
 func (c *cli) nodeApprove() *cobra.Command {
-	return &cobra.Command{
+	return c.nodeCall(&cobra.Command{
 		Use:   "approve NODE-ID",
 		Short: "Admit a registered (NEW) node into the cluster",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := nodeID(args[0])
-			if err != nil {
-				return err
-			}
-			return c.withSession(func(s *session) error {
-				err := s.call(cmd.Context(), "approving "+id, func(ctx context.Context) error {
-					_, err := s.mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
-					return err
-				})
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "Approved %s: it joins once it has collected its certificate.\n", id)
-				}
-				return err
+	}, "approving ", func(ctx context.Context, s *session, id string) error {
+		_, err := s.mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
+		return err
+	}, "Approved %s: it joins once it has collected its certificate.\n")
+}
+
+// nodeCall completes cmd as a command that takes one node ID, makes one
+// Management call about it (doing, e.g. "approving ", names the call in
+// error advice) and, once it succeeded, prints done with the node ID:
+// approve, decommission and delete.
+func (c *cli) nodeCall(cmd *cobra.Command, doing string, call func(ctx context.Context, s *session, id string) error, done string) *cobra.Command {
+	cmd.Args = exactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		id, err := nodeID(args[0])
+		if err != nil {
+			return err
+		}
+		return c.withSession(func(s *session) error {
+			err := s.call(cmd.Context(), doing+id, func(ctx context.Context) error {
+				return call(ctx, s, id)
 			})
-		},
+			if err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), done, id)
+			}
+			return err
+		})
 	}
+	return cmd
 }
 
 // nodeRole is add-role (give) or remove-role.
@@ -332,7 +342,7 @@ func (c *cli) nodeLabel() *cobra.Command {
 }
 
 func (c *cli) nodeDecommission() *cobra.Command {
-	return &cobra.Command{
+	return c.nodeCall(&cobra.Command{
 		Use:   "decommission NODE-ID",
 		Short: "Take an UP node out of the cluster for good",
 		Long: `decommission takes an UP node out of the cluster for good: its roles are
@@ -340,48 +350,20 @@ taken away and the cluster refuses it from then on; its key can never
 register or join again. This cannot be undone. The record stays until
 polisctl node delete removes it. A node that is NEW or STANDBY is deleted
 instead.`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := nodeID(args[0])
-			if err != nil {
-				return err
-			}
-			return c.withSession(func(s *session) error {
-				err := s.call(cmd.Context(), "decommissioning "+id, func(ctx context.Context) error {
-					_, err := s.mgmt.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: id})
-					return err
-				})
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "Decommissioned %s.\n", id)
-				}
-				return err
-			})
-		},
-	}
+	}, "decommissioning ", func(ctx context.Context, s *session, id string) error {
+		_, err := s.mgmt.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: id})
+		return err
+	}, "Decommissioned %s.\n")
 }
 
 func (c *cli) nodeDelete() *cobra.Command {
-	return &cobra.Command{
+	return c.nodeCall(&cobra.Command{
 		Use:   "delete NODE-ID",
 		Short: "Remove the record of a NEW, STANDBY or DECOMMISSIONED node",
-		Args:  exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := nodeID(args[0])
-			if err != nil {
-				return err
-			}
-			return c.withSession(func(s *session) error {
-				err := s.call(cmd.Context(), "deleting "+id, func(ctx context.Context) error {
-					_, err := s.mgmt.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: id})
-					return err
-				})
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "Deleted %s.\n", id)
-				}
-				return err
-			})
-		},
-	}
+	}, "deleting ", func(ctx context.Context, s *session, id string) error {
+		_, err := s.mgmt.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: id})
+		return err
+	}, "Deleted %s.\n")
 }
 
 func (c *cli) nodeWatch() *cobra.Command {
