@@ -11,19 +11,25 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"net/url"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	// Named so, since this package's own identity (datadir.go) is the
+	// member's.
+	polisidentity "github.com/polis-os/polis/identity"
 )
 
 // The peer CA signs the certificates etcd members present to each other. It
 // is ed25519 like every other Polis identity: keys are small, signing is
 // fast and deterministic, and Go's TLS stack (1.2 and 1.3) and x509 package
-// support it for certificates and CRLs alike.
+// support it for certificates and CRLs alike. It is not the cluster CA of
+// package identity and signs nothing but etcd peers; it shares only the
+// mechanics of issuing with it (serial numbers, backdating by ClockSkew,
+// key identifiers, signing: polisidentity.Sign).
 //
 // Certificates never expire (RFC 5280's "no well-defined expiration date"):
 // a member's right to talk to its peers ends when it is removed, which
@@ -43,10 +49,6 @@ const (
 // reserves for certificates without a well-defined expiration date.
 var noExpiry = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
 
-// clockSkew backdates certificates so that a member whose clock lags a little
-// behind the issuer's still accepts them.
-const clockSkew = time.Hour
-
 // ca is the peer certificate authority: its certificate, and its key when the
 // caller is allowed to issue (the key lives in etcd, see loadCA).
 type ca struct {
@@ -60,28 +62,19 @@ func newCA(now time.Time) (*ca, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating CA key: %w", err)
 	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "Polis consensus peer CA"},
-		NotBefore:             now.Add(-clockSkew),
+		NotBefore:             now.Add(-polisidentity.ClockSkew),
 		NotAfter:              noExpiry,
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		SubjectKeyId:          keyID(pub),
+		SubjectKeyId:          polisidentity.SubjectKeyID(pub),
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	cert, err := polisidentity.Sign(tmpl, tmpl, pub, key)
 	if err != nil {
 		return nil, fmt.Errorf("self-signing CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parsing new CA certificate: %w", err)
 	}
 	return &ca{cert: cert, key: key}, nil
 }
@@ -96,31 +89,22 @@ func (c *ca) issuePeer(name string, addr netip.AddrPort, pub ed25519.PublicKey, 
 	if c.key == nil {
 		return nil, errors.New("CA key not available")
 	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
 	u, err := url.Parse(peerURL(addr))
 	if err != nil {
 		return nil, fmt.Errorf("parsing peer URL: %w", err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    now.Add(-clockSkew),
-		NotAfter:     noExpiry,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{addr.Addr().AsSlice()},
-		URIs:         []*url.URL{u},
+		Subject:     pkix.Name{CommonName: name},
+		NotBefore:   now.Add(-polisidentity.ClockSkew),
+		NotAfter:    noExpiry,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{addr.Addr().AsSlice()},
+		URIs:        []*url.URL{u},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, pub, c.key)
+	cert, err := polisidentity.Sign(tmpl, c.cert, pub, c.key)
 	if err != nil {
 		return nil, fmt.Errorf("issuing peer certificate for %q: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parsing peer certificate for %q: %w", name, err)
 	}
 	return cert, nil
 }
@@ -189,23 +173,6 @@ func loadCA(ctx context.Context, kv clientv3.KV) (*ca, error) {
 		return nil, errors.New("CA key in etcd does not match the CA certificate")
 	}
 	return &ca{cert: cert, key: key}, nil
-}
-
-// randomSerial returns a random positive 127-bit serial number: unique
-// without coordination between the members that issue certificates.
-func randomSerial() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, fmt.Errorf("generating serial number: %w", err)
-	}
-	return n.Add(n, big.NewInt(1)), nil
-}
-
-// keyID is the subject key identifier of pub (RFC 5280 §4.2.1.2, method 1
-// adapted to ed25519: a truncated SHA-256 of the raw key).
-func keyID(pub ed25519.PublicKey) []byte {
-	sum := sha256.Sum256(pub)
-	return sum[:20]
 }
 
 // fingerprint identifies a certificate (the CA's, in identity.json) by the

@@ -16,7 +16,7 @@ import (
 
 // Lifetimes of the certificates this package makes. Each is counted from
 // the moment of issue; certificates are also backdated by an hour
-// (clockSkew) so that a peer whose clock lags a little accepts them.
+// (ClockSkew) so that a peer whose clock lags a little accepts them.
 const (
 	// CALifetime is how long the cluster CA is valid: 20 years. No
 	// certificate outlives the CA that signed it (issuance clamps to the
@@ -54,8 +54,11 @@ const (
 	EphemeralCertificateLifetime = 24 * time.Hour
 )
 
-// clockSkew backdates every certificate's NotBefore.
-const clockSkew = time.Hour
+// ClockSkew is how far back every certificate's NotBefore lies from the
+// moment of issue, so that a peer whose clock lags a little behind the
+// issuer's still accepts the certificate. Polis's other certificate
+// authority, consensus's peer CA, backdates by the same.
+const ClockSkew = time.Hour
 
 // Organizational units that say which kind of certificate a certificate is.
 // Every certificate the CA issues carries exactly one of ouNode and ouUser,
@@ -89,28 +92,19 @@ func NewCA(now time.Time) (*CA, error) {
 		return nil, fmt.Errorf("creating CA: %w", err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, fmt.Errorf("creating CA: %w", err)
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
 		Subject:               pkix.Name{Organization: []string{organization}, CommonName: "Polis cluster CA"},
-		NotBefore:             now.Add(-clockSkew),
+		NotBefore:             now.Add(-ClockSkew),
 		NotAfter:              now.Add(CALifetime),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		MaxPathLenZero:        true,
 		KeyUsage:              x509.KeyUsageCertSign,
-		SubjectKeyId:          keyID(pub),
+		SubjectKeyId:          SubjectKeyID(pub),
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	cert, err := Sign(tmpl, tmpl, pub, key)
 	if err != nil {
-		return nil, fmt.Errorf("self-signing CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parsing new CA certificate: %w", err)
+		return nil, fmt.Errorf("creating CA: %w", err)
 	}
 	return &CA{cert: cert, key: key}, nil
 }
@@ -247,16 +241,26 @@ func (c *CA) issue(tmpl *x509.Certificate, pub ed25519.PublicKey, now time.Time,
 	if !notAfter.After(now) {
 		return nil, fmt.Errorf("the CA expired at %s", c.cert.NotAfter.UTC().Format(time.RFC3339))
 	}
-	serial, err := randomSerial()
+	tmpl.NotBefore = now.Add(-ClockSkew)
+	tmpl.NotAfter = notAfter
+	tmpl.SubjectKeyId = SubjectKeyID(pub)
+	tmpl.BasicConstraintsValid = true
+	return Sign(tmpl, c.cert, pub, c.key)
+}
+
+// Sign gives tmpl a fresh serial number (SerialNumber), signs it for pub
+// with parent's key parentKey, and returns the certificate parsed back. For
+// a self-signed certificate, parent is tmpl and parentKey pub's own key.
+// The caller sets everything else, the validity period included. It is
+// exported for Polis's other certificate authority, consensus's peer CA,
+// which issues certificates of its own kind but the same way.
+func Sign(tmpl, parent *x509.Certificate, pub ed25519.PublicKey, parentKey ed25519.PrivateKey) (*x509.Certificate, error) {
+	serial, err := SerialNumber()
 	if err != nil {
 		return nil, err
 	}
 	tmpl.SerialNumber = serial
-	tmpl.NotBefore = now.Add(-clockSkew)
-	tmpl.NotAfter = notAfter
-	tmpl.SubjectKeyId = keyID(pub)
-	tmpl.BasicConstraintsValid = true
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, pub, c.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
 	if err != nil {
 		return nil, fmt.Errorf("signing: %w", err)
 	}
@@ -280,11 +284,11 @@ func NeedsRenewal(cert *x509.Certificate, now time.Time) bool {
 	return !now.Before(RenewAt(cert))
 }
 
-// randomSerial returns a random serial number of 128 bits: unique without
-// coordination between the curators that issue certificates, and
-// unpredictable. As a positive DER integer it takes at most 17 octets, within
-// the 20 that RFC 5280 allows.
-func randomSerial() (*big.Int, error) {
+// SerialNumber returns a random serial number of 128 bits: unique without
+// coordination between the curators (or consensus members) that issue
+// certificates, and unpredictable. As a positive DER integer it takes at
+// most 17 octets, within the 20 that RFC 5280 allows.
+func SerialNumber() (*big.Int, error) {
 	b := make([]byte, 16)
 	for {
 		if _, err := rand.Read(b); err != nil {
@@ -298,9 +302,9 @@ func randomSerial() (*big.Int, error) {
 	}
 }
 
-// keyID is the subject key identifier of pub (RFC 5280 §4.2.1.2, method 1
-// with SHA-256 instead of SHA-1, truncated to 160 bits).
-func keyID(pub ed25519.PublicKey) []byte {
+// SubjectKeyID is the subject key identifier of pub (RFC 5280 §4.2.1.2,
+// method 1 with SHA-256 instead of SHA-1, truncated to 160 bits).
+func SubjectKeyID(pub ed25519.PublicKey) []byte {
 	sum := sha256.Sum256(pub)
 	return sum[:20]
 }

@@ -21,8 +21,8 @@ func TestNewCA(t *testing.T) {
 	if !c.IsCA || !c.MaxPathLenZero || c.KeyUsage != x509.KeyUsageCertSign {
 		t.Errorf("CA certificate: IsCA %v, MaxPathLenZero %v, KeyUsage %v", c.IsCA, c.MaxPathLenZero, c.KeyUsage)
 	}
-	if !c.NotBefore.Equal(now.Add(-clockSkew)) || !c.NotAfter.Equal(now.Add(CALifetime)) {
-		t.Errorf("CA valid %s to %s, want %s to %s", c.NotBefore, c.NotAfter, now.Add(-clockSkew), now.Add(CALifetime))
+	if !c.NotBefore.Equal(now.Add(-ClockSkew)) || !c.NotAfter.Equal(now.Add(CALifetime)) {
+		t.Errorf("CA valid %s to %s, want %s to %s", c.NotBefore, c.NotAfter, now.Add(-ClockSkew), now.Add(CALifetime))
 	}
 	if _, err := NewVerifier(c); err != nil {
 		t.Errorf("NewVerifier(CA certificate): %v", err)
@@ -55,7 +55,7 @@ func TestIssueNode(t *testing.T) {
 	if cert.IsCA {
 		t.Error("node certificate is a CA")
 	}
-	if !cert.NotAfter.Equal(now.Add(NodeCertificateLifetime)) || !cert.NotBefore.Equal(now.Add(-clockSkew)) {
+	if !cert.NotAfter.Equal(now.Add(NodeCertificateLifetime)) || !cert.NotBefore.Equal(now.Add(-ClockSkew)) {
 		t.Errorf("valid %s to %s", cert.NotBefore, cert.NotAfter)
 	}
 	for _, name := range []string{id, "127.0.0.1", "10.0.0.1", "fd00::1"} {
@@ -133,7 +133,7 @@ func TestIssueClampsToCA(t *testing.T) {
 func TestRandomSerials(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		s, err := randomSerial()
+		s, err := SerialNumber()
 		if err != nil {
 			t.Fatal(err)
 		}

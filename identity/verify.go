@@ -2,7 +2,6 @@ package identity
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -290,27 +289,18 @@ func EphemeralCertificate(key ed25519.PrivateKey, now time.Time) (*x509.Certific
 		return nil, fmt.Errorf("making ephemeral certificate: ed25519 private key of %d bytes, want %d", len(key), ed25519.PrivateKeySize)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, fmt.Errorf("making ephemeral certificate: %w", err)
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
 		Subject:               pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouEphemeral}, CommonName: NodeID(pub)},
-		NotBefore:             now.Add(-clockSkew),
+		NotBefore:             now.Add(-ClockSkew),
 		NotAfter:              now.Add(EphemeralCertificateLifetime),
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		SubjectKeyId:          keyID(pub),
+		SubjectKeyId:          SubjectKeyID(pub),
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, key)
+	cert, err := Sign(tmpl, tmpl, pub, key)
 	if err != nil {
-		return nil, fmt.Errorf("self-signing ephemeral certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parsing ephemeral certificate: %w", err)
+		return nil, fmt.Errorf("making ephemeral certificate: %w", err)
 	}
 	return cert, nil
 }
