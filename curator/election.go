@@ -42,6 +42,8 @@ type Election struct {
 
 	mu     sync.Mutex
 	status memory.Value[*LeaderStatus]
+	// resign asks the leading Run to hand the leadership over.
+	resign chan struct{}
 	// The two halves of the status, written by Run and by its observer.
 	leading *Leadership
 	leader  []byte
@@ -170,6 +172,11 @@ func (e *Election) Run(ctx context.Context) error {
 	if err := election.Campaign(ctx, string(e.Candidate)); err != nil {
 		return fmt.Errorf("campaigning: %w", err)
 	}
+	// A request to resign made during an earlier term is not for this one.
+	select {
+	case <-e.resignChan():
+	default:
+	}
 	leadership := &Leadership{client: e.Client, key: election.Key(), rev: election.Rev()}
 	supervisor.Logger(ctx).Info("leading", zap.String("key", election.Key()), zap.Int64("revision", election.Rev()))
 	e.publish(leadership, nil)
@@ -178,8 +185,56 @@ func (e *Election) Run(ctx context.Context) error {
 	select {
 	case <-session.Done():
 		return errors.New("leadership lost: the election lease expired")
+	case <-e.resignChan():
+		// Returning revokes the lease (above): the next candidate leads
+		// at once, and this curator campaigns again after its restart's
+		// backoff, behind the others.
+		return ErrHandedOver
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// ErrHandedOver ends a leader's Run when it handed the leadership over on
+// request (Resign); the supervisor restarts it as a candidate.
+var ErrHandedOver = errors.New("handed the leadership over on request; campaigning again")
+
+func (e *Election) resignChan() chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.resign == nil {
+		e.resign = make(chan struct{}, 1)
+	}
+	return e.resign
+}
+
+// OtherCandidates counts the curators other than this one that stand for
+// election: those that could take the leadership over.
+func (e *Election) OtherCandidates(ctx context.Context) (int, error) {
+	resp, err := e.Client.Get(ctx, electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("counting candidates: %w", err)
+	}
+	n := int(resp.Count)
+	if e.Current().Leading != nil {
+		n-- // this curator's own key
+	}
+	return max(n, 0), nil
+}
+
+// Resign makes this curator hand the leadership over if it leads: its Run
+// revokes its lease and starts over as a candidate. It does not wait.
+func (e *Election) Resign() {
+	ch := e.resignChan()
+	e.mu.Lock()
+	leading := e.leading != nil
+	e.mu.Unlock()
+	if !leading {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -392,14 +392,13 @@ func (r *rpcServer) undoAddLearner(ctx context.Context, id string) {
 const undoTimeout = 15 * time.Second
 
 // removeConsensusMember removes node id's consensus member, if it has one,
-// refusing where removal would break the control plane: the member of the
-// leading curator's own node (removing it would stop the curator in the
-// middle of its request; a later version can hand the leadership over
-// first), and the last voter.
+// refusing where removal would break the control plane: the last voter
+// cannot go. The leading curator's own member cannot be removed by that
+// curator (it would stop in the middle of its own request): if another
+// curator stands for election, it hands the leadership over and answers
+// UNAVAILABLE, which the curator client retries on the new leader, where
+// the removal goes ahead; if none does, it refuses.
 func (r *rpcServer) removeConsensusMember(ctx context.Context, id string) error {
-	if id == r.s.nodeID {
-		return status.Errorf(codes.FailedPrecondition, "node %s runs the leading curator, whose consensus member cannot be removed by itself", id)
-	}
 	name, err := consensusMemberName(id)
 	if err != nil {
 		return err
@@ -424,6 +423,17 @@ func (r *rpcServer) removeConsensusMember(ctx context.Context, id string) error 
 	}
 	if target != nil && !target.Learner && voters <= 1 {
 		return status.Errorf(codes.FailedPrecondition, "node %s holds the last consensus voter", id)
+	}
+	if id == r.s.nodeID {
+		others, err := r.s.election.OtherCandidates(ctx)
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+		if others == 0 {
+			return status.Errorf(codes.FailedPrecondition, "node %s runs the leading curator and no other curator runs to take over; give another node ConsensusMember first", id)
+		}
+		r.s.election.Resign()
+		return status.Errorf(codes.Unavailable, "node %s runs the leading curator: handing the leadership over so that another curator removes its consensus member; retry", id)
 	}
 	if err := st.Remove(ctx, name); err != nil && !errors.Is(err, consensus.ErrNoMember) {
 		return status.Errorf(codes.Unavailable, "removing the consensus member of node %s: %v", id, err)

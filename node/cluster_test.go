@@ -81,6 +81,21 @@ func TestThreeNodeCluster(t *testing.T) {
 	}
 	c.Node(2).Voter(t)
 	nodetest.Eventually(t, "all healthy after the role came back", healthy)
+
+	// The same for the first node, whose curator leads: it hands the
+	// leadership over, and the new leader takes the role away (the client
+	// follows without the caller seeing any of it).
+	if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[0], ConsensusMember: &no}); err != nil {
+		t.Fatalf("removing ConsensusMember from the leader's node: %v", err)
+	}
+	if _, err := event.Get(nodetest.Context(t), &c.Node(0).Agent.Values().LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
+		t.Fatalf("the first node's control plane was not withdrawn: %v", err)
+	}
+	if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[0], ConsensusMember: &yes}); err != nil {
+		t.Fatalf("giving the first node ConsensusMember back: %v", err)
+	}
+	c.Node(0).Voter(t)
+	nodetest.Eventually(t, "all healthy after the first node's role came back", healthy)
 }
 
 // A node stopped while it waits for approval comes back as the same node

@@ -69,8 +69,12 @@ type ManagementServiceClient interface {
 	// KubernetesController would be held without ConsensusMember, if
 	// ConsensusMember is given to a node that has not reported its external
 	// address and consensus peer port (NodeStatus.consensus_peer_port), or
-	// if ConsensusMember would be taken from the last consensus member or
-	// from the node of the leading curator.
+	// if ConsensusMember would be taken from the last consensus member, or
+	// from the node of the leading curator while no other curator runs to
+	// take over. Taking it from the leading curator's node while another
+	// curator runs makes the leader hand the leadership over and answer
+	// UNAVAILABLE; the curator client retries on the new leader, which
+	// carries the change out.
 	UpdateNodeRoles(ctx context.Context, in *UpdateNodeRolesRequest, opts ...grpc.CallOption) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -80,7 +84,9 @@ type ManagementServiceClient interface {
 	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
-	// instead), is the last consensus member, or runs the leading curator.
+	// instead), is the last consensus member, or runs the leading curator
+	// while no other curator runs to take over (with another curator, the
+	// leader hands over first, as for UpdateNodeRoles).
 	DecommissionNode(ctx context.Context, in *DecommissionNodeRequest, opts ...grpc.CallOption) (*DecommissionNodeResponse, error)
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
@@ -234,8 +240,12 @@ type ManagementServiceServer interface {
 	// KubernetesController would be held without ConsensusMember, if
 	// ConsensusMember is given to a node that has not reported its external
 	// address and consensus peer port (NodeStatus.consensus_peer_port), or
-	// if ConsensusMember would be taken from the last consensus member or
-	// from the node of the leading curator.
+	// if ConsensusMember would be taken from the last consensus member, or
+	// from the node of the leading curator while no other curator runs to
+	// take over. Taking it from the leading curator's node while another
+	// curator runs makes the leader hand the leadership over and answer
+	// UNAVAILABLE; the curator client retries on the new leader, which
+	// carries the change out.
 	UpdateNodeRoles(context.Context, *UpdateNodeRolesRequest) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -245,7 +255,9 @@ type ManagementServiceServer interface {
 	// Decommissioning a DECOMMISSIONED node succeeds and changes nothing.
 	//
 	// Errors: FAILED_PRECONDITION if the node is NEW or STANDBY (delete it
-	// instead), is the last consensus member, or runs the leading curator.
+	// instead), is the last consensus member, or runs the leading curator
+	// while no other curator runs to take over (with another curator, the
+	// leader hands over first, as for UpdateNodeRoles).
 	DecommissionNode(context.Context, *DecommissionNodeRequest) (*DecommissionNodeResponse, error)
 	// DeleteNode removes a node's record. Watchers receive a tombstone.
 	//
