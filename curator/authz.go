@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -122,7 +123,26 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	if l == nil {
 		return nil, s.notLeader()
 	}
+	if !unconfirmedLeaderMethods[method] {
+		// A leader cut off from etcd believes it leads until its lease
+		// runs out; confirming with etcd first keeps it from answering
+		// from a stale view meanwhile. Writes are guarded anyway.
+		if err := l.leadership.Confirm(ctx); err != nil {
+			if errors.Is(err, ErrNotLeader) {
+				return nil, s.notLeader()
+			}
+			return nil, status.Errorf(codes.Unavailable, "confirming the leadership with etcd: %v", err)
+		}
+	}
 	return context.WithValue(ctx, leaderKey{}, l), nil
+}
+
+// unconfirmedLeaderMethods are served by a leader without first
+// confirming its leadership with etcd: heartbeats are too frequent for a
+// round trip each, and a deposed leader recording one in its memory harms
+// nobody.
+var unconfirmedLeaderMethods = map[string]bool{
+	cpb.CuratorService_Heartbeat_FullMethodName: true,
 }
 
 func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller identity.Identity) error {

@@ -74,6 +74,25 @@ func (l *Leadership) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
+// confirmTimeout bounds Confirm: a leader that cannot reach etcd that fast
+// cannot serve anyway.
+const confirmTimeout = 3 * time.Second
+
+// Confirm checks with etcd (a linearizable round trip) that the leadership
+// still holds; ErrNotLeader if it does not.
+func (l *Leadership) Confirm(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	resp, err := l.client.Txn(ctx).If(l.Guard()).Commit()
+	if err != nil {
+		return fmt.Errorf("confirming leadership: %w", err)
+	}
+	if !resp.Succeeded {
+		return ErrNotLeader
+	}
+	return nil
+}
+
 // Txn runs a transaction guarded by the leadership: if the leadership still
 // holds and every cmp succeeds, then is applied, otherwise els. A lost
 // leadership is ErrNotLeader whatever the other comparisons say. succeeded

@@ -3,6 +3,7 @@ package curator
 import (
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -58,5 +59,24 @@ func TestCallsAreLogged(t *testing.T) {
 	f := entries[0].ContextMap()
 	if f["method"] != cpb.ManagementService_ApproveNode_FullMethodName || f["code"] != "PermissionDenied" || f["caller"] == "" {
 		t.Fatalf("audit record = %v", f)
+	}
+}
+
+// A curator that believes it leads but whose leadership etcd no longer
+// holds (cut off, or its key gone) refuses to answer from its stale view.
+func TestDeposedLeaderRefusesReads(t *testing.T) {
+	c := newTestCluster(t)
+	mgmt := cpb.NewManagementServiceClient(c.asOwner())
+	if _, err := mgmt.GetClusterInfo(ctxT(t), &cpb.GetClusterInfoRequest{}); err != nil {
+		t.Fatalf("GetClusterInfo while leading: %v", err)
+	}
+	// Delete the leader's election key behind its back: it still thinks
+	// it leads (its lease is alive), but etcd says otherwise.
+	if _, err := c.etcd.Delete(ctxT(t), electionPrefix+"/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := mgmt.GetClusterInfo(ctxT(t), &cpb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetClusterInfo from a deposed leader: %v, want Unavailable", err)
 	}
 }
