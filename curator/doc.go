@@ -12,7 +12,13 @@
 // (paused, partitioned, slow) finds its write refused with ErrNotLeader
 // instead of overwriting its successor's state. A leader that dies loses the
 // leadership when its lease expires (DefaultLeaseTTL); one that stops
-// cleanly revokes its lease and hands over at once.
+// cleanly revokes its lease and hands over at once. Reads are protected
+// too: before serving a call (heartbeats aside), a leader confirms in one
+// etcd round trip that its key still stands (Leadership.Confirm), so a
+// leader cut off from etcd never answers from a stale view. A leader asked
+// to take ConsensusMember from its own node hands the leadership over
+// (Election.Resign) when another curator stands, and the curator client
+// carries the call to the new leader.
 //
 // # The calls nodes make
 //
