@@ -92,7 +92,9 @@ type Watcher[T any] interface {
 	// Ready returns a channel that is closed once a Get without options would
 	// return without blocking: newer data is available, or the watcher is
 	// closed. It lets one goroutine wait on many watchers at once (see
-	// Inputs). The channel must not be kept across Gets.
+	// Inputs). The channel must not be kept across Gets, and one obtained
+	// before Close need not be closed by Close: whoever closes a watcher
+	// it selects on must wake itself (Inputs does, through its own Close).
 	Ready() <-chan struct{}
 	// Close releases the watcher and wakes a Get blocked on it. It is safe to
 	// call more than once and from any goroutine.

@@ -62,9 +62,10 @@
 // # What it does not do
 //
 // It does not spread load: every call goes to the leader, because only the
-// leader serves. It does not detect a leader that is unreachable while its
-// TCP connection stays up (a silent partition): such calls end with their
-// deadline, so give every call one. It keeps no list of curators of its own:
+// leader serves. A leader that is unreachable while its TCP connection
+// stays up (a silent partition) is only noticed by the keepalive pings,
+// some seconds later; calls meanwhile wait, so give every call a deadline.
+// It keeps no list of curators of its own:
 // Config.Directory is how the node agent keeps it current. Calls without a
 // deadline wait for a leader as long as their context lives.
 package client
