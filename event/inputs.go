@@ -33,15 +33,21 @@ import (
 // newest data seen, which satisfies the predicate. Between Waits, Latest does
 // not change, so the data a worker acts on is exactly what Why explains.
 //
+// To react to one input in particular, ask its handle: after a Wait,
+// [In.Changed] reports whether that input is among the changes. The handle
+// is typed, so renaming a value cannot silently break the question.
+//
 // The zero Inputs is ready to use. Inputs is meant for one goroutine: Input
 // and Wait must not be called concurrently with Wait. Close may be called from
-// any goroutine and wakes a blocked Wait.
+// any goroutine, also while Input or Wait runs, and wakes a blocked Wait. An
+// Input registered after Close watches nothing: its value is not watched at
+// all, so nothing is left open.
 type Inputs struct {
-	inputs []input
 	waited bool
 	busy   bool
 
-	mu     sync.Mutex // guards closed and done
+	mu     sync.Mutex // guards inputs (appends), closed and done
+	inputs []input
 	closed bool
 	done   chan struct{}
 }
@@ -66,6 +72,7 @@ type In[T any] struct {
 	w    Watcher[T]
 	pred func(T) bool
 
+	changed  bool // the last Wait that returned reported this input
 	has      bool // data has been received
 	data     T
 	version  uint64 // version of data
@@ -82,10 +89,20 @@ func Input[T any](in *Inputs, v ValueWatch[T], pred func(T) bool) *In[T] {
 	if d, ok := v.(Describer); ok {
 		name = d.Info().Name
 	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if name == "" {
 		name = "input" + strconv.Itoa(len(in.inputs))
 	}
-	i := &In[T]{name: name, w: v.Watch(), pred: pred}
+	i := &In[T]{name: name, pred: pred}
+	if in.closed {
+		// Watching now would open a watcher that nothing closes (with
+		// etcd, a goroutine and a watch): the handle stays empty, and
+		// Wait returns ErrClosed anyway.
+		i.w = closedWatcher[T]{}
+		return i
+	}
+	i.w = v.Watch()
 	in.inputs = append(in.inputs, i)
 	return i
 }
@@ -93,6 +110,26 @@ func Input[T any](in *Inputs, v ValueWatch[T], pred func(T) bool) *In[T] {
 // Latest returns the input's data as of the last Wait that returned
 // successfully. Before that it returns the zero value.
 func (i *In[T]) Latest() T { return i.latest }
+
+// Changed reports whether this input is among the changes the last Wait
+// that returned explained: its data is newer than at the Wait before (or
+// it is the first Wait). It is how a worker reacts to one input in
+// particular.
+func (i *In[T]) Changed() bool { return i.changed }
+
+// Name is the input's name in Why.
+func (i *In[T]) Name() string { return i.name }
+
+// closedWatcher stands in for the watcher of an Input registered after
+// Close.
+type closedWatcher[T any] struct{}
+
+func (closedWatcher[T]) Get(context.Context, ...GetOption[T]) (T, error) {
+	var zero T
+	return zero, ErrClosed
+}
+func (closedWatcher[T]) Ready() <-chan struct{} { return closedChan }
+func (closedWatcher[T]) Close() error           { return nil }
 
 func (i *In[T]) inputName() string      { return i.name }
 func (i *In[T]) ready() <-chan struct{} { return i.w.Ready() }
@@ -122,7 +159,8 @@ func (i *In[T]) refresh(ctx context.Context) error {
 func (i *In[T]) mark() (Change, bool) {
 	c := Change{Name: i.name, From: i.reported, To: i.version}
 	i.reported, i.latest = i.version, i.data
-	return c, c.From != c.To
+	i.changed = c.From != c.To
+	return c, i.changed
 }
 
 // Why explains a wake-up: which inputs changed, and their versions.
@@ -156,16 +194,6 @@ func (w Why) String() string {
 	return b.String()
 }
 
-// Changed reports whether the named input is among the changes.
-func (w Why) Changed(name string) bool {
-	for _, c := range w.Changes {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // Wait blocks until every input satisfies its predicate and at least one of
 // them changed since the previous Wait, then explains why it returned. It
 // returns ctx's error when ctx is done, ErrClosed after Close, and the error
@@ -176,23 +204,23 @@ func (in *Inputs) Wait(ctx context.Context) (Why, error) {
 	}
 	in.busy = true
 	defer func() { in.busy = false }()
-	done, err := in.doneChan()
+	done, inputs, err := in.doneChan()
 	if err != nil {
 		return Why{}, err
 	}
-	chans := make([]<-chan struct{}, len(in.inputs)+2)
+	chans := make([]<-chan struct{}, len(inputs)+2)
 	for {
 		all := true
-		for _, i := range in.inputs {
+		for _, i := range inputs {
 			if err := i.refresh(ctx); err != nil {
 				return Why{}, err
 			}
 			all = all && i.satisfied()
 		}
-		if all && (in.changed() || !in.waited) {
+		if all && (changed(inputs) || !in.waited) {
 			in.waited = true
 			var why Why
-			for _, i := range in.inputs {
+			for _, i := range inputs {
 				if c, ok := i.mark(); ok {
 					why.Changes = append(why.Changes, c)
 				}
@@ -200,7 +228,7 @@ func (in *Inputs) Wait(ctx context.Context) (Why, error) {
 			return why, nil
 		}
 		chans[0], chans[1] = ctx.Done(), done
-		for n, i := range in.inputs {
+		for n, i := range inputs {
 			chans[n+2] = i.ready()
 		}
 		selectAny(chans)
@@ -213,8 +241,8 @@ func (in *Inputs) Wait(ctx context.Context) (Why, error) {
 	}
 }
 
-func (in *Inputs) changed() bool {
-	for _, i := range in.inputs {
+func changed(inputs []input) bool {
+	for _, i := range inputs {
 		if i.changedSinceMark() {
 			return true
 		}
@@ -242,16 +270,18 @@ func (in *Inputs) Close() error {
 	return nil
 }
 
-func (in *Inputs) doneChan() (<-chan struct{}, error) {
+// doneChan returns the channel Close closes and the inputs registered so
+// far, or ErrClosed.
+func (in *Inputs) doneChan() (<-chan struct{}, []input, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if in.done == nil {
 		in.done = make(chan struct{})
 	}
-	return in.done, nil
+	return in.done, in.inputs[:len(in.inputs):len(in.inputs)], nil
 }
 
 func (in *Inputs) isClosed() bool {

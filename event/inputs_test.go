@@ -67,7 +67,7 @@ func TestInputsTwoTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := why.String(); got != "roles v1→v2" || !why.Changed("roles") || why.Changed("membership") {
+	if got := why.String(); got != "roles v1→v2" || !r.Changed() || m.Changed() {
 		t.Fatalf("why = %q", got)
 	}
 	if len(r.Latest()) != 2 {
@@ -254,5 +254,70 @@ func TestGetHelper(t *testing.T) {
 	}
 	if v.Info().Watchers != 0 {
 		t.Fatalf("Get left its watcher open")
+	}
+}
+
+// Close may run while another goroutine registers inputs (a worker being
+// torn down while it starts): the race detector must stay quiet, and every
+// watcher opened must be closed, also those of Inputs registered after
+// Close.
+func TestInputsInputRacesClose(t *testing.T) {
+	for range 50 {
+		var v memory.Value[int]
+		var in event.Inputs
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 10 {
+				event.Input(&in, &v, nil)
+			}
+		}()
+		in.Close()
+		<-done
+		if n := v.Info().Watchers; n != 0 {
+			t.Fatalf("%d watchers left open after Close", n)
+		}
+	}
+}
+
+func TestInputsInputAfterClose(t *testing.T) {
+	v := memory.Value[int]{Name: "late"}
+	var in event.Inputs
+	in.Close()
+	late := event.Input(&in, &v, nil)
+	if n := v.Info().Watchers; n != 0 {
+		t.Fatalf("an Input after Close opened %d watchers", n)
+	}
+	if _, err := in.Wait(ctx(t)); !errors.Is(err, event.ErrClosed) {
+		t.Fatalf("Wait = %v, want ErrClosed", err)
+	}
+	if late.Changed() || late.Name() != "late" {
+		t.Fatalf("handle of a late input: changed %v, name %q", late.Changed(), late.Name())
+	}
+}
+
+// Changed on the typed handle answers "did this input change?" without a
+// name: renaming the value changes nothing.
+func TestInputsChangedHandle(t *testing.T) {
+	a := memory.Value[int]{Name: "a"}
+	b := memory.Value[string]{Name: "b"}
+	var in event.Inputs
+	defer in.Close()
+	ai := event.Input(&in, &a, nil)
+	bi := event.Input(&in, &b, nil)
+	a.Set(1)
+	b.Set("x")
+	if _, err := in.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !ai.Changed() || !bi.Changed() {
+		t.Fatalf("first Wait: changed %v %v, want both", ai.Changed(), bi.Changed())
+	}
+	b.Set("y")
+	if _, err := in.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ai.Changed() || !bi.Changed() {
+		t.Fatalf("after b changed: changed %v %v", ai.Changed(), bi.Changed())
 	}
 }

@@ -34,10 +34,13 @@
 // are delivered as deletions, and nothing is delivered twice. An update that
 // writes the same bytes again (a new revision, equal data) wakes nobody.
 //
-// The state of the underlying watches is itself a value: Health reports
-// whether the value's watchers are connected and the newest revision they
-// have seen, so a worker can wait for "the store is reachable" like anything
-// else.
+// The state of the underlying watches is itself a value: Health reports, for
+// the value as a whole, how many watchers are open and how many of them have
+// an established watch, so a worker can wait for "the store is reachable"
+// like anything else. It changes only when a watch is established, breaks or
+// closes, never on an ordinary update, so watching it costs nothing while
+// etcd is healthy. A value with no open watcher is not Connected: nobody is
+// watching.
 //
 // # Decoder errors
 //
@@ -48,6 +51,7 @@
 package etcd
 
 import (
+	"sync"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,16 +82,29 @@ type Value[T any] struct {
 	health   memory.Value[Health]
 	watchers atomic.Int64
 	revision atomic.Int64 // newest revision any watcher has seen
+
+	hmu         sync.Mutex // guards the health bookkeeping below
+	established int        // open watchers whose watch is established
+	listedAt    int64      // newest revision a watcher (re)started from
+	lastErr     error      // why a watch last broke
 }
 
-// Health is the state of a value's etcd watches.
+// Health is the state of a value's etcd watches, summed over its open
+// watchers.
 type Health struct {
-	// Connected is true while the newest watch attempt is established and
-	// false after it broke, until it is re-established.
+	// Watchers is the number of open watchers.
+	Watchers int
+	// Established is how many of them have a working watch.
+	Established int
+	// Connected holds when there is at least one watcher and every one of
+	// them has a working watch.
 	Connected bool
-	// Revision is the newest etcd revision the value's watchers have seen.
+	// Revision is the newest etcd revision a watcher listed the key (or
+	// range) at when its watch was last (re)established: the watchers are
+	// at least this current.
 	Revision int64
-	// Err is why the watch last broke, if it did.
+	// Err is why a watch last broke; nil once every watcher is connected
+	// again.
 	Err error
 }
 
@@ -109,7 +126,7 @@ func NewPrefix[T any](cli *clientv3.Client, prefix string, decode Decoder[T]) *V
 // Watch returns a new watcher. It starts listing and watching etcd at once,
 // in a goroutine of its own that Close stops.
 func (v *Value[T]) Watch() event.Watcher[T] {
-	v.watchers.Add(1)
+	v.watchChanged(1, 0, 0, nil)
 	return startWatcher(v)
 }
 
@@ -134,6 +151,27 @@ func (v *Value[T]) sawRevision(rev int64) {
 	}
 }
 
-func (v *Value[T]) reportHealth(connected bool, err error) {
-	v.health.Set(Health{Connected: connected, Revision: v.revision.Load(), Err: err})
+// watchChanged updates the health bookkeeping: delta watchers opened (+1)
+// or closed (-1), est watches established (+1) or lost (-1), at revision
+// rev, because of err. It publishes Health: it is only called when a watch
+// starts, breaks or ends, never for an ordinary update.
+func (v *Value[T]) watchChanged(delta, est int, rev int64, err error) {
+	v.hmu.Lock()
+	defer v.hmu.Unlock()
+	v.established += est
+	v.listedAt = max(v.listedAt, rev)
+	if err != nil {
+		v.lastErr = err
+	}
+	open := int(v.watchers.Add(int64(delta)))
+	if open > 0 && v.established == open {
+		v.lastErr = nil
+	}
+	v.health.Set(Health{
+		Watchers:    open,
+		Established: v.established,
+		Connected:   open > 0 && v.established == open,
+		Revision:    v.listedAt,
+		Err:         v.lastErr,
+	})
 }

@@ -74,6 +74,13 @@ func TestConformance(t *testing.T) {
 		// Unlike memory, a Set reaches watchers through etcd: allow for it
 		// when concluding that a Get keeps blocking.
 		Quiet: 200 * time.Millisecond,
+		Delete: func(t *testing.T, v event.ValueWatch[int]) {
+			ev := v.(*Value[int])
+			if _, err := ev.Client.Delete(testCtx(t), ev.Key); err != nil {
+				t.Fatalf("Delete %s: %v", ev.Key, err)
+			}
+		},
+		Deleted: -1,
 	})
 }
 
@@ -310,4 +317,75 @@ func TestLeaderChange(t *testing.T) {
 		last = d
 	}
 	c.restartMember(leader)
+}
+
+// waitSeen polls until v's watchers have seen revision rev.
+func waitSeen[T any](t testing.TB, v *Value[T], rev int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for int64(v.Info().Version) < rev {
+		if time.Now().After(deadline) {
+			t.Fatalf("watchers never saw revision %d (at %d)", rev, v.Info().Version)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A key created and deleted before the first Get was never there as far as
+// the watcher's consumer knows: the first Get keeps blocking, as it does
+// while the key does not exist, instead of returning a deletion.
+func TestSingleKeyCreateDeleteBeforeFirstGet(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	v := NewValue(cli, "/flash", decodeInt)
+	w := v.Watch()
+	defer w.Close()
+	health := v.Health().Watch()
+	defer health.Close()
+	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected })); err != nil {
+		t.Fatal(err)
+	}
+	put(t, cli, "/flash", "1")
+	resp, err := cli.Delete(testCtx(t), "/flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSeen(t, v, resp.Header.Revision)
+	mustBlock(t, w)
+	put(t, cli, "/flash", "2")
+	if d := get(t, w); d != 2 {
+		t.Fatalf("Get = %d, want 2", d)
+	}
+}
+
+// Health sums the value's watchers, is not touched by ordinary updates, and
+// is not Connected once nobody watches.
+func TestHealthPerValue(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	v := NewValue(cli, "/health", decodeInt)
+	health := v.Health().Watch()
+	defer health.Close()
+	w1, w2 := v.Watch(), v.Watch()
+	h, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Established == 2 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Connected || h.Watchers != 2 || h.Err != nil {
+		t.Fatalf("Health with two connected watchers = %+v", h)
+	}
+	var rev int64
+	for i := range 20 {
+		rev = put(t, cli, "/health", strconv.Itoa(i))
+	}
+	waitSeen(t, v, rev)
+	mustBlock(t, health) // updates are not health events
+	w1.Close()
+	if h = get(t, health); !h.Connected || h.Watchers != 1 || h.Established != 1 {
+		t.Fatalf("Health with one watcher left = %+v", h)
+	}
+	w2.Close()
+	if h = get(t, health); h.Connected || h.Watchers != 0 {
+		t.Fatalf("Health with no watcher = %+v, want not connected", h)
+	}
 }

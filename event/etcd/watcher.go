@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,10 @@ type entry struct {
 	value    []byte // nil: deleted
 	revision int64
 	backlog  bool // part of the watcher's first listing
+	// existed is whether the key existed as far as Get last told: a key
+	// created and deleted again before any Get saw it is no change at all
+	// and is dropped, not delivered as a deletion of a key never seen.
+	existed bool
 }
 
 // watcher follows one key or range. A goroutine (run) keeps the set of
@@ -33,6 +38,9 @@ type watcher[T any] struct {
 	exited chan struct{}
 	busy   atomic.Bool
 	last   int64 // revision of the data last returned; only Get touches it
+	// established is set while the watch is established (counted in the
+	// value's Health); only run touches it, and Close after run ended.
+	established bool
 
 	mu     sync.Mutex
 	closed bool
@@ -74,7 +82,12 @@ func (w *watcher[T]) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		w.v.reportHealth(false, err)
+		if w.established {
+			w.established = false
+			w.v.watchChanged(0, -1, 0, err)
+		} else {
+			w.v.watchChanged(0, 0, 0, err)
+		}
 		select {
 		case <-time.After(bo.NextBackOff()):
 		case <-ctx.Done():
@@ -97,7 +110,10 @@ func (w *watcher[T]) listAndWatch(ctx context.Context, bo *backoff.ExponentialBa
 	rev := resp.Header.Revision
 	w.reconcile(resp.Kvs, rev)
 	w.v.sawRevision(rev)
-	w.v.reportHealth(true, nil)
+	if !w.established {
+		w.established = true
+		w.v.watchChanged(0, 1, rev, nil)
+	}
 	bo.Reset()
 
 	// WithRequireLeader makes a watch on a member that lost its leader fail
@@ -116,7 +132,6 @@ func (w *watcher[T]) listAndWatch(ctx context.Context, bo *backoff.ExponentialBa
 			w.apply(wr.Events)
 		}
 		w.v.sawRevision(wr.Header.Revision)
-		w.v.reportHealth(true, nil)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -178,10 +193,16 @@ func (w *watcher[T]) changeLocked(key string, value []byte, rev int64, backlog b
 		w.known[key] = value
 	}
 	if e, ok := w.pending[key]; ok {
+		if value == nil && !e.existed {
+			// Created and deleted again before Get told anyone.
+			delete(w.pending, key)
+			w.queue = slices.DeleteFunc(w.queue, func(k string) bool { return k == key })
+			return
+		}
 		e.value, e.revision = value, rev
 		return
 	}
-	w.pending[key] = &entry{key: key, value: value, revision: rev, backlog: backlog}
+	w.pending[key] = &entry{key: key, value: value, revision: rev, backlog: backlog, existed: existed}
 	w.queue = append(w.queue, key)
 }
 
@@ -290,6 +311,10 @@ func (w *watcher[T]) Close() error {
 	w.mu.Unlock()
 	w.cancel()
 	<-w.exited
-	w.v.watchers.Add(-1)
+	est := 0
+	if w.established {
+		est = -1
+	}
+	w.v.watchChanged(-1, est, 0, nil)
 	return nil
 }

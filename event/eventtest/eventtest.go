@@ -20,6 +20,7 @@ package eventtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -45,6 +46,12 @@ type Backend struct {
 	// LeakOptions are passed to goleak when checking for leaked goroutines,
 	// for backends with process-wide helpers that outlive a value.
 	LeakOptions []goleak.Option
+	// Delete, for backends whose data can cease to exist (an etcd key),
+	// deletes the data of a value made by New. Deleted is what a watcher
+	// that had seen the data gets for the deletion. Without Delete, the
+	// tests of deletions are skipped.
+	Delete  func(t *testing.T, v event.ValueWatch[int])
+	Deleted int
 }
 
 // Run runs the whole suite against b.
@@ -70,6 +77,9 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentGet", testConcurrentGet},
 		{"Ready", testReady},
 		{"Inputs", testInputs},
+		{"FirstGetAfterCreateDelete", testFirstGetAfterCreateDelete},
+		{"MonotonicVersions", testMonotonicVersions},
+		{"CloseRacesInputGetWait", testCloseRacesInputGetWait},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,5 +387,110 @@ func testInputs(t *testing.T, b Backend, set func(int), v event.ValueWatch[int])
 	defer cancel()
 	if _, err := in.Wait(quiet); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait without a change: %v, want a timeout", err)
+	}
+}
+
+// A value created and deleted before a watcher's first Get must not be
+// delivered as a deletion: the watcher never saw it exist. Whether the
+// backend caught up with both changes before the first Get is timing, so
+// the check is that the first datum is never the deletion.
+func testFirstGetAfterCreateDelete(t *testing.T, b Backend, set func(int), v event.ValueWatch[int]) {
+	if b.Delete == nil {
+		t.Skip("the backend has no deletions")
+	}
+	w := watch(t, v)
+	set(1)
+	b.Delete(t, v)
+	set(2)
+	first := true
+	for last := 0; last != 2; first = false {
+		d := b.mustGet(t, w)
+		if d == b.Deleted && first {
+			t.Fatalf("first Get returned the deletion of data it never saw")
+		}
+		if d != 1 && d != 2 && d != b.Deleted {
+			t.Fatalf("Get = %d, want 1, 2 or the deletion", d)
+		}
+		last = d
+	}
+	b.mustBlock(t, w)
+}
+
+// Versions only increase: every Get returns a version newer than the
+// previous one, however the Sets and Gets interleave.
+func testMonotonicVersions(t *testing.T, b Backend, set func(int), v event.ValueWatch[int]) {
+	w := watch(t, v)
+	vw, ok := w.(event.Versioned)
+	if !ok {
+		t.Skip("the backend's watchers do not report versions")
+	}
+	const final = 60
+	done := make(chan error, 1)
+	go func() {
+		ctx := b.ctx(t)
+		var last uint64
+		for d := 0; d != final; {
+			var err error
+			if d, err = w.Get(ctx); err != nil {
+				done <- err
+				return
+			}
+			if v := vw.LastVersion(); v <= last {
+				done <- fmt.Errorf("version %d after %d", v, last)
+				return
+			} else {
+				last = v
+			}
+		}
+		done <- nil
+	}()
+	for i := 1; i <= final; i++ {
+		set(i)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Close may race with Input, Get and Wait from other goroutines: nothing
+// panics, nothing races (under -race), every call ends with data or
+// ErrClosed, and no watcher is left running (the suite's leak check).
+func testCloseRacesInputGetWait(t *testing.T, b Backend, set func(int), v event.ValueWatch[int]) {
+	set(1)
+	for range 5 {
+		var in event.Inputs
+		w := v.Watch()
+		var wg sync.WaitGroup
+		ctx := b.ctx(t)
+		wg.Go(func() {
+			for range 3 {
+				event.Input(&in, v, nil)
+				if _, err := in.Wait(ctx); err != nil && !errors.Is(err, event.ErrClosed) {
+					t.Errorf("Wait: %v", err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			if _, err := w.Get(ctx); err != nil && !errors.Is(err, event.ErrClosed) {
+				t.Errorf("Get: %v", err)
+			}
+		})
+		wg.Go(func() { in.Close() })
+		wg.Go(func() { w.Close() })
+		wg.Wait()
+		// Whatever Close raced with, the Inputs and the watcher are
+		// closed now.
+		if _, err := in.Wait(ctx); !errors.Is(err, event.ErrClosed) {
+			t.Fatalf("Wait after Close: %v", err)
+		}
+		if _, err := w.Get(ctx); !errors.Is(err, event.ErrClosed) {
+			t.Fatalf("Get after Close: %v", err)
+		}
+	}
+	if d, ok := v.(event.Describer); ok {
+		if n := d.Info().Watchers; n != 0 {
+			t.Fatalf("%d watchers left open", n)
+		}
 	}
 }
