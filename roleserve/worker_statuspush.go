@@ -64,7 +64,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 		}
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
-		if proto.Equal(status, sent) && !why.Changed("membership") {
+		if proto.Equal(status, sent) && !m.Changed() {
 			log.Debug("status unchanged", zap.Stringer("because", why))
 			continue
 		}

@@ -72,3 +72,19 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
 }
+
+// The reaction to a new membership does not depend on the value's name:
+// renamed, a new membership is still told the unchanged status.
+func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
+	f := newFakeCurator()
+	v := NewValues()
+	v.Membership.Name = "renamed-membership"
+	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
+	v.LocalControlPlane.Set(nil)
+	var g Graph
+	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+	waitFor(t, &f.statuses, "the first status", statusCount(1))
+	f2 := newFakeCurator()
+	v.Membership.Set(fakeMembership(t, f2, testCredentials(t)))
+	waitFor(t, &f2.statuses, "the status for the new membership", statusCount(1))
+}
