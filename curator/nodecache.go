@@ -2,7 +2,6 @@ package curator
 
 import (
 	"context"
-	"errors"
 	"maps"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -49,57 +48,46 @@ func (c *nodeCache) current(ctx context.Context) (*nodeSnapshot, error) {
 // run keeps the cache in step with etcd. A corrupt record is logged and
 // left out of the cache (so the node is refused everywhere), not served.
 func (c *nodeCache) run(ctx context.Context) error {
-	source := etcdvalue.NewPrefix(c.client, nodePrefix, func(key, value []byte) (nodeChange, error) {
-		// A corrupt record is not a watch error: it becomes a change that
-		// removes the node from the cache, so that it is refused
-		// everywhere rather than served stale.
-		id, _ := nodeIDFromKey(string(key))
-		n, err := decodeNode(key, value)
-		return nodeChange{id: id, node: n, err: err}, nil
-	})
+	// A corrupt record is an entry with an error in the range's
+	// snapshots, not a watch error: the other records keep flowing.
+	source := etcdvalue.NewPrefix(c.client, nodePrefix, decodeNode)
 	w := source.Watch()
 	defer w.Close()
-	nodes := map[string]*cpb.Node{}
-	// The backlog first: the snapshot is published complete only once it
-	// holds every record that existed.
+	var nodes map[string]*cpb.Node
 	for {
-		ch, err := w.Get(ctx, event.BacklogOnly[nodeChange]())
-		if errors.Is(err, event.ErrBacklogDone) {
-			break
-		}
+		// The first snapshot holds every record that existed: the cache
+		// is published complete from the start.
+		snap, err := w.Get(ctx)
 		if err != nil {
 			return err
 		}
-		ch.apply(ctx, nodes)
-	}
-	c.value.Set(&nodeSnapshot{nodes: nodes, complete: true})
-	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	for {
-		ch, err := w.Get(ctx)
-		if err != nil {
-			return err
+		first := nodes == nil
+		if first {
+			nodes = map[string]*cpb.Node{}
+		} else {
+			nodes = maps.Clone(nodes)
 		}
-		nodes = maps.Clone(nodes)
-		ch.apply(ctx, nodes)
+		for _, key := range snap.Changed {
+			apply(ctx, nodes, key, snap.Entries)
+		}
 		c.value.Set(&nodeSnapshot{nodes: nodes, complete: true})
+		if first {
+			supervisor.Signal(ctx, supervisor.SignalHealthy)
+		}
 	}
 }
 
-// nodeChange is one record as decoded from etcd; node is nil for a deleted
-// or corrupt record.
-type nodeChange struct {
-	id   string
-	node *cpb.Node
-	err  error
-}
-
-func (ch nodeChange) apply(ctx context.Context, nodes map[string]*cpb.Node) {
-	if ch.err != nil {
-		supervisor.Logger(ctx).Error("ignoring a corrupt node record", zap.String("node", ch.id), zap.Error(ch.err))
-	}
-	if ch.node == nil {
-		delete(nodes, ch.id)
-	} else {
-		nodes[ch.id] = ch.node
+// apply brings nodes in line with the range's entry for key.
+func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries map[string]event.Entry[*cpb.Node]) {
+	id, _ := nodeIDFromKey(key)
+	e, ok := entries[key]
+	switch {
+	case !ok:
+		delete(nodes, id)
+	case e.Err != nil:
+		supervisor.Logger(ctx).Error("ignoring a corrupt node record", zap.String("node", id), zap.Error(e.Err))
+		delete(nodes, id)
+	default:
+		nodes[id] = e.Data
 	}
 }

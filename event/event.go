@@ -50,9 +50,18 @@
 //
 // # What this package does not do
 //
+// # Ranges
+//
+// A set of keys that each hold data (the node records of a cluster) is a
+// range, with a type of its own: [RangeWatch], whose data is a [Snapshot] of
+// every key at one version, plus which keys changed since the watcher's
+// previous Get. A range is waited on like any value, and a key whose data is
+// corrupt is reported for that key, not as a failure of every Get.
+//
+// # What this package does not do
+//
 // It does not keep history: a consumer that needs every update needs a queue,
-// not a value. (Backends with a natural backlog, such as a key range in etcd,
-// expose it through the [BacklogOnly] option.) It does not copy data: a value
+// not a value. It does not copy data: a value
 // of a pointer or slice type hands the same memory to every consumer, so such
 // data must be treated as immutable once Set.
 //
@@ -134,19 +143,12 @@ var (
 	// ErrConcurrentGet is returned by Get when another Get is already running
 	// on the same watcher. Each consumer needs its own watcher.
 	ErrConcurrentGet = errors.New("event: concurrent Get on one watcher")
-	// ErrBacklogDone is returned by a Get with BacklogOnly once the whole
-	// backlog has been returned.
-	ErrBacklogDone = errors.New("event: backlog done")
-	// ErrBacklogUnsupported is returned by a Get with BacklogOnly on a backend
-	// that keeps no backlog.
-	ErrBacklogUnsupported = errors.New("event: this value has no backlog")
 )
 
 // GetOption changes the behaviour of one Watcher.Get call. Options are plain
-// values made by Filter and BacklogOnly.
+// values made by Filter.
 type GetOption[T any] struct {
-	filter      func(T) bool
-	backlogOnly bool
+	filter func(T) bool
 }
 
 // Filter makes Get wait for data that satisfies pred. Data that does not is
@@ -155,30 +157,17 @@ func Filter[T any](pred func(T) bool) GetOption[T] {
 	return GetOption[T]{filter: pred}
 }
 
-// BacklogOnly makes Get return entries of the backlog a backend keeps (for
-// example, the existing keys of an etcd range) one batch at a time, and
-// ErrBacklogDone once all of it has been returned, instead of waiting for new
-// updates. Backends without a backlog return ErrBacklogUnsupported.
-func BacklogOnly[T any]() GetOption[T] {
-	return GetOption[T]{backlogOnly: true}
-}
-
 // GetOptions is the combined effect of a list of options. Backends call
 // ParseGetOptions; consumers never need it.
 type GetOptions[T any] struct {
 	// Filter is nil when every datum is acceptable.
 	Filter func(T) bool
-	// BacklogOnly is set by the BacklogOnly option.
-	BacklogOnly bool
 }
 
 // ParseGetOptions combines opts. Several filters must all be satisfied.
 func ParseGetOptions[T any](opts []GetOption[T]) GetOptions[T] {
 	var res GetOptions[T]
 	for _, o := range opts {
-		if o.backlogOnly {
-			res.BacklogOnly = true
-		}
 		if o.filter == nil {
 			continue
 		}

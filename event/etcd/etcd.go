@@ -1,28 +1,34 @@
-// Package etcd implements read-only event values backed by etcd: one key, or
-// a range of keys, decoded into a Go type.
+// Package etcd implements read-only event values backed by etcd: one key as
+// an event.ValueWatch, or a range of keys as an event.RangeWatch, decoded
+// into a Go type.
 //
 // A worker waits on "this node's record in the cluster store" exactly as it
 // waits on an in-memory value: it depends on event.ValueWatch[T] and never
 // sees etcd. Writes go through etcd (a Put by whoever owns the key); this
 // package only reads, which is why it offers no Set.
 //
-// # Single key
+// # One key: Value
 //
 // A Value over one key is unset while the key does not exist: the first Get
-// blocks until it is created. Each later Get returns the newest data once the
-// key has changed. A deletion of a key that a watcher has seen is delivered
-// as the decoder's result for a nil value, so a decoder decides what "gone"
-// means for its type (a nil pointer, a zero struct, an error).
+// blocks until it is created. A key created and deleted again before the
+// first Get is, for that watcher, a key that never existed: the first Get
+// keeps blocking. Each later Get returns the newest data once the key has
+// changed. A deletion of a key that a watcher has seen is delivered as the
+// decoder's result for a nil value, so a decoder decides what "gone" means
+// for its type (a nil pointer, a zero struct, an error). Versions are the
+// key's modification revisions.
 //
-// # Key ranges
+// # Key ranges: Range
 //
-// A Value over a range delivers keys one at a time, each as its decoder's
-// result. A watcher first receives every key that exists when it starts (the
-// backlog), then every key that changes. Changes are coalesced per key: a key
-// that changed five times since the watcher last looked is delivered once,
-// with its newest data. With the event.BacklogOnly option, Get returns the
-// keys of the backlog and then event.ErrBacklogDone, which lists a range
-// without waiting for changes.
+// A Range over [Start, End) (NewPrefix: every key under a prefix) delivers
+// event.Snapshots: every existing key with its decoded data, the revision
+// the snapshot is current at, and which keys changed since the watcher's
+// previous Get. The first Get returns the whole range as listed (empty if
+// no key exists); later Gets block until a key changes. Changes are
+// coalesced: a key that changed five times since the watcher last looked
+// appears once, with its newest data, and a key created and deleted in
+// between does not appear at all. Snapshot versions are etcd revisions and
+// only increase.
 //
 // # Surviving etcd
 //
@@ -34,23 +40,29 @@
 // are delivered as deletions, and nothing is delivered twice. An update that
 // writes the same bytes again (a new revision, equal data) wakes nobody.
 //
+// # Health
+//
 // The state of the underlying watches is itself a value: Health reports, for
-// the value as a whole, how many watchers are open and how many of them have
-// an established watch, so a worker can wait for "the store is reachable"
-// like anything else. It changes only when a watch is established, breaks or
-// closes, never on an ordinary update, so watching it costs nothing while
-// etcd is healthy. A value with no open watcher is not Connected: nobody is
-// watching.
+// the Value or Range as a whole, how many watchers are open, how many of them
+// have an established watch, and which keys hold data the decoder rejects,
+// so a worker can wait for "the store is reachable" like anything else. It
+// changes only when a watch is established, breaks or closes, or when a key
+// turns corrupt or is repaired, never on an ordinary update, so watching it
+// costs nothing while etcd is healthy. A value with no open watcher is not
+// Connected: nobody is watching.
 //
 // # Decoder errors
 //
-// When the decoder rejects a key's bytes, Get returns the error (naming the
-// key and revision) and moves past that update; the next Get returns the
-// next good update. A corrupt key therefore surfaces once per change and
-// never wedges the watcher.
+// When the decoder rejects a single key's bytes, Get returns the error
+// (naming the key and revision) and moves past that update; the next Get
+// returns the next good update. In a range, a rejected key is reported for
+// that key alone (its Entry's Err) and Get succeeds with the other keys.
+// Either way the key is listed in Health.Corrupt until good data replaces
+// it, and a corrupt key never wedges a watcher.
 package etcd
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -61,36 +73,41 @@ import (
 )
 
 // Decoder turns a key's stored bytes into T. value is nil when the key was
-// deleted.
+// deleted (only for a Value: a Range drops deleted keys).
 type Decoder[T any] func(key, value []byte) (T, error)
 
-// Value is a read-only event value backed by one etcd key (RangeEnd empty)
-// or by the keys in [Key, RangeEnd). The fields must be set before the first
-// Watch; NewValue and NewPrefix fill them for the common cases.
+// Value is a read-only event value backed by one etcd key. The fields must
+// be set before the first Watch; NewValue fills them.
 type Value[T any] struct {
 	// Client reaches etcd; usually a namespaced client.
 	Client *clientv3.Client
-	// Key is the watched key, or the start of the watched range.
+	// Key is the watched key.
 	Key string
-	// RangeEnd, when set, makes the value cover the keys in [Key, RangeEnd).
-	RangeEnd string
 	// Decode turns stored bytes into data.
 	Decode Decoder[T]
 	// Name identifies the value in logs and wake-up explanations.
 	Name string
 
-	health   memory.Value[Health]
-	watchers atomic.Int64
-	revision atomic.Int64 // newest revision any watcher has seen
-
-	hmu         sync.Mutex // guards the health bookkeeping below
-	established int        // open watchers whose watch is established
-	listedAt    int64      // newest revision a watcher (re)started from
-	lastErr     error      // why a watch last broke
+	book book
 }
 
-// Health is the state of a value's etcd watches, summed over its open
-// watchers.
+// Range is a read-only event range backed by the etcd keys in [Start, End).
+// The fields must be set before the first Watch; NewPrefix fills them.
+type Range[T any] struct {
+	// Client reaches etcd; usually a namespaced client.
+	Client *clientv3.Client
+	// Start is the first key of the range; End is the first key after it.
+	Start, End string
+	// Decode turns stored bytes into data.
+	Decode Decoder[T]
+	// Name identifies the range in logs and wake-up explanations.
+	Name string
+
+	book book
+}
+
+// Health is the state of a value's (or range's) etcd watches, summed over
+// its open watchers.
 type Health struct {
 	// Watchers is the number of open watchers.
 	Watchers int
@@ -106,11 +123,16 @@ type Health struct {
 	// Err is why a watch last broke; nil once every watcher is connected
 	// again.
 	Err error
+	// Corrupt lists, sorted, the keys whose newest data the decoder
+	// rejected.
+	Corrupt []string
 }
 
 var (
 	_ event.ValueWatch[int] = &Value[int]{}
 	_ event.Describer       = &Value[int]{}
+	_ event.RangeWatch[int] = &Range[int]{}
+	_ event.Describer       = &Range[int]{}
 )
 
 // NewValue returns a value backed by a single key.
@@ -118,34 +140,63 @@ func NewValue[T any](cli *clientv3.Client, key string, decode Decoder[T]) *Value
 	return &Value[T]{Client: cli, Key: key, Decode: decode, Name: key}
 }
 
-// NewPrefix returns a value backed by every key that starts with prefix.
-func NewPrefix[T any](cli *clientv3.Client, prefix string, decode Decoder[T]) *Value[T] {
-	return &Value[T]{Client: cli, Key: prefix, RangeEnd: clientv3.GetPrefixRangeEnd(prefix), Decode: decode, Name: prefix}
+// NewPrefix returns a range of every key that starts with prefix.
+func NewPrefix[T any](cli *clientv3.Client, prefix string, decode Decoder[T]) *Range[T] {
+	return &Range[T]{Client: cli, Start: prefix, End: clientv3.GetPrefixRangeEnd(prefix), Decode: decode, Name: prefix}
 }
 
 // Watch returns a new watcher. It starts listing and watching etcd at once,
 // in a goroutine of its own that Close stops.
 func (v *Value[T]) Watch() event.Watcher[T] {
-	v.watchChanged(1, 0, 0, nil)
-	return startWatcher(v)
+	return &keyWatcher[T]{f: startFollower(v.Client, v.Key, "", &v.book), decode: v.Decode}
+}
+
+// Watch returns a new watcher of the range. It starts listing and watching
+// etcd at once, in a goroutine of its own that Close stops.
+func (r *Range[T]) Watch() event.Watcher[*event.Snapshot[T]] {
+	return &rangeWatcher[T]{f: startFollower(r.Client, r.Start, r.End, &r.book), decode: r.Decode}
 }
 
 // Info reports the value's name, the newest revision its watchers have seen
 // and the number of open watchers.
-func (v *Value[T]) Info() event.Info {
-	return event.Info{Name: v.Name, Version: uint64(v.revision.Load()), Watchers: int(v.watchers.Load())}
-}
+func (v *Value[T]) Info() event.Info { return v.book.info(v.Name) }
+
+// Info reports the range's name, the newest revision its watchers have seen
+// and the number of open watchers.
+func (r *Range[T]) Info() event.Info { return r.book.info(r.Name) }
 
 // Health is the state of the value's etcd watches, as an event value.
-func (v *Value[T]) Health() event.ValueWatch[Health] { return &v.health }
+func (v *Value[T]) Health() event.ValueWatch[Health] { return &v.book.health }
 
-func (v *Value[T]) isRange() bool { return v.RangeEnd != "" }
+// Health is the state of the range's etcd watches, as an event value.
+func (r *Range[T]) Health() event.ValueWatch[Health] { return &r.book.health }
+
+// book is the bookkeeping a Value or Range shares among its watchers.
+type book struct {
+	health   memory.Value[Health]
+	revision atomic.Int64 // newest revision any watcher has seen
+
+	mu          sync.Mutex // guards the rest
+	watchers    int
+	established int              // open watchers whose watch is established
+	listedAt    int64            // newest revision a watcher (re)started from
+	lastErr     error            // why a watch last broke
+	decodedAt   map[string]int64 // revision of the newest decoding of a key
+	corrupt     map[string]bool
+}
+
+func (b *book) info(name string) event.Info {
+	b.mu.Lock()
+	n := b.watchers
+	b.mu.Unlock()
+	return event.Info{Name: name, Version: uint64(b.revision.Load()), Watchers: n}
+}
 
 // sawRevision records rev as seen, keeping the maximum.
-func (v *Value[T]) sawRevision(rev int64) {
+func (b *book) sawRevision(rev int64) {
 	for {
-		cur := v.revision.Load()
-		if rev <= cur || v.revision.CompareAndSwap(cur, rev) {
+		cur := b.revision.Load()
+		if rev <= cur || b.revision.CompareAndSwap(cur, rev) {
 			return
 		}
 	}
@@ -153,25 +204,60 @@ func (v *Value[T]) sawRevision(rev int64) {
 
 // watchChanged updates the health bookkeeping: delta watchers opened (+1)
 // or closed (-1), est watches established (+1) or lost (-1), at revision
-// rev, because of err. It publishes Health: it is only called when a watch
-// starts, breaks or ends, never for an ordinary update.
-func (v *Value[T]) watchChanged(delta, est int, rev int64, err error) {
-	v.hmu.Lock()
-	defer v.hmu.Unlock()
-	v.established += est
-	v.listedAt = max(v.listedAt, rev)
+// rev, because of err. It is only called when a watch starts, breaks or
+// ends, never for an ordinary update.
+func (b *book) watchChanged(delta, est int, rev int64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.watchers += delta
+	b.established += est
+	b.listedAt = max(b.listedAt, rev)
 	if err != nil {
-		v.lastErr = err
+		b.lastErr = err
 	}
-	open := int(v.watchers.Add(int64(delta)))
-	if open > 0 && v.established == open {
-		v.lastErr = nil
+	if b.watchers > 0 && b.established == b.watchers {
+		b.lastErr = nil
 	}
-	v.health.Set(Health{
-		Watchers:    open,
-		Established: v.established,
-		Connected:   open > 0 && v.established == open,
-		Revision:    v.listedAt,
-		Err:         v.lastErr,
+	b.publishLocked()
+}
+
+// decoded records the outcome of decoding key's data of revision rev (err
+// nil for good data or a deletion), publishing Health when the set of
+// corrupt keys changes. A watcher that lags behind another cannot bring
+// back a corruption already repaired.
+func (b *book) decoded(key string, rev int64, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rev < b.decodedAt[key] {
+		return
+	}
+	if b.decodedAt == nil {
+		b.decodedAt, b.corrupt = map[string]int64{}, map[string]bool{}
+	}
+	b.decodedAt[key] = rev
+	if (err != nil) == b.corrupt[key] {
+		return
+	}
+	if err != nil {
+		b.corrupt[key] = true
+	} else {
+		delete(b.corrupt, key)
+	}
+	b.publishLocked()
+}
+
+func (b *book) publishLocked() {
+	var corrupt []string
+	for k := range b.corrupt {
+		corrupt = append(corrupt, k)
+	}
+	slices.Sort(corrupt)
+	b.health.Set(Health{
+		Watchers:    b.watchers,
+		Established: b.established,
+		Connected:   b.watchers > 0 && b.established == b.watchers,
+		Revision:    b.listedAt,
+		Err:         b.lastErr,
+		Corrupt:     corrupt,
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,70 +164,142 @@ func TestDecoderErrorKeepsWatcherWorking(t *testing.T) {
 	}
 }
 
-func TestRangeBacklogAndChanges(t *testing.T) {
+func TestRangeConformance(t *testing.T) {
+	c := newCluster(t, 1)
+	put(t, c.client(t, 0), "/warmup", "")
+	n := 0
+	eventtest.RunRange(t, eventtest.RangeBackend{
+		New: func(t *testing.T) (func(string, int), func(string), event.RangeWatch[int]) {
+			cli := c.client(t, 0)
+			n++
+			prefix := fmt.Sprintf("/conformance-range/%d/", n)
+			set := func(k string, d int) { put(t, cli, prefix+k, strconv.Itoa(d)) }
+			del := func(k string) {
+				if _, err := cli.Delete(testCtx(t), prefix+k); err != nil {
+					t.Fatalf("Delete %s: %v", k, err)
+				}
+			}
+			return set, del, &trimmed{NewPrefix(cli, prefix, decodeInt), prefix}
+		},
+		Quiet: 200 * time.Millisecond,
+	})
+}
+
+// trimmed presents a range's keys without their prefix, as the suite names
+// them.
+type trimmed struct {
+	r      *Range[int]
+	prefix string
+}
+
+func (tr *trimmed) Watch() event.Watcher[*event.Snapshot[int]] {
+	return &trimmedWatcher{tr.r.Watch(), tr.prefix}
+}
+
+type trimmedWatcher struct {
+	event.Watcher[*event.Snapshot[int]]
+	prefix string
+}
+
+func (tw *trimmedWatcher) Get(ctx context.Context, opts ...event.GetOption[*event.Snapshot[int]]) (*event.Snapshot[int], error) {
+	s, err := tw.Watcher.Get(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := &event.Snapshot[int]{Version: s.Version, Entries: map[string]event.Entry[int]{}}
+	for k, e := range s.Entries {
+		out.Entries[strings.TrimPrefix(k, tw.prefix)] = e
+	}
+	for _, k := range s.Changed {
+		out.Changed = append(out.Changed, strings.TrimPrefix(k, tw.prefix))
+	}
+	return out, nil
+}
+
+func (tw *trimmedWatcher) LastVersion() uint64 {
+	return tw.Watcher.(event.Versioned).LastVersion()
+}
+
+// snapshotKV renders a snapshot's entries as "key=value" in key order.
+func snapshotKV(s *event.Snapshot[kv]) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(s.Entries)) {
+		out = append(out, k+"="+s.Entries[k].Data.value)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestRangeSnapshots(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := c.client(t, 0)
 	for _, k := range []string{"a", "b", "c"} {
 		put(t, cli, "/nodes/"+k, "v1")
 	}
 	put(t, cli, "/other", "not in range")
-	v := NewPrefix(cli, "/nodes/", decodeKV)
-
-	// The backlog lists what exists, then says so.
-	w := v.Watch()
+	r := NewPrefix(cli, "/nodes/", decodeKV)
+	w := r.Watch()
 	defer w.Close()
-	var listed []string
-	for {
-		d, err := w.Get(testCtx(t), event.BacklogOnly[kv]())
-		if errors.Is(err, event.ErrBacklogDone) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		listed = append(listed, d.key+"="+d.value)
-	}
-	if got := strings.Join(listed, ","); got != "/nodes/a=v1,/nodes/b=v1,/nodes/c=v1" {
-		t.Fatalf("backlog = %s", got)
+	first := get(t, w)
+	if got := snapshotKV(first); got != "/nodes/a=v1,/nodes/b=v1,/nodes/c=v1" {
+		t.Fatalf("first snapshot = %s", got)
 	}
 
-	// Changes are coalesced per key and deletions are delivered.
 	put(t, cli, "/nodes/a", "v2")
 	put(t, cli, "/nodes/a", "v3")
 	if _, err := cli.Delete(testCtx(t), "/nodes/b"); err != nil {
 		t.Fatal(err)
 	}
-	put(t, cli, "/nodes/d", "v1")
-	want := map[string]kv{
-		"/nodes/a": {key: "/nodes/a", value: "v3"},
-		"/nodes/b": {key: "/nodes/b", deleted: true},
-		"/nodes/d": {key: "/nodes/d", value: "v1"},
-	}
-	got := map[string]kv{}
-	for len(got) < len(want) {
-		d := get(t, w)
-		if d.key == "/nodes/a" && d.value == "v2" {
-			continue // a may be seen before v3 was written
+	rev := put(t, cli, "/nodes/d", "v1")
+	changed := map[string]bool{}
+	var s *event.Snapshot[kv]
+	for s == nil || s.Version < uint64(rev) {
+		s = get(t, w)
+		for _, k := range s.Changed {
+			changed[k] = true
 		}
-		got[d.key] = d
 	}
-	for k, wv := range want {
-		if got[k] != wv {
-			t.Errorf("%s = %+v, want %+v", k, got[k], wv)
-		}
+	if got := snapshotKV(s); got != "/nodes/a=v3,/nodes/c=v1,/nodes/d=v1" {
+		t.Fatalf("snapshot = %s", got)
+	}
+	if got := slices.Sorted(maps.Keys(changed)); !slices.Equal(got, []string{"/nodes/a", "/nodes/b", "/nodes/d"}) {
+		t.Fatalf("changed = %v", got)
+	}
+	if s.Entries["/nodes/c"].Version != first.Entries["/nodes/c"].Version {
+		t.Fatalf("an unchanged key changed version")
 	}
 	mustBlock(t, w)
+}
 
-	// A watcher without BacklogOnly starts with the current state.
-	w2 := v.Watch()
-	defer w2.Close()
-	var state []string
-	for range 3 {
-		d := get(t, w2)
-		state = append(state, d.key+"="+d.value)
+// One corrupt key is reported for that key and in Health; the other keys,
+// and the watcher, go on.
+func TestRangeCorruptKey(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := c.client(t, 0)
+	put(t, cli, "/r/good", "1")
+	rev := put(t, cli, "/r/bad", "corrupt")
+	r := NewPrefix(cli, "/r/", decodeKV)
+	health := r.Health().Watch()
+	defer health.Close()
+	w := r.Watch()
+	defer w.Close()
+	s := get(t, w)
+	bad := s.Entries["/r/bad"]
+	if bad.Err == nil || !strings.Contains(bad.Err.Error(), `"/r/bad"`) || !strings.Contains(bad.Err.Error(), strconv.FormatInt(rev, 10)) {
+		t.Fatalf("corrupt entry = %+v, want an error naming the key and revision", bad)
 	}
-	if s := strings.Join(state, ","); s != "/nodes/a=v3,/nodes/c=v1,/nodes/d=v1" {
-		t.Fatalf("initial state = %s", s)
+	if good := s.Entries["/r/good"]; good.Err != nil || good.Data.value != "1" {
+		t.Fatalf("good entry = %+v", good)
+	}
+	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return slices.Equal(h.Corrupt, []string{"/r/bad"}) })); err != nil {
+		t.Fatalf("Health never listed the corrupt key: %v", err)
+	}
+	put(t, cli, "/r/bad", "fixed")
+	s = get(t, w)
+	if e := s.Entries["/r/bad"]; e.Err != nil || e.Data.value != "fixed" {
+		t.Fatalf("repaired entry = %+v", e)
+	}
+	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return len(h.Corrupt) == 0 })); err != nil {
+		t.Fatalf("Health never dropped the repaired key: %v", err)
 	}
 }
 
@@ -239,13 +313,13 @@ func TestMemberRestartAndCompaction(t *testing.T) {
 	put(t, writer, "/gap/keep", "1")
 	put(t, writer, "/gap/gone", "1")
 
-	v := NewPrefix(c.client(t, watched), "/gap/", decodeKV)
-	w := v.Watch()
+	r := NewPrefix(c.client(t, watched), "/gap/", decodeKV)
+	w := r.Watch()
 	defer w.Close()
-	for range 2 {
-		get(t, w)
+	if got := snapshotKV(get(t, w)); got != "/gap/gone=1,/gap/keep=1" {
+		t.Fatalf("first snapshot = %s", got)
 	}
-	health := v.Health().Watch()
+	health := r.Health().Watch()
 	defer health.Close()
 	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected })); err != nil {
 		t.Fatal(err)
@@ -262,23 +336,12 @@ func TestMemberRestartAndCompaction(t *testing.T) {
 	}
 	c.restartMember(watched)
 
-	want := map[string]kv{
-		"/gap/keep": {key: "/gap/keep", value: "2"},
-		"/gap/gone": {key: "/gap/gone", deleted: true},
-		"/gap/new":  {key: "/gap/new", value: "1"},
+	s := get(t, w)
+	if got := snapshotKV(s); got != "/gap/keep=2,/gap/new=1" {
+		t.Fatalf("snapshot after the gap = %s", got)
 	}
-	got := map[string]kv{}
-	for len(got) < len(want) {
-		d := get(t, w)
-		if _, dup := got[d.key]; dup {
-			t.Fatalf("%s delivered twice", d.key)
-		}
-		got[d.key] = d
-	}
-	for k, wv := range want {
-		if got[k] != wv {
-			t.Errorf("%s = %+v, want %+v", k, got[k], wv)
-		}
+	if !slices.Equal(s.Changed, []string{"/gap/gone", "/gap/keep", "/gap/new"}) {
+		t.Fatalf("changed after the gap = %v", s.Changed)
 	}
 	mustBlock(t, w)
 	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected && h.Revision >= rev })); err != nil {

@@ -18,76 +18,82 @@ import (
 
 // entry is one key's undelivered state.
 type entry struct {
-	key      string
 	value    []byte // nil: deleted
 	revision int64
-	backlog  bool // part of the watcher's first listing
 	// existed is whether the key existed as far as Get last told: a key
 	// created and deleted again before any Get saw it is no change at all
 	// and is dropped, not delivered as a deletion of a key never seen.
 	existed bool
 }
 
-// watcher follows one key or range. A goroutine (run) keeps the set of
-// undelivered changes up to date; Get takes from it. The split keeps Get as
-// cheap as an in-memory value and makes Ready possible without a goroutine
-// per caller.
-type watcher[T any] struct {
-	v      *Value[T]
-	cancel context.CancelFunc
-	exited chan struct{}
-	busy   atomic.Bool
-	last   int64 // revision of the data last returned; only Get touches it
-	// established is set while the watch is established (counted in the
-	// value's Health); only run touches it, and Close after run ended.
+// follower follows one key or range for one watcher. A goroutine (run)
+// keeps the set of undelivered changes up to date; the watcher's Get takes
+// from it. The split keeps Get as cheap as an in-memory value and makes
+// Ready possible without a goroutine per caller.
+type follower struct {
+	cli      *clientv3.Client
+	key, end string // end empty: one key
+	book     *book
+	cancel   context.CancelFunc
+	exited   chan struct{}
+	// established is set while the watch is established (counted in
+	// Health); only run touches it, and Close after run ended.
 	established bool
 
 	mu     sync.Mutex
 	closed bool
-	listed bool // the first listing is complete: the backlog is known
-	// queue holds keys with undelivered changes in the order they changed;
-	// pending holds their newest state. A key changing again keeps its place.
-	queue   []string
+	listed bool // the first listing is complete
+	// fresh is set by the first listing and cleared by the first Get of a
+	// range, whose first Get returns the listed state even if empty.
+	fresh bool
+	// pending holds the keys with undelivered changes, at their newest
+	// state.
 	pending map[string]*entry
-	// known is the newest data the watcher knows of for every existing key:
-	// the base for dropping duplicates and for finding what changed while a
-	// watch was broken.
+	// known is the newest data the follower knows of for every existing
+	// key: the base for dropping duplicates and for finding what changed
+	// while a watch was broken.
 	known map[string][]byte
-	wake  chan struct{} // closed when pending grows or the watcher closes
+	// rev is the newest revision applied: the listing's, or the newest
+	// event's.
+	rev  int64
+	wake chan struct{} // closed when there is something to Get or on Close
 }
 
-func startWatcher[T any](v *Value[T]) *watcher[T] {
+func startFollower(cli *clientv3.Client, key, end string, b *book) *follower {
+	b.watchChanged(1, 0, 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher[T]{
-		v:       v,
+	f := &follower{
+		cli:     cli,
+		key:     key,
+		end:     end,
+		book:    b,
 		cancel:  cancel,
 		exited:  make(chan struct{}),
 		pending: make(map[string]*entry),
 		known:   make(map[string][]byte),
 		wake:    make(chan struct{}),
 	}
-	go w.run(ctx)
-	return w
+	go f.run(ctx)
+	return f
 }
 
 // run lists and watches until ctx is cancelled, re-listing whenever the watch
 // breaks.
-func (w *watcher[T]) run(ctx context.Context) {
-	defer close(w.exited)
+func (f *follower) run(ctx context.Context) {
+	defer close(f.exited)
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 50 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	for ctx.Err() == nil {
-		err := w.listAndWatch(ctx, bo)
+		err := f.listAndWatch(ctx, bo)
 		if ctx.Err() != nil {
 			return
 		}
-		if w.established {
-			w.established = false
-			w.v.watchChanged(0, -1, 0, err)
-		} else {
-			w.v.watchChanged(0, 0, 0, err)
+		est := 0
+		if f.established {
+			f.established, est = false, -1
 		}
+		f.book.watchChanged(0, est, 0, err)
 		select {
 		case <-time.After(bo.NextBackOff()):
 		case <-ctx.Done():
@@ -98,21 +104,21 @@ func (w *watcher[T]) run(ctx context.Context) {
 
 // listAndWatch reconciles with a fresh listing and then follows the watch
 // until it breaks, returning why.
-func (w *watcher[T]) listAndWatch(ctx context.Context, bo *backoff.ExponentialBackOff) error {
+func (f *follower) listAndWatch(ctx context.Context, bo *backoff.ExponentialBackOff) error {
 	opts := []clientv3.OpOption{}
-	if w.v.isRange() {
-		opts = append(opts, clientv3.WithRange(w.v.RangeEnd))
+	if f.end != "" {
+		opts = append(opts, clientv3.WithRange(f.end))
 	}
-	resp, err := w.v.Client.Get(ctx, w.v.Key, opts...)
+	resp, err := f.cli.Get(ctx, f.key, opts...)
 	if err != nil {
-		return fmt.Errorf("listing %q: %w", w.v.Key, err)
+		return fmt.Errorf("listing %q: %w", f.key, err)
 	}
 	rev := resp.Header.Revision
-	w.reconcile(resp.Kvs, rev)
-	w.v.sawRevision(rev)
-	if !w.established {
-		w.established = true
-		w.v.watchChanged(0, 1, rev, nil)
+	f.reconcile(resp.Kvs, rev)
+	f.book.sawRevision(rev)
+	if !f.established {
+		f.established = true
+		f.book.watchChanged(0, 1, rev, nil)
 	}
 	bo.Reset()
 
@@ -120,50 +126,52 @@ func (w *watcher[T]) listAndWatch(ctx context.Context, bo *backoff.ExponentialBa
 	// instead of going silent, so that the watcher moves elsewhere.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := w.v.Client.Watch(wctx, w.v.Key, append(opts, clientv3.WithRev(rev+1))...)
+	wch := f.cli.Watch(wctx, f.key, append(opts, clientv3.WithRev(rev+1))...)
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
-			return fmt.Errorf("watching %q: %w", w.v.Key, err)
+			return fmt.Errorf("watching %q: %w", f.key, err)
 		}
 		if wr.Canceled {
-			return fmt.Errorf("watching %q: watch cancelled by etcd", w.v.Key)
+			return fmt.Errorf("watching %q: watch cancelled by etcd", f.key)
 		}
 		if len(wr.Events) > 0 {
-			w.apply(wr.Events)
+			f.apply(wr.Events)
 		}
-		w.v.sawRevision(wr.Header.Revision)
+		f.book.sawRevision(wr.Header.Revision)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("watching %q: watch channel closed", w.v.Key)
+	return fmt.Errorf("watching %q: watch channel closed", f.key)
 }
 
-// reconcile compares a listing with what the watcher knows: changed and new
+// reconcile compares a listing with what the follower knows: changed and new
 // keys become pending, keys that vanished become pending deletions.
-func (w *watcher[T]) reconcile(kvs []*mvccpb.KeyValue, rev int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	first := !w.listed
+func (f *follower) reconcile(kvs []*mvccpb.KeyValue, rev int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	seen := make(map[string]bool, len(kvs))
 	for _, kv := range kvs {
 		k := string(kv.Key)
 		seen[k] = true
-		w.changeLocked(k, kv.Value, kv.ModRevision, first)
+		f.changeLocked(k, kv.Value, kv.ModRevision)
 	}
-	for k := range w.known {
+	for k := range f.known {
 		if !seen[k] {
-			w.changeLocked(k, nil, rev, false)
+			f.changeLocked(k, nil, rev)
 		}
 	}
-	w.listed = true
-	w.wakeLocked()
+	f.rev = max(f.rev, rev)
+	if !f.listed {
+		f.listed, f.fresh = true, true
+	}
+	f.wakeLocked()
 }
 
 // apply records the events of one watch response.
-func (w *watcher[T]) apply(events []*clientv3.Event) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (f *follower) apply(events []*clientv3.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, ev := range events {
 		var value []byte
 		if ev.Type == clientv3.EventTypePut {
@@ -172,15 +180,16 @@ func (w *watcher[T]) apply(events []*clientv3.Event) {
 				value = []byte{}
 			}
 		}
-		w.changeLocked(string(ev.Kv.Key), value, ev.Kv.ModRevision, false)
+		f.changeLocked(string(ev.Kv.Key), value, ev.Kv.ModRevision)
+		f.rev = max(f.rev, ev.Kv.ModRevision)
 	}
-	w.wakeLocked()
+	f.wakeLocked()
 }
 
 // changeLocked records that key now holds value (nil: deleted) unless that is
-// what the watcher already knows.
-func (w *watcher[T]) changeLocked(key string, value []byte, rev int64, backlog bool) {
-	old, existed := w.known[key]
+// what the follower already knows.
+func (f *follower) changeLocked(key string, value []byte, rev int64) {
+	old, existed := f.known[key]
 	if value == nil && !existed {
 		return
 	}
@@ -188,67 +197,119 @@ func (w *watcher[T]) changeLocked(key string, value []byte, rev int64, backlog b
 		return
 	}
 	if value == nil {
-		delete(w.known, key)
+		delete(f.known, key)
 	} else {
-		w.known[key] = value
+		f.known[key] = value
 	}
-	if e, ok := w.pending[key]; ok {
+	if e, ok := f.pending[key]; ok {
 		if value == nil && !e.existed {
 			// Created and deleted again before Get told anyone.
-			delete(w.pending, key)
-			w.queue = slices.DeleteFunc(w.queue, func(k string) bool { return k == key })
+			delete(f.pending, key)
 			return
 		}
 		e.value, e.revision = value, rev
 		return
 	}
-	w.pending[key] = &entry{key: key, value: value, revision: rev, backlog: backlog, existed: existed}
-	w.queue = append(w.queue, key)
+	f.pending[key] = &entry{value: value, revision: rev, existed: existed}
 }
 
-// wakeLocked wakes blocked Gets if anything is pending.
-func (w *watcher[T]) wakeLocked() {
-	if len(w.queue) > 0 || w.closed {
+func (f *follower) readyLocked() bool {
+	return f.closed || len(f.pending) > 0 || (f.fresh && f.end != "")
+}
+
+// wakeLocked wakes blocked Gets if there is anything to Get.
+func (f *follower) wakeLocked() {
+	if f.readyLocked() {
 		select {
-		case <-w.wake:
+		case <-f.wake:
 		default:
-			close(w.wake)
+			close(f.wake)
 		}
 	}
 }
 
-// next takes the oldest pending change. If there is none it returns a
-// channel that the next change closes; for a backlog-only Get, done is true
-// once the backlog is exhausted.
-func (w *watcher[T]) next(backlogOnly bool) (e *entry, wake <-chan struct{}, done bool, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return nil, nil, false, event.ErrClosed
+// take hands the pending changes to a Get, or, if there are none, returns
+// a channel that the next change closes.
+func (f *follower) take() (pending map[string]*entry, rev int64, wake <-chan struct{}, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, 0, nil, event.ErrClosed
 	}
-	if backlogOnly && w.listed {
-		if len(w.queue) == 0 || !w.pending[w.queue[0]].backlog {
-			return nil, nil, true, nil
-		}
-	}
-	if len(w.queue) == 0 || (backlogOnly && !w.listed) {
+	if !f.readyLocked() {
 		// Re-arm: a fresh channel that the next change closes.
 		select {
-		case <-w.wake:
-			w.wake = make(chan struct{})
+		case <-f.wake:
+			f.wake = make(chan struct{})
 		default:
 		}
-		return nil, w.wake, false, nil
+		return nil, 0, f.wake, nil
 	}
-	key := w.queue[0]
-	w.queue[0] = ""
-	w.queue = w.queue[1:]
-	e = w.pending[key]
-	delete(w.pending, key)
-	return e, nil, false, nil
+	pending = f.pending
+	f.pending = make(map[string]*entry)
+	f.fresh = false
+	return pending, f.rev, nil, nil
 }
 
-func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, error) {
+func (f *follower) ready() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readyLocked() {
+		return event.ClosedChan()
+	}
+	select {
+	case <-f.wake:
+		f.wake = make(chan struct{})
+	default:
+	}
+	return f.wake
+}
+
+// close stops the follower's goroutine and waits for it, so that a closed
+// watcher leaves nothing running.
+func (f *follower) close() {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.closed = true
+	f.wakeLocked()
+	f.mu.Unlock()
+	f.cancel()
+	<-f.exited
+	est := 0
+	if f.established {
+		est = -1
+	}
+	f.book.watchChanged(-1, est, 0, nil)
+}
+
+// wait is the blocking part of a Get: it returns the pending changes once
+// there are some.
+func (f *follower) wait(ctx context.Context) (map[string]*entry, int64, error) {
+	for {
+		pending, rev, wake, err := f.take()
+		if err != nil || pending != nil {
+			return pending, rev, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// keyWatcher is a watcher of a Value: one key.
+type keyWatcher[T any] struct {
+	f      *follower
+	decode Decoder[T]
+	busy   atomic.Bool
+	last   int64 // revision of the data last returned; only Get touches it
+}
+
+func (w *keyWatcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, error) {
 	var zero T
 	if !w.busy.CompareAndSwap(false, true) {
 		return zero, event.ErrConcurrentGet
@@ -256,25 +317,22 @@ func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, er
 	defer w.busy.Store(false)
 	o := event.ParseGetOptions(opts)
 	for {
-		e, wake, done, err := w.next(o.BacklogOnly)
+		pending, _, err := w.f.wait(ctx)
 		if err != nil {
 			return zero, err
 		}
-		if done {
-			return zero, event.ErrBacklogDone
-		}
+		e := pending[w.f.key]
 		if e == nil {
-			select {
-			case <-wake:
-				continue
-			case <-ctx.Done():
-				return zero, ctx.Err()
-			}
+			continue
 		}
 		w.last = e.revision
-		data, err := w.v.Decode([]byte(e.key), e.value)
+		data, err := w.decode([]byte(w.f.key), e.value)
 		if err != nil {
-			return zero, fmt.Errorf("decoding %q at revision %d: %w", e.key, e.revision, err)
+			err = fmt.Errorf("decoding %q at revision %d: %w", w.f.key, e.revision, err)
+		}
+		w.f.book.decoded(w.f.key, e.revision, err)
+		if err != nil {
+			return zero, err
 		}
 		if o.Accepts(data) {
 			return data, nil
@@ -282,39 +340,76 @@ func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, er
 	}
 }
 
-func (w *watcher[T]) Ready() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed || len(w.queue) > 0 {
-		return event.ClosedChan()
-	}
-	select {
-	case <-w.wake:
-		w.wake = make(chan struct{})
-	default:
-	}
-	return w.wake
+func (w *keyWatcher[T]) Ready() <-chan struct{} { return w.f.ready() }
+func (w *keyWatcher[T]) LastVersion() uint64    { return uint64(w.last) }
+func (w *keyWatcher[T]) Close() error {
+	w.f.close()
+	return nil
 }
 
-func (w *watcher[T]) LastVersion() uint64 { return uint64(w.last) }
+// rangeWatcher is a watcher of a Range.
+type rangeWatcher[T any] struct {
+	f      *follower
+	decode Decoder[T]
+	busy   atomic.Bool
+	// last is the snapshot last built, the base of the next; only Get
+	// touches it.
+	last *event.Snapshot[T]
+	// carry are the keys of snapshots a filter refused: they changed since
+	// the snapshot Get last returned, and the next one says so.
+	carry []string
+}
 
-// Close stops the watcher's goroutine and waits for it, so that a closed
-// watcher leaves nothing running.
-func (w *watcher[T]) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
+func (w *rangeWatcher[T]) Get(ctx context.Context, opts ...event.GetOption[*event.Snapshot[T]]) (*event.Snapshot[T], error) {
+	if !w.busy.CompareAndSwap(false, true) {
+		return nil, event.ErrConcurrentGet
 	}
-	w.closed = true
-	w.wakeLocked()
-	w.mu.Unlock()
-	w.cancel()
-	<-w.exited
-	est := 0
-	if w.established {
-		est = -1
+	defer w.busy.Store(false)
+	o := event.ParseGetOptions(opts)
+	for {
+		pending, rev, err := w.f.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		updates := make(map[string]event.Entry[T], len(pending))
+		changed := make([]string, 0, len(pending))
+		for k, e := range pending {
+			changed = append(changed, k)
+			if e.value == nil {
+				w.f.book.decoded(k, e.revision, nil)
+				continue
+			}
+			data, err := w.decode([]byte(k), e.value)
+			if err != nil {
+				var zero T
+				data, err = zero, fmt.Errorf("decoding %q at revision %d: %w", k, e.revision, err)
+			}
+			w.f.book.decoded(k, e.revision, err)
+			updates[k] = event.Entry[T]{Data: data, Version: uint64(e.revision), Err: err}
+		}
+		w.last = event.Next(w.last, uint64(rev), updates, changed)
+		if !o.Accepts(w.last) {
+			w.carry = append(w.carry, w.last.Changed...)
+			continue
+		}
+		if len(w.carry) > 0 {
+			w.last.Changed = slices.Compact(slices.Sorted(slices.Values(append(w.carry, w.last.Changed...))))
+			w.carry = nil
+		}
+		return w.last, nil
 	}
-	w.v.watchChanged(-1, est, 0, nil)
+}
+
+func (w *rangeWatcher[T]) Ready() <-chan struct{} { return w.f.ready() }
+
+func (w *rangeWatcher[T]) LastVersion() uint64 {
+	if w.last == nil {
+		return 0
+	}
+	return w.last.Version
+}
+
+func (w *rangeWatcher[T]) Close() error {
+	w.f.close()
 	return nil
 }

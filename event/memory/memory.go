@@ -122,9 +122,6 @@ type watcher[T any] struct {
 func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, error) {
 	var zero T
 	o := event.ParseGetOptions(opts)
-	if o.BacklogOnly {
-		return zero, event.ErrBacklogUnsupported
-	}
 	if !w.busy.CompareAndSwap(false, true) {
 		return zero, event.ErrConcurrentGet
 	}

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -144,16 +143,6 @@ func TestLastVersion(t *testing.T) {
 	}
 }
 
-func TestBacklogUnsupported(t *testing.T) {
-	var v Value[int]
-	v.Set(1)
-	w := v.Watch()
-	defer w.Close()
-	if _, err := w.Get(ctx(t), event.BacklogOnly[int]()); !errors.Is(err, event.ErrBacklogUnsupported) {
-		t.Fatalf("Get(BacklogOnly) = %v, want ErrBacklogUnsupported", err)
-	}
-}
-
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	if err := RegisterMetrics(reg); err != nil {
@@ -197,4 +186,13 @@ func TestMetrics(t *testing.T) {
 	if got := strings.Join(names, ","); got != "polis_event_deliveries_total,polis_event_sets_total,polis_event_watchers" {
 		t.Errorf("gathered families %s", got)
 	}
+}
+
+func TestRangeConformance(t *testing.T) {
+	eventtest.RunRange(t, eventtest.RangeBackend{
+		New: func(t *testing.T) (func(string, int), func(string), event.RangeWatch[int]) {
+			r := &Range[int]{Name: "conformance-range"}
+			return r.Put, r.Delete, r
+		},
+	})
 }
