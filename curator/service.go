@@ -79,7 +79,8 @@ func (s *Service) rpcLogger() *zap.Logger {
 	return zap.NewNop()
 }
 
-// Status is the curator's status; unset until it serves.
+// Status is the curator's status: unset until it first serves, set while
+// it serves, nil once it stopped (until a new Run serves again).
 func (s *Service) Status() event.ValueWatch[*Status] { return &s.status }
 
 // Leader is this curator's view of the leadership.
@@ -150,6 +151,9 @@ func (s *Service) Run(ctx context.Context) error {
 	cpb.RegisterAAAServiceServer(srv, rpc)
 
 	s.status.Set(&Status{NodeID: s.nodeID, Address: addr, CACertificate: ca.Certificate().Raw})
+	// Withdrawn as soon as this run stops serving, however it ends: a
+	// stopped curator must not look like one that serves.
+	defer s.status.Set(nil)
 	supervisor.Logger(ctx).Info("serving", zap.Stringer("address", addr), zap.String("node", s.nodeID))
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 

@@ -17,6 +17,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/curator/client"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
@@ -194,7 +195,8 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 		if err != nil {
 			return nil, nil, fmt.Errorf("waiting for this node's curator: %w", err)
 		}
-		st, err := event.Get(ctx, local.Curator.Status())
+		// nil once a curator stopped serving: wait for one that serves.
+		st, err := event.Get(ctx, local.Curator.Status(), event.Filter(func(s *curator.Status) bool { return s != nil }))
 		if err != nil {
 			return nil, nil, fmt.Errorf("waiting for this node's curator: %w", err)
 		}

@@ -4,45 +4,61 @@
 // react.
 //
 // Every worker declares the values it reads and writes in one place, its
-// constructor, through Reads and Writes on a Graph, and keeps only what
-// those return: a worker cannot reach a value it did not declare, and the
-// Graph is the role server's true dependency graph, logged at start and
-// checked by tests (no value read that nobody writes, no value with two
-// writers).
+// constructor, through Reads and Writes on a Graph (and Produces for the
+// status of a service it runs), and keeps only what those return: a worker
+// cannot reach a value it did not declare, and the Graph is the role
+// server's true dependency graph, logged at start and checked by tests (no
+// value read that nobody writes, no value with two writers).
 //
-// A worker is a loop: wait on its inputs with event.Inputs ("until these
-// values satisfy these predicates and one of them changed"), then act in
-// plain sequential code. It returns an error when it cannot go on, and the
-// supervisor restarts it; nothing is retried by hand, and no worker starts
-// goroutines to combine values.
+// A worker is a loop: wait on its inputs with the Graph's Inputs ("until
+// these values satisfy these predicates and one of them changed"), then act
+// in plain sequential code. Every value a worker reacts to is one of those
+// inputs: an input the worker did not declare makes its Wait fail, and no
+// worker reads a value with a one-off event.Get. A worker asks which input
+// changed through the input's typed handle (In.Changed), never by name. It
+// returns an error when it cannot go on, and the supervisor restarts it;
+// nothing is retried by hand, and no worker starts goroutines to combine
+// values. The Graph records each worker's last reaction (Graph.Workers).
 //
 // # Who provides data to whom
 //
 //	                     credentials (written by enrolment, node/)
 //	                          │
 //	                          ▼
-//	  directory ──────► membership ◄──────── localControlPlane ◄── controlplane
-//	      ▲                   │                 │                      ▲
-//	      │     ┌─────────────┼────────────┬────┼─────────┐            │
-//	      │     ▼             ▼            ▼    ▼         ▼            │
-//	clusterdirectory      rolefetch      statuspush    heartbeat       │
-//	  (saves it)         (saves them)       │              │           │
-//	                          │             └──► curator ◄─┘           │
-//	                          │ localRoles                             │
-//	                          ├────────────────────────────────────────┘
+//	  directory ──────► membership ◄──────── localCurator ◄────── controlplane
+//	      ▲                   │                 │                   ▲    │
+//	      │     ┌─────────────┼────────────┬────┘                   │    ▼
+//	      │     ▼             ▼            ▼              ┌─────────┘ localControlPlane
+//	clusterdirectory      rolefetch      statuspush    heartbeat      (for the node)
+//	  (saves it)         (saves them)       │              │          │
+//	                          │             └──► curator ◄─┘          │
+//	                          │ localRoles                            │
+//	                          ├───────────────────────────────────────┘
 //	                          ▼
 //	                      kubernetes ──► kubernetes (status)
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials that finds the curator leader through
-// the local curator, when this node runs one, and the directory. The loops
-// in the picture are broken at start, from disk: clusterdirectory publishes
-// the directory it saved (empty on a node that has none; a bootstrapping
-// node reaches its own curator), and rolefetch publishes the roles it saved,
-// so that a lone control-plane node starts its control plane, and with it
-// the curator everything else waits for, before it can reach any curator.
-// controlplane sets localControlPlane to nil when it starts, so that its
-// readers need not wait for a control plane that may never come.
+// the local curator, when one serves on this node, and the directory. The
+// loops in the picture are broken at start, from disk: clusterdirectory
+// publishes the directory it saved (empty on a node that has none; a
+// bootstrapping node reaches its own curator), and rolefetch publishes the
+// roles it saved, so that a lone control-plane node starts its control
+// plane, and with it the curator everything else waits for, before it can
+// reach any curator.
+//
+// # The local curator
+//
+// localCurator is "the curator on this node serves, here": controlplane sets
+// it to nil when it starts, publishes the curator's endpoint only once the
+// curator's Status is set (it serves), sets it back to nil when the curator
+// stops serving, and withdraws it with supervisor.Cleanup when the control
+// plane stops, however its run ends. Its readers (membership, statuspush)
+// never wait for it to serve: nil is an answer ("no local curator"), and a
+// local curator that does not serve leaves a working membership alone.
+// localControlPlane, the handles on the running services, follows the same
+// rule (withdrawn when the run ends) but no worker reads it; it is for the
+// node agent and its tests.
 //
 // # What it does not do
 //

@@ -243,11 +243,9 @@ type fakeLocalCurator struct {
 func (c *fakeLocalCurator) Status() event.ValueWatch[*curator.Status]       { return &c.status }
 func (c *fakeLocalCurator) Leader() event.ValueWatch[*curator.LeaderStatus] { return &c.leader }
 
-// servingCurator is a local curator of node id serving at addr.
-func servingCurator(id, addr string) *fakeLocalCurator {
-	c := &fakeLocalCurator{}
-	c.status.Set(&curator.Status{NodeID: id, Address: netip.MustParseAddrPort(addr)})
-	return c
+// servingStatus is the status of a curator of node id serving at addr.
+func servingStatus(id, addr string) *curator.Status {
+	return &curator.Status{NodeID: id, Address: netip.MustParseAddrPort(addr)}
 }
 
 // node is an UP node record.

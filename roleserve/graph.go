@@ -1,10 +1,13 @@
 package roleserve
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/polis-os/polis/event"
 )
@@ -15,9 +18,15 @@ import (
 // worker therefore holds exactly the values it declared, and the graph is
 // the true list of who depends on whom: it is logged at start and checked
 // in tests.
+//
+// Workers wait through the Graph too (Inputs, Input): an input the worker
+// has not declared makes its Wait fail, so every value a worker reacts to is
+// in the graph. The Graph also records each worker's last reaction (see
+// Workers), for status pages and the node API.
 type Graph struct {
-	mu    sync.Mutex
-	edges []Edge
+	mu        sync.Mutex
+	edges     []Edge
+	reactions map[string]Reaction
 }
 
 // Edge is one declared use of a value by a worker.
@@ -47,6 +56,97 @@ func Writes[T any, V interface {
 	g.add(Edge{Worker: worker, Value: valueName(v), Writes: true})
 	return v
 }
+
+// Produces declares that the runnables worker starts write the value
+// called name: a service's status (the local curator's, the local consensus
+// member's) that exists only while the worker runs it, and that the worker
+// may therefore wait on.
+func Produces(g *Graph, worker, name string) {
+	g.add(Edge{Worker: worker, Value: name, Writes: true})
+}
+
+// declared reports whether worker declared a use of the value called name.
+func (g *Graph) declared(worker, name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.ContainsFunc(g.edges, func(e Edge) bool { return e.Worker == worker && e.Value == name })
+}
+
+// Reaction is what a worker last reacted to.
+type Reaction struct {
+	// Worker is the worker's name.
+	Worker string
+	// Why is the explanation of its last Wait that returned.
+	Why string
+	// At is when that Wait returned.
+	At time.Time
+	// Count is how many Waits of the worker have returned.
+	Count uint64
+}
+
+// Workers returns the last reaction of every worker that has reacted, by
+// worker name. The result is a copy.
+func (g *Graph) Workers() []Reaction {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := slices.Collect(maps.Values(g.reactions))
+	slices.SortFunc(out, func(a, b Reaction) int { return strings.Compare(a.Worker, b.Worker) })
+	return out
+}
+
+func (g *Graph) reacted(worker string, why event.Why) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reactions == nil {
+		g.reactions = map[string]Reaction{}
+	}
+	r := g.reactions[worker]
+	g.reactions[worker] = Reaction{Worker: worker, Why: why.String(), At: time.Now(), Count: r.Count + 1}
+}
+
+// Inputs is an event.Inputs that belongs to one worker of a Graph: it
+// accepts only values the worker declared, and records its reactions.
+type Inputs struct {
+	in     event.Inputs
+	g      *Graph
+	worker string
+	// err is set by an Input of an undeclared value; Wait returns it.
+	err error
+}
+
+// Inputs returns an Inputs for worker. The caller must Close it.
+func (g *Graph) Inputs(worker string) *Inputs {
+	return &Inputs{g: g, worker: worker}
+}
+
+// Input registers v with in, as event.Input does. A value the worker did
+// not declare (through Reads, Writes or Produces) makes every Wait fail: a
+// worker must not react to a value the graph does not show.
+func Input[T any](in *Inputs, v event.ValueWatch[T], pred func(T) bool) *event.In[T] {
+	name := ""
+	if d, ok := v.(event.Describer); ok {
+		name = d.Info().Name
+	}
+	if in.err == nil && (name == "" || !in.g.declared(in.worker, name)) {
+		in.err = fmt.Errorf("worker %s waits on %q, which it did not declare", in.worker, name)
+	}
+	return event.Input(&in.in, v, pred)
+}
+
+// Wait is event.Inputs.Wait, recording the reaction in the Graph.
+func (in *Inputs) Wait(ctx context.Context) (event.Why, error) {
+	if in.err != nil {
+		return event.Why{}, in.err
+	}
+	why, err := in.in.Wait(ctx)
+	if err == nil {
+		in.g.reacted(in.worker, why)
+	}
+	return why, err
+}
+
+// Close closes the inputs' watchers; see event.Inputs.Close.
+func (in *Inputs) Close() error { return in.in.Close() }
 
 func valueName(v named) string {
 	name := v.Info().Name

@@ -1,8 +1,11 @@
 package roleserve
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/polis-os/polis/event"
 
 	"github.com/polis-os/polis/event/memory"
 )
@@ -40,4 +43,88 @@ func TestGraphRefusesUnnamedValues(t *testing.T) {
 	}()
 	var g Graph
 	Reads[int](&g, "w", &memory.Value[int]{})
+}
+
+// A worker that waits on a value it did not declare fails: every value a
+// worker reacts to is in the graph.
+func TestGraphInputsRefuseUndeclared(t *testing.T) {
+	var g Graph
+	declared := &memory.Value[int]{Name: "declared"}
+	hidden := &memory.Value[int]{Name: "hidden"}
+	Reads[int](&g, "w", declared)
+	declared.Set(1)
+	hidden.Set(1)
+
+	in := g.Inputs("w")
+	defer in.Close()
+	Input(in, event.ValueWatch[int](declared), nil)
+	if _, err := in.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait on a declared value: %v", err)
+	}
+	in2 := g.Inputs("w")
+	defer in2.Close()
+	Input(in2, event.ValueWatch[int](declared), nil)
+	Input(in2, event.ValueWatch[int](hidden), nil)
+	if _, err := in2.Wait(context.Background()); err == nil || !strings.Contains(err.Error(), `"hidden"`) {
+		t.Fatalf("Wait on an undeclared value = %v, want an error naming it", err)
+	}
+	// Declared by another worker is not declared by this one.
+	Reads[int](&g, "other", hidden)
+	in3 := g.Inputs("w")
+	defer in3.Close()
+	Input(in3, event.ValueWatch[int](hidden), nil)
+	if _, err := in3.Wait(context.Background()); err == nil {
+		t.Fatalf("Wait on a value only another worker declared succeeded")
+	}
+}
+
+// The Graph records each worker's last reaction.
+func TestGraphWorkers(t *testing.T) {
+	var g Graph
+	a := &memory.Value[int]{Name: "a"}
+	Reads[int](&g, "w", a)
+	in := g.Inputs("w")
+	defer in.Close()
+	Input(in, event.ValueWatch[int](a), nil)
+	a.Set(1)
+	if _, err := in.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Set(2)
+	if _, err := in.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ws := g.Workers()
+	if len(ws) != 1 || ws[0].Worker != "w" || ws[0].Count != 2 || ws[0].Why != "a v1→v2" || ws[0].At.IsZero() {
+		t.Fatalf("Workers = %+v", ws)
+	}
+}
+
+// Every worker of the role server waits only on what it declared: built
+// over real values, the whole role server's Graph holds the values each
+// worker's Inputs name (checked by running the workers' first Waits is
+// what the unit tests of each worker do; here, that New declares the
+// local curator and the services' statuses).
+func TestRoleServerGraphDeclaresLocalCurator(t *testing.T) {
+	var g Graph
+	v := NewValues()
+	newWorkerMembership(&g, v, nil)
+	newWorkerStatusPush(&g, v, testNode, 7834)
+	newWorkerControlPlane(&g, v, ControlPlaneConfig{})
+	for _, want := range []struct{ worker, value string }{
+		{"membership", "localCurator"},
+		{"statuspush", "localCurator"},
+		{"controlplane", "localCurator"},
+		{"controlplane", "curator-status"},
+		{"controlplane", "consensus.status"},
+	} {
+		if !g.declared(want.worker, want.value) {
+			t.Errorf("%s does not declare %s", want.worker, want.value)
+		}
+	}
+	for _, e := range g.Edges() {
+		if e.Value == "localControlPlane" && !e.Writes {
+			t.Errorf("%s reads localControlPlane: readers must use localCurator", e.Worker)
+		}
+	}
 }

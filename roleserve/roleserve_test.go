@@ -29,12 +29,12 @@ func TestRoleServerGraph(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 	const want = `clusterdirectory: reads membership; writes directory
-controlplane: reads localRoles; writes localControlPlane
+controlplane: reads localRoles; writes consensus.status, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads localRoles; writes kubernetes
-membership: reads credentials, directory, localControlPlane; writes membership
+membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localRoles
-statuspush: reads localControlPlane, membership; writes nothing
+statuspush: reads localCurator, membership; writes nothing
 `
 	if got := rs.Graph().String(); got != want {
 		t.Errorf("graph:\n%s\nwant:\n%s", got, want)

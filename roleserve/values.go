@@ -31,6 +31,10 @@ type Values struct {
 	// LocalControlPlane is the consensus member and curator running on this
 	// node; nil when none runs.
 	LocalControlPlane memory.Value[*LocalControlPlane]
+	// LocalCurator is where the curator on this node serves: set only
+	// while it serves (its Status is set), nil otherwise, never unset once
+	// the controlplane worker has started.
+	LocalCurator memory.Value[*cpb.CuratorEndpoint]
 	// Directory is the list of the cluster's curators, kept current.
 	Directory memory.Value[[]*cpb.CuratorEndpoint]
 	// Kubernetes is what the Kubernetes worker runs.
@@ -44,6 +48,7 @@ func NewValues() *Values {
 	v.Membership.Name = "membership"
 	v.LocalRoles.Name = "localRoles"
 	v.LocalControlPlane.Name = "localControlPlane"
+	v.LocalCurator.Name = "localCurator"
 	v.Directory.Name = "directory"
 	v.Kubernetes.Name = "kubernetes"
 	// Workers publish these whenever they have looked again (after a
@@ -51,6 +56,7 @@ func NewValues() *Values {
 	// every reader.
 	v.LocalRoles.Equal = func(a, b *cpb.Roles) bool { return proto.Equal(a, b) }
 	v.Directory.Equal = sameEndpoints
+	v.LocalCurator.Equal = func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }
 	v.Kubernetes.Equal = func(a, b *KubernetesStatus) bool {
 		if a == nil || b == nil {
 			return a == b
@@ -104,30 +110,29 @@ type ClusterMembership struct {
 	Curator grpc.ClientConnInterface
 }
 
-// LocalControlPlane is the control plane running on this node. Its writer
-// (the controlplane worker) sets it to nil when it starts, since nothing runs
-// yet, and publishes the services once they serve: readers such as the
-// membership worker wait for it to be set at all, and then take the local
-// curator's address from its Status at once.
+// LocalControlPlane is the control plane running on this node: handles on
+// its services, for the node and its tests. Its writer (the controlplane
+// worker) sets it to nil when it starts and when its run ends, and publishes
+// it once the consensus member votes and the curator has been started. No
+// worker reads it: "the local curator serves" is LocalCurator, published
+// only while it is true.
 type LocalControlPlane struct {
 	// Consensus is the local consensus member.
 	Consensus *consensus.Service
 	// Curator is the local curator; nil if only consensus runs.
-	Curator LocalCurator
+	Curator LocalCuratorService
 }
 
-// LocalCurator is what the role server uses of the local curator: where it
-// serves and whether it leads. *curator.Service provides it; an interface
-// lets the workers' unit tests provide in-memory values instead of running a
-// curator.
-type LocalCurator interface {
+// LocalCuratorService is what the node uses of the local curator: where it
+// serves and whether it leads. *curator.Service provides it.
+type LocalCuratorService interface {
 	// Status is unset until the curator serves.
 	Status() event.ValueWatch[*curator.Status]
 	// Leader is the curator's view of the election.
 	Leader() event.ValueWatch[*curator.LeaderStatus]
 }
 
-var _ LocalCurator = (*curator.Service)(nil)
+var _ LocalCuratorService = (*curator.Service)(nil)
 
 // KubernetesStatus is what the Kubernetes worker runs on this node.
 type KubernetesStatus struct {

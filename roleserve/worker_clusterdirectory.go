@@ -26,6 +26,7 @@ import (
 // the loop is broken at start, where the saved directory (or, on a node that
 // has none, an empty one) is published before any curator is asked.
 type workerClusterDirectory struct {
+	g          *Graph
 	membership event.ValueWatch[*ClusterMembership] // reads
 	directory  event.Value[[]*cpb.CuratorEndpoint]  // writes
 
@@ -35,6 +36,7 @@ type workerClusterDirectory struct {
 func newWorkerClusterDirectory(g *Graph, v *Values, file localstorage.File) *workerClusterDirectory {
 	const name = "clusterdirectory"
 	return &workerClusterDirectory{
+		g:          g,
 		membership: Reads[*ClusterMembership](g, name, &v.Membership),
 		directory:  Writes[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
 		file:       file,
@@ -52,9 +54,9 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 	log.Info("publishing the saved cluster directory", zap.Int("curators", len(saved.GetCurators())))
 	w.directory.Set(saved.GetCurators())
 
-	var in event.Inputs
+	in := w.g.Inputs("clusterdirectory")
 	defer in.Close()
-	m := event.Input(&in, w.membership, hasCurator)
+	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)
 	if err != nil {
 		return err

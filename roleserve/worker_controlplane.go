@@ -70,6 +70,7 @@ func (c *ControlPlaneConfig) curatorPort() uint16 {
 // ConsensusMember role (joining etcd with the data the curator put in the
 // role). When the role goes, it stops them.
 type workerControlPlane struct {
+	g   *Graph
 	cfg ControlPlaneConfig
 	// bootstrapped is set once this worker has initialised the cluster:
 	// later runs (after a failure, or after the role was taken away) follow
@@ -79,16 +80,30 @@ type workerControlPlane struct {
 	// membership that has ended (the member was removed from the
 	// cluster): such data can never serve again, and the next start with
 	// fresh join data clears it and joins anew.
-	discardData bool
-	roles       event.ValueWatch[*cpb.Roles]    // reads
-	local       event.Value[*LocalControlPlane] // writes
+	discardData  bool
+	roles        event.ValueWatch[*cpb.Roles]      // reads
+	local        event.Value[*LocalControlPlane]   // writes
+	localCurator event.Value[*cpb.CuratorEndpoint] // writes
 }
 
+// The statuses of the services the controlplane worker runs, which it
+// waits on: they exist only while it runs them, so they are declared by
+// name (Produces).
+const (
+	consensusStatusName = "consensus.status"
+	curatorStatusName   = "curator-status"
+)
+
 func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerControlPlane {
+	const name = "controlplane"
+	Produces(g, name, consensusStatusName)
+	Produces(g, name, curatorStatusName)
 	return &workerControlPlane{
-		cfg:   cfg,
-		roles: Reads[*cpb.Roles](g, "controlplane", &v.LocalRoles),
-		local: Writes[*LocalControlPlane](g, "controlplane", &v.LocalControlPlane),
+		g:            g,
+		cfg:          cfg,
+		roles:        Reads[*cpb.Roles](g, name, &v.LocalRoles),
+		local:        Writes[*LocalControlPlane](g, name, &v.LocalControlPlane),
+		localCurator: Writes[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
 	}
 }
 
@@ -108,13 +123,14 @@ func removed(s *consensus.Status) bool {
 func (w *workerControlPlane) run(ctx context.Context) error {
 	logger := supervisor.Logger(ctx)
 	w.local.Set(nil)
-	var in event.Inputs
+	w.localCurator.Set(nil)
+	in := w.g.Inputs("controlplane")
 	defer in.Close()
 
 	bootstrap := w.cfg.Bootstrap != nil && !w.bootstrapped
 	var join *consensus.JoinData
 	if !bootstrap {
-		roles := event.Input(&in, w.roles, consensusMember)
+		roles := Input(in, w.roles, consensusMember)
 		why, err := in.Wait(ctx)
 		if err != nil {
 			return err
@@ -147,12 +163,15 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "consensus", cons.Run); err != nil {
 		return err
 	}
-	st, err := event.Get(ctx, cons.Status(), event.Filter(func(s *consensus.Status) bool {
+	consIn := w.g.Inputs("controlplane")
+	defer consIn.Close()
+	consStatus := Input(consIn, cons.Status(), func(s *consensus.Status) bool {
 		return consensus.IsVoter(s) || removed(s)
-	}))
-	if err != nil {
+	})
+	if _, err := consIn.Wait(ctx); err != nil {
 		return fmt.Errorf("waiting for consensus: %w", err)
 	}
+	st := consStatus.Latest()
 	if removed(st) {
 		// The data is from a membership that ended while this node was
 		// away or before the role came back; the next run, given the
@@ -188,16 +207,27 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "curator", cur.Run); err != nil {
 		return err
 	}
+	// "The local curator serves" is true only while its Status says so.
+	if err := supervisor.Run(ctx, "localcurator", func(ctx context.Context) error { return w.publishCurator(ctx, cur) }); err != nil {
+		return err
+	}
 	w.local.Set(&LocalControlPlane{Consensus: cons, Curator: cur})
+	// Withdrawn once the run and its children (consensus, curator) have
+	// stopped, whatever ended the run: readers never see a stopped
+	// control plane as running.
+	supervisor.Cleanup(ctx, func() {
+		w.localCurator.Set(nil)
+		w.local.Set(nil)
+	})
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 
 	// Run until the role is taken away. A bootstrapping node waits for its
 	// roles like any other once they are known: the first node is given
 	// ConsensusMember, and the curator refuses to take it from the node it
 	// runs on while it leads.
-	var watch event.Inputs
+	watch := w.g.Inputs("controlplane")
 	defer watch.Close()
-	roles := event.Input(&watch, w.roles, func(r *cpb.Roles) bool { return r != nil && !consensusMember(r) })
+	roles := Input(watch, w.roles, func(r *cpb.Roles) bool { return r != nil && !consensusMember(r) })
 	why, err := watch.Wait(ctx)
 	if err != nil {
 		return err
@@ -208,6 +238,43 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	// local data is from a membership that has ended.
 	w.discardData = true
 	return errRoleRemoved
+}
+
+// publishCurator publishes where the local curator serves while it serves:
+// its Status is unset until it first serves and nil once it stopped (a
+// restart by the supervisor sets it again).
+func (w *workerControlPlane) publishCurator(ctx context.Context, cur *curator.Service) error {
+	in := w.g.Inputs("controlplane")
+	defer in.Close()
+	status := Input(in, cur.Status(), nil)
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	for {
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		ep := curatorEndpoint(status.Latest())
+		supervisor.Logger(ctx).Info("local curator", zap.Stringer("because", why), zap.Bool("serving", ep != nil))
+		w.localCurator.Set(ep)
+	}
+}
+
+// curatorEndpoint is where the curator of status serves, nil for a nil
+// status (not serving).
+func curatorEndpoint(st *curator.Status) *cpb.CuratorEndpoint {
+	if st == nil {
+		return nil
+	}
+	addr := st.Address.Addr()
+	if addr.IsUnspecified() {
+		// A curator listening on every address is reached locally through
+		// loopback; its certificate is checked by node ID, not address.
+		addr = netip.IPv6Loopback()
+		if st.Address.Addr().Is4() {
+			addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+	}
+	return &cpb.CuratorEndpoint{NodeId: st.NodeID, Address: addr.String(), Port: uint32(st.Address.Port())}
 }
 
 // joinData converts the curator's join data into the consensus package's.

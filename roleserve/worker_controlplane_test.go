@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
@@ -52,8 +54,11 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 		},
 		LeaseTTL: 2 * time.Second,
 	})
-	supervisor.TestHarness(t, w.run)
+	sup, stop := supervisor.TestHarnessTree(t, w.run)
 
+	// "The local curator serves" is published once its Status is set, and
+	// says where.
+	ep := waitFor(t, &v.LocalCurator, "the local curator", func(ep *cpb.CuratorEndpoint) bool { return ep != nil })
 	local, err := event.Get(waitCtx(t), &v.LocalControlPlane, event.Filter(func(l *LocalControlPlane) bool { return l != nil }))
 	if err != nil {
 		t.Fatalf("waiting for the control plane: %v", err)
@@ -62,8 +67,11 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := netip.AddrPortFrom(addr, DefaultCuratorPort); st.Address != want {
-		t.Fatalf("curator serves on %v, want %v", st.Address, want)
+	if want := netip.AddrPortFrom(addr, DefaultCuratorPort); st == nil || st.Address != want {
+		t.Fatalf("curator serves on %v, want %v", st, want)
+	}
+	if want := curatorEndpoint(st); !proto.Equal(ep, want) {
+		t.Fatalf("local curator published at %v, want %v", ep, want)
 	}
 	if _, err := event.Get(waitCtx(t), local.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {
 		t.Fatalf("the bootstrapped curator never led: %v", err)
@@ -76,6 +84,7 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	if _, err := event.Get(waitCtx(t), &v.LocalControlPlane, event.Filter(func(l *LocalControlPlane) bool { return l == nil })); err != nil {
 		t.Fatalf("the control plane was not withdrawn: %v", err)
 	}
+	waitFor(t, &v.LocalCurator, "the local curator withdrawn", func(ep *cpb.CuratorEndpoint) bool { return ep == nil })
 	if _, err := event.Get(waitCtx(t), local.Consensus.Status(), event.Filter(func(s *consensus.Status) bool { return s.State == consensus.StateStopped })); err != nil {
 		t.Fatalf("consensus did not stop: %v", err)
 	}
@@ -88,5 +97,22 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	}
 	if _, err := event.Get(waitCtx(t), again.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {
 		t.Fatalf("the restarted curator never led: %v", err)
+	}
+	waitFor(t, &v.LocalCurator, "the local curator back", func(ep *cpb.CuratorEndpoint) bool { return ep != nil })
+
+	// The worker ends (the node agent stops): everything it published is
+	// withdrawn, and the stopped curator does not claim to serve (on
+	// main, LocalControlPlane and the curator's Status stayed as they
+	// were).
+	stop()
+	sup.Wait()
+	if l := latest(&v.LocalControlPlane); l != nil {
+		t.Errorf("LocalControlPlane %v still published after the control plane stopped", l)
+	}
+	if ep := latest(&v.LocalCurator); ep != nil {
+		t.Errorf("LocalCurator %v still published after the control plane stopped", ep)
+	}
+	if st, err := event.Get(waitCtx(t), again.Curator.Status()); err != nil || st != nil {
+		t.Errorf("status of the stopped curator = %v, %v; want nil", st, err)
 	}
 }

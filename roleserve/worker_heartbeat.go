@@ -16,11 +16,12 @@ import (
 // heartbeat at once and then at the interval each answer names, since the
 // curator, which judges health, sets the pace.
 type workerHeartbeat struct {
+	g          *Graph
 	membership event.ValueWatch[*ClusterMembership] // reads
 }
 
 func newWorkerHeartbeat(g *Graph, v *Values) *workerHeartbeat {
-	return &workerHeartbeat{membership: Reads[*ClusterMembership](g, "heartbeat", &v.Membership)}
+	return &workerHeartbeat{g: g, membership: Reads[*ClusterMembership](g, "heartbeat", &v.Membership)}
 }
 
 // defaultHeartbeatInterval is used when the curator names no interval, so
@@ -29,9 +30,9 @@ const defaultHeartbeatInterval = 5 * time.Second
 
 func (w *workerHeartbeat) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	var in event.Inputs
+	in := w.g.Inputs("heartbeat")
 	defer in.Close()
-	m := event.Input(&in, w.membership, hasCurator)
+	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)
 	if err != nil {
 		return err
@@ -45,7 +46,7 @@ func (w *workerHeartbeat) run(ctx context.Context) error {
 		}
 		// Until the next beat is due; a new membership beats at once,
 		// on its new connection.
-		why, changed, err := waitUntil(ctx, &in, time.Now().Add(interval))
+		why, changed, err := waitUntil(ctx, in, time.Now().Add(interval))
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 // services is the subject of its own issue: today the worker only records
 // which roles it was given, and its status says that nothing runs.
 type workerKubernetes struct {
+	g          *Graph
 	localRoles event.ValueWatch[*cpb.Roles]   // reads
 	kubernetes event.Value[*KubernetesStatus] // writes
 }
@@ -21,6 +22,7 @@ type workerKubernetes struct {
 func newWorkerKubernetes(g *Graph, v *Values) *workerKubernetes {
 	const name = "kubernetes"
 	return &workerKubernetes{
+		g:          g,
 		localRoles: Reads[*cpb.Roles](g, name, &v.LocalRoles),
 		kubernetes: Writes[*KubernetesStatus](g, name, &v.Kubernetes),
 	}
@@ -31,9 +33,9 @@ const kubernetesNotRun = "Kubernetes services are not run yet (they are the subj
 
 func (w *workerKubernetes) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	var in event.Inputs
+	in := w.g.Inputs("kubernetes")
 	defer in.Close()
-	roles := event.Input(&in, w.localRoles, notNil)
+	roles := Input(in, w.localRoles, notNil)
 	for {
 		why, err := in.Wait(ctx)
 		if err != nil {

@@ -25,10 +25,11 @@ type DialFunc func(client.Config) (*grpc.ClientConn, error)
 // connection per set of credentials, which finds the leader through the
 // local curator (when this node runs one) and the cluster directory.
 type workerMembership struct {
-	credentials       event.ValueWatch[*Credentials]           // reads
-	localControlPlane event.ValueWatch[*LocalControlPlane]     // reads
-	directory         event.ValueWatch[[]*cpb.CuratorEndpoint] // reads
-	membership        event.Value[*ClusterMembership]          // writes
+	g            *Graph
+	credentials  event.ValueWatch[*Credentials]           // reads
+	localCurator event.ValueWatch[*cpb.CuratorEndpoint]   // reads
+	directory    event.ValueWatch[[]*cpb.CuratorEndpoint] // reads
+	membership   event.Value[*ClusterMembership]          // writes
 
 	dial DialFunc
 }
@@ -39,21 +40,26 @@ func newWorkerMembership(g *Graph, v *Values, dial DialFunc) *workerMembership {
 		dial = client.New
 	}
 	return &workerMembership{
-		credentials:       Reads[*Credentials](g, name, &v.Credentials),
-		localControlPlane: Reads[*LocalControlPlane](g, name, &v.LocalControlPlane),
-		directory:         Reads[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
-		membership:        Writes[*ClusterMembership](g, name, &v.Membership),
-		dial:              dial,
+		g:            g,
+		credentials:  Reads[*Credentials](g, name, &v.Credentials),
+		localCurator: Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
+		directory:    Reads[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
+		membership:   Writes[*ClusterMembership](g, name, &v.Membership),
+		dial:         dial,
 	}
 }
 
 func (w *workerMembership) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	var in event.Inputs
+	in := w.g.Inputs("membership")
 	defer in.Close()
-	creds := event.Input(&in, w.credentials, notNil)
-	lcp := event.Input(&in, w.localControlPlane, nil)
-	dir := event.Input(&in, w.directory, nil)
+	creds := Input(in, w.credentials, notNil)
+	// The local curator is an input like the others: nil while none
+	// serves here. Nothing waits for it to serve, and nothing it does
+	// touches a working connection: it only changes which curators the
+	// connection asks for the leader.
+	localCurator := Input(in, w.localCurator, nil)
+	dir := Input(in, w.directory, nil)
 
 	// curators is what the connection searches for the leader: the local
 	// curator first, then the directory. It changes under a live
@@ -76,10 +82,7 @@ func (w *workerMembership) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		local, err := localCuratorEndpoint(ctx, lcp.Latest())
-		if err != nil {
-			return err
-		}
+		local := localCurator.Latest()
 		known := dir.Latest()
 		if len(known) == 0 && creds.Latest() != nil {
 			known = creds.Latest().Curators

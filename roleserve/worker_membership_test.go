@@ -66,7 +66,7 @@ func TestMembership(t *testing.T) {
 	creds := testCredentials(t)
 	remote := &cpb.CuratorEndpoint{NodeId: "node-remote", Address: "192.0.2.20", Port: 7835}
 	v.Credentials.Set(creds)
-	v.LocalControlPlane.Set(nil)
+	v.LocalCurator.Set(nil)
 	v.Directory.Set([]*cpb.CuratorEndpoint{remote})
 
 	m := waitFor(t, &v.Membership, "a membership", hasCurator)
@@ -87,12 +87,9 @@ func TestMembership(t *testing.T) {
 		t.Fatalf("heartbeat through the membership: %v", err)
 	}
 
-	// A local curator that does not serve yet is waited for, then put
-	// first; the connection stays.
-	local := &fakeLocalCurator{}
-	v.LocalControlPlane.Set(&LocalControlPlane{Curator: local})
-	local.status.Set(&curator.Status{NodeID: creds.NodeID, Address: netip.MustParseAddrPort("192.0.2.1:7835")})
+	// A local curator that serves is put first; the connection stays.
 	localEP := &cpb.CuratorEndpoint{NodeId: creds.NodeID, Address: "192.0.2.1", Port: 7835}
+	v.LocalCurator.Set(localEP)
 	waitFor(t, cfg.Directory, "the local curator first", endpointsEq(localEP, remote))
 
 	// The directory grows, and names this node too: it is listed once,
@@ -101,8 +98,8 @@ func TestMembership(t *testing.T) {
 	v.Directory.Set([]*cpb.CuratorEndpoint{remote, localEP, other})
 	waitFor(t, cfg.Directory, "the new directory", endpointsEq(localEP, remote, other))
 
-	// The local control plane goes: the directory as it is.
-	v.LocalControlPlane.Set(nil)
+	// The local curator stops serving: the directory as it is.
+	v.LocalCurator.Set(nil)
 	waitFor(t, cfg.Directory, "the directory alone", endpointsEq(remote, localEP, other))
 	if cfgs, _ := d.dialled(); len(cfgs) != 1 {
 		t.Fatalf("dialled %d times for one set of credentials", len(cfgs))
@@ -143,17 +140,54 @@ func waitClosed(t *testing.T, conn *grpc.ClientConn, what string) {
 }
 
 // A curator listening on every address is reached through loopback.
-func TestLocalCuratorEndpointUnspecified(t *testing.T) {
+func TestCuratorEndpointUnspecified(t *testing.T) {
 	for addr, want := range map[string]string{"0.0.0.0:7835": "127.0.0.1", "[::]:7835": "::1", "192.0.2.1:7835": "192.0.2.1"} {
-		ep, err := localCuratorEndpoint(context.Background(), &LocalControlPlane{Curator: servingCurator("node-x", addr)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ep := curatorEndpoint(&curator.Status{NodeID: "node-x", Address: netip.MustParseAddrPort(addr)})
 		if ep.GetAddress() != want || ep.GetPort() != 7835 || ep.GetNodeId() != "node-x" {
 			t.Errorf("curator at %s: endpoint %v, want %s:7835", addr, ep, want)
 		}
 	}
-	if ep, err := localCuratorEndpoint(context.Background(), &LocalControlPlane{}); ep != nil || err != nil {
-		t.Errorf("no local curator: %v, %v", ep, err)
+	if ep := curatorEndpoint(nil); ep != nil {
+		t.Errorf("no local curator: %v", ep)
+	}
+}
+
+// A local curator that does not serve (defect 1 of issue 15: on main, the
+// membership waited 30 s for it, then withdrew a working membership and
+// closed its connection) changes nothing: the membership made through the
+// remote curator stays, its connection keeps working, and nothing is
+// dialled again.
+func TestMembershipKeptWhileLocalCuratorDoesNotServe(t *testing.T) {
+	f := newFakeCurator()
+	d := newRecordingDial(t, f)
+	v := NewValues()
+	var g Graph
+	w := newWorkerMembership(&g, v, d.Dial)
+	supervisor.TestHarness(t, w.run)
+
+	creds := testCredentials(t)
+	remote := &cpb.CuratorEndpoint{NodeId: "node-remote", Address: "192.0.2.20", Port: 7835}
+	v.Credentials.Set(creds)
+	v.LocalCurator.Set(nil)
+	v.Directory.Set([]*cpb.CuratorEndpoint{remote})
+	m := waitFor(t, &v.Membership, "a membership", hasCurator)
+
+	// A control plane starts here; its curator does not serve. On main
+	// that was a LocalControlPlane whose curator's Status stayed unset.
+	v.LocalControlPlane.Set(&LocalControlPlane{Curator: &fakeLocalCurator{}})
+	// The directory changes meanwhile: the worker must still be
+	// reacting, not stuck waiting on the local curator.
+	other := &cpb.CuratorEndpoint{NodeId: "node-other", Address: "192.0.2.21", Port: 7835}
+	v.Directory.Set([]*cpb.CuratorEndpoint{remote, other})
+	cfgs, _ := d.dialled()
+	waitFor(t, cfgs[0].Directory, "the new directory", endpointsEq(remote, other))
+	if got := latest(&v.Membership); got != m {
+		t.Fatalf("membership replaced or withdrawn: %v", got)
+	}
+	if _, err := cpb.NewCuratorServiceClient(m.Curator).Heartbeat(context.Background(), &cpb.HeartbeatRequest{}); err != nil {
+		t.Fatalf("the membership's connection stopped working: %v", err)
+	}
+	if cfgs, _ := d.dialled(); len(cfgs) != 1 {
+		t.Fatalf("dialled %d times", len(cfgs))
 	}
 }

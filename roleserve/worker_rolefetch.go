@@ -20,6 +20,7 @@ import (
 // control plane before there is any curator to ask, and only these saved
 // roles tell it to.
 type workerRoleFetch struct {
+	g          *Graph
 	membership event.ValueWatch[*ClusterMembership] // reads
 	localRoles event.Value[*cpb.Roles]              // writes
 
@@ -29,6 +30,7 @@ type workerRoleFetch struct {
 func newWorkerRoleFetch(g *Graph, v *Values, file localstorage.File) *workerRoleFetch {
 	const name = "rolefetch"
 	return &workerRoleFetch{
+		g:          g,
 		membership: Reads[*ClusterMembership](g, name, &v.Membership),
 		localRoles: Writes[*cpb.Roles](g, name, &v.LocalRoles),
 		file:       file,
@@ -50,9 +52,9 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 		w.localRoles.Set(saved)
 	}
 
-	var in event.Inputs
+	in := w.g.Inputs("rolefetch")
 	defer in.Close()
-	m := event.Input(&in, w.membership, hasCurator)
+	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)
 	if err != nil {
 		return err

@@ -18,8 +18,9 @@ import (
 // changes: its address, version and boot, and the curator it runs, which
 // is how the other nodes find that curator (see workerClusterDirectory).
 type workerStatusPush struct {
-	membership        event.ValueWatch[*ClusterMembership] // reads
-	localControlPlane event.ValueWatch[*LocalControlPlane] // reads
+	g            *Graph
+	membership   event.ValueWatch[*ClusterMembership]   // reads
+	localCurator event.ValueWatch[*cpb.CuratorEndpoint] // reads
 
 	node NodeInfo
 	// consensusPort is where a consensus member on this node listens for
@@ -31,10 +32,11 @@ type workerStatusPush struct {
 func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint16) *workerStatusPush {
 	const name = "statuspush"
 	return &workerStatusPush{
-		membership:        Reads[*ClusterMembership](g, name, &v.Membership),
-		localControlPlane: Reads[*LocalControlPlane](g, name, &v.LocalControlPlane),
-		node:              node,
-		consensusPort:     consensusPort,
+		g:             g,
+		membership:    Reads[*ClusterMembership](g, name, &v.Membership),
+		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
+		node:          node,
+		consensusPort: consensusPort,
 	}
 }
 
@@ -45,10 +47,10 @@ const rpcTimeout = 15 * time.Second
 
 func (w *workerStatusPush) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	var in event.Inputs
+	in := w.g.Inputs("statuspush")
 	defer in.Close()
-	m := event.Input(&in, w.membership, hasCurator)
-	lcp := event.Input(&in, w.localControlPlane, nil)
+	m := Input(in, w.membership, hasCurator)
+	local := Input(in, w.localCurator, nil)
 
 	// sent is what this run reported; a restart reports again, since a
 	// failed call may or may not have reached the curator.
@@ -58,10 +60,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		status, err := w.status(ctx, lcp.Latest())
-		if err != nil {
-			return err
-		}
+		status := w.status(local.Latest())
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
 		if proto.Equal(status, sent) && !m.Changed() {
@@ -77,23 +76,20 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 	}
 }
 
-// status is the node's status as of lcp, without a timestamp, so that two
-// statuses compare equal when nothing in them changed.
-func (w *workerStatusPush) status(ctx context.Context, lcp *LocalControlPlane) (*cpb.NodeStatus, error) {
+// status is the node's status with the local curator serving at local (nil:
+// none), without a timestamp, so that two statuses compare equal when
+// nothing in them changed.
+func (w *workerStatusPush) status(local *cpb.CuratorEndpoint) *cpb.NodeStatus {
 	s := &cpb.NodeStatus{
 		ExternalAddress:   w.node.ExternalAddress.String(),
 		Version:           w.node.Version,
 		BootId:            w.node.BootID,
 		ConsensusPeerPort: uint32(w.consensusPort),
 	}
-	local, err := localCuratorEndpoint(ctx, lcp)
-	if err != nil {
-		return nil, err
-	}
 	if local != nil {
 		s.RunningCurator = &cpb.RunningCurator{Port: local.GetPort()}
 	}
-	return s, nil
+	return s
 }
 
 func (w *workerStatusPush) push(ctx context.Context, m *ClusterMembership, status *cpb.NodeStatus) error {

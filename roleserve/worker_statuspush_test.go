@@ -23,7 +23,7 @@ func TestStatusPush(t *testing.T) {
 	creds := testCredentials(t)
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, creds))
-	v.LocalControlPlane.Set(nil)
+	v.LocalCurator.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 
@@ -38,14 +38,14 @@ func TestStatusPush(t *testing.T) {
 
 	// An unchanged status is not sent again: the next call is the one
 	// for the curator that starts.
-	v.LocalControlPlane.Set(nil)
-	v.LocalControlPlane.Set(&LocalControlPlane{Curator: servingCurator(creds.NodeID, "192.0.2.1:7835")})
+	v.LocalCurator.Set(nil)
+	v.LocalCurator.Set(curatorEndpoint(servingStatus(creds.NodeID, "192.0.2.1:7835")))
 	got := waitFor(t, &f.statuses, "the status with the curator", statusCount(2))
 	if len(got) != 2 || got[1].GetRunningCurator().GetPort() != 7835 {
 		t.Fatalf("statuses %v: want one more, with the curator on port 7835", got)
 	}
 	// The same curator published anew: still nothing to report.
-	v.LocalControlPlane.Set(&LocalControlPlane{Curator: servingCurator(creds.NodeID, "192.0.2.1:7835")})
+	v.LocalCurator.Set(curatorEndpoint(servingStatus(creds.NodeID, "192.0.2.1:7835")))
 
 	// A new membership is told the status even though it did not change.
 	// Once it has been, the worker has also seen the republished curator,
@@ -67,7 +67,7 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	f.failUpdates = 2
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
-	v.LocalControlPlane.Set(nil)
+	v.LocalCurator.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
@@ -80,7 +80,7 @@ func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
 	v := NewValues()
 	v.Membership.Name = "renamed-membership"
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
-	v.LocalControlPlane.Set(nil)
+	v.LocalCurator.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the first status", statusCount(1))
