@@ -23,9 +23,13 @@
 //
 // The resolver discovers the leader by calling CuratorService.GetLeader,
 // which every curator answers, on the known curators one after another
-// (Config.Endpoints and the live Config.Directory), starting with a
-// different one each round and asking the last-known leader last, and
-// points the connection at the leader it is told of. The connection dials
+// (Config.Endpoints and the live Config.Directory), and points the
+// connection at the leader it is told of. The leader the connection
+// follows is asked first: while it says it leads, it is believed over any
+// follower, whose view may lag, so a stale follower never moves a
+// connection off a healthy leader (a leader that hangs costs one probe
+// timeout, probeTimeout, before the others are asked). The others are
+// asked starting with a different one each round. The connection dials
 // the leader by IP and checks its certificate against the leader's node ID,
 // which every node certificate carries, so TLS verification holds whichever
 // curator leads. A round runs when gRPC asks (the connection to the leader

@@ -3,16 +3,22 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"go.uber.org/zap/zaptest"
+	"github.com/polis-os/polis/event/memory"
 )
 
 // dialT is New for tests: the connection closes with the test. distort, if
@@ -94,6 +100,64 @@ func TestHA(t *testing.T) {
 		if g := r.generation(); g < 2 {
 			t.Errorf("%d discovery rounds, want at least 2 (the stale one and a corrected one)", g)
 		}
+	})
+
+	t.Run("stale followers do not move a healthy leader", func(t *testing.T) {
+		// Once the connection follows the leader, the followers start
+		// answering with a stale view naming one of them. Directory
+		// changes and discovery rounds must leave the connection on the
+		// leader, which is asked first and confirms itself. On main, a
+		// directory change started a round that asked the leader last:
+		// the first follower's answer moved the connection.
+		l := c.leader()
+		var stale *cpb.CuratorEndpoint
+		for _, ep := range c.endpoints() {
+			if ep.NodeId != l.id {
+				stale = ep
+				break
+			}
+		}
+		var lying atomic.Bool
+		core, logs := observer.New(zap.InfoLevel)
+		dir := &memory.Value[[]*cpb.CuratorEndpoint]{Name: "test-directory"}
+		dir.Set(c.endpoints())
+		scfg := Config{Directory: dir, TLS: c.ownerTLS(), Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))}
+		conn, r := c.dialT(scfg, func(resp *cpb.GetLeaderResponse) *cpb.GetLeaderResponse {
+			if !lying.Load() || resp.GetResponder().GetNodeId() == l.id {
+				return resp
+			}
+			return &cpb.GetLeaderResponse{Leader: stale, Responder: resp.Responder}
+		})
+		c.servedBy(ctxT(t), conn, l)
+		lying.Store(true)
+		eps := c.endpoints()
+		for i := range 2 * len(eps) {
+			next := append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
+			dir.Set(next)
+			eventually(t, "the resolver's directory", func() error {
+				r.mu.Lock()
+				lr := r.active
+				r.mu.Unlock()
+				if lr == nil {
+					return fmt.Errorf("no resolver")
+				}
+				lr.mu.Lock()
+				defer lr.mu.Unlock()
+				if !slices.Equal(lr.directory, next) {
+					return fmt.Errorf("directory not taken yet")
+				}
+				return nil
+			})
+			if err := r.refresh(ctxT(t), r.generation()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, e := range logs.FilterMessage("following the curator leader").All() {
+			if e.ContextMap()["node"] == stale.NodeId {
+				t.Fatalf("the connection moved to %s on a stale follower's word", stale.NodeId)
+			}
+		}
+		c.servedBy(ctxT(t), conn, l)
 	})
 
 	conn, _ := c.dialT(cfg, nil)

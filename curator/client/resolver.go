@@ -162,6 +162,8 @@ type leaderResolver struct {
 	mu sync.Mutex
 	// directory is the newest list from Config.Directory.
 	directory []*cpb.CuratorEndpoint
+	// known is set while the connection follows a leader (leader is set).
+	known bool
 
 	// Owned by loop.
 	probes map[netip.AddrPort]*grpc.ClientConn
@@ -210,11 +212,16 @@ func (lr *leaderResolver) watchDirectory(ctx context.Context) {
 		}
 		lr.mu.Lock()
 		lr.directory = eps
+		known := lr.known
 		lr.mu.Unlock()
-		// A round over the new list finds the leader if the old list
-		// led nowhere, and otherwise confirms it: the connection moves
-		// only when the leader changed.
-		lr.ResolveNow(resolver.ResolveNowOptions{})
+		// A new list matters only while no leader is known: it may lead
+		// somewhere the old one did not. While a leader is followed, the
+		// connection to it says when it fails (gRPC and the interceptors
+		// then ask for a round), and a list change is no reason to ask
+		// anyone.
+		if !known {
+			lr.ResolveNow(resolver.ResolveNowOptions{})
+		}
 	}
 }
 
@@ -284,6 +291,9 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
 	lr.r.log.Info("following the curator leader", zap.String("node", leader.NodeId), zap.Stringer("address", addrPort(leader)))
 	lr.leader = leader
+	lr.mu.Lock()
+	lr.known = true
+	lr.mu.Unlock()
 	addr := resolver.Address{
 		Addr: addrPort(leader).String(),
 		// The connection's target names no host, so the TLS name must
@@ -302,7 +312,11 @@ func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
 }
 
 // discover asks the known curators, one after the other, who leads, and
-// returns the first answer that names a valid leader.
+// returns the first answer that names a valid leader. The current leader,
+// if any, is asked first: while it answers that it leads, it is the
+// authority on its own leadership, and no other curator's view (which may
+// lag behind) can move the connection off it. If it names another leader
+// (it handed the leadership over), that answer is taken too.
 func (lr *leaderResolver) discover(ctx context.Context) (*cpb.CuratorEndpoint, error) {
 	eps := lr.candidates()
 	lr.pruneProbes(eps)
@@ -350,10 +364,11 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 	return resp, err
 }
 
-// candidates are the curators to ask in this round: the configured and
-// directory endpoints, deduplicated, rotated by one each round, and with
-// the current leader last, since a round is usually asked for because
-// that leader failed.
+// candidates are the curators to ask in this round: the current leader
+// first (see discover), then the configured and directory endpoints,
+// deduplicated and rotated by one each round, so that a dead or stale
+// curator is not always asked first. A leader that failed costs one
+// refused or timed-out probe before the others are asked.
 func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
 	lr.mu.Lock()
 	all := slices.Concat(lr.r.cfg.Endpoints, lr.directory)
@@ -383,7 +398,7 @@ func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
 	}
 	lr.next++
 	if leader != nil {
-		eps = append(eps, leader)
+		eps = append([]*cpb.CuratorEndpoint{leader}, eps...)
 	}
 	return eps
 }
