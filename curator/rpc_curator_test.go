@@ -687,6 +687,13 @@ func newWatchBench(t testing.TB) *watchBench {
 	b := &watchBench{rpc: &rpcServer{s: s}, etcd: cli, watches: cw, term: term,
 		node: identity.Identity{Kind: identity.KindNode, NodeID: identity.NodeID(pub), PublicKey: pub}}
 	b.put(t, &cpb.Node{Id: b.node.NodeID, PublicKey: pub, State: cpb.NodeState_NODE_STATE_UP})
+	// The cache follows etcd a moment behind, and a Watch from a node it
+	// does not hold yet is refused: wait until it holds the watcher. (An
+	// empty first listing used to hold the cache back until the first
+	// change arrived, which hid this race.)
+	if _, err := event.Get(ctxT(t), s.nodes.Snapshots(), event.Filter(func(s *nodeSnapshot) bool { return s.nodes[b.node.NodeID] != nil })); err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
