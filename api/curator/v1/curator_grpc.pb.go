@@ -80,10 +80,18 @@ type CuratorServiceClient interface {
 	// (ManagementService.ApproveNode), after which the node collects its
 	// certificate with CommitRegistration.
 	//
-	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
-	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
-	// Join). Registering a key that is NEW or STANDBY succeeds again, so
-	// that a node may retry after losing a response.
+	// Errors: PERMISSION_DENIED if the ticket is wrong (rotated, see
+	// ManagementService.RotateRegisterTicket) or the key belongs to a
+	// DECOMMISSIONED node, or to one that was decommissioned and then
+	// deleted (such keys are retired for good); ALREADY_EXISTS if the node
+	// is UP (it must use Join); INVALID_ARGUMENT if the status is invalid,
+	// carries unknown fields or is too large; RESOURCE_EXHAUSTED if the
+	// cluster already holds its limit of NEW nodes (an operator approves or
+	// deletes some first). Registering a key that is NEW or STANDBY
+	// succeeds again, so that a node may retry after losing a response; such
+	// a retry replaces the stored status at most once per minute (more
+	// frequent retries succeed and store nothing), so one key cannot churn
+	// the store.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// CommitRegistration finishes the registration of an approved node: the
 	// node goes from STANDBY to UP and receives its node certificate. A
@@ -274,10 +282,18 @@ type CuratorServiceServer interface {
 	// (ManagementService.ApproveNode), after which the node collects its
 	// certificate with CommitRegistration.
 	//
-	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
-	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
-	// Join). Registering a key that is NEW or STANDBY succeeds again, so
-	// that a node may retry after losing a response.
+	// Errors: PERMISSION_DENIED if the ticket is wrong (rotated, see
+	// ManagementService.RotateRegisterTicket) or the key belongs to a
+	// DECOMMISSIONED node, or to one that was decommissioned and then
+	// deleted (such keys are retired for good); ALREADY_EXISTS if the node
+	// is UP (it must use Join); INVALID_ARGUMENT if the status is invalid,
+	// carries unknown fields or is too large; RESOURCE_EXHAUSTED if the
+	// cluster already holds its limit of NEW nodes (an operator approves or
+	// deletes some first). Registering a key that is NEW or STANDBY
+	// succeeds again, so that a node may retry after losing a response; such
+	// a retry replaces the stored status at most once per minute (more
+	// frequent retries succeed and store nothing), so one key cannot churn
+	// the store.
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// CommitRegistration finishes the registration of an approved node: the
 	// node goes from STANDBY to UP and receives its node certificate. A
