@@ -281,9 +281,9 @@ func TestDecommissionedAndDeletedNodesRefused(t *testing.T) {
 	}
 	wantCode(t, "Watch when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.Join(ctxT(t), &cpb.JoinRequest{})
-	wantCode(t, "Join when decommissioned", err, codes.FailedPrecondition)
+	wantCode(t, "Join when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.CommitRegistration(ctxT(t), &cpb.CommitRegistrationRequest{})
-	wantCode(t, "CommitRegistration when decommissioned", err, codes.FailedPrecondition)
+	wantCode(t, "CommitRegistration when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.Register(ctxT(t), &cpb.RegisterRequest{RegisterTicket: c.registerTicket()})
 	wantCode(t, "Register when decommissioned", err, codes.PermissionDenied)
 	if n := c.storedNode(id); n.State != cpb.NodeState_NODE_STATE_DECOMMISSIONED || n.Status.GetExternalAddress() != "127.0.0.44" {
