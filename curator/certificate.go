@@ -78,7 +78,7 @@ func mayServeAsCurator(id string, n *cpb.Node) error {
 func (s *Service) renewCertificate(ctx context.Context, ca *identity.CA, serving *identity.ServingCertificate, addr netip.Addr) error {
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	for {
-		due := identity.RenewAt(serving.Leaf())
+		due := s.renewAt(serving.Leaf())
 		t := time.NewTimer(due.Sub(s.cfg.Now()))
 		select {
 		case <-ctx.Done():

@@ -18,7 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/supervisor"
 )
 
 // withUnknownField gives m a field its message type does not define,
@@ -354,4 +356,43 @@ func TestStoredRecordsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitCachedNode(n.Id, func(n *cpb.Node) bool { return n == nil })
+}
+
+// TestCuratorRenewsItsCertificate: a running curator replaces its curator
+// certificate when it is due, as long as its node holds ConsensusMember.
+func TestCuratorRenewsItsCertificate(t *testing.T) {
+	c := newTestCluster(t)
+	member := c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	member.node.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+	c.putNode(member.node)
+	s, err := New(Config{Client: c.etcd, Consensus: c.consensus.Status(), NodeKey: member.key, ListenAddress: netip.AddrPortFrom(netip.MustParseAddr(member.node.Status.ExternalAddress), 0).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Due at once, every time: each renewal is observable.
+	s.renewAt = func(*x509.Certificate) time.Time { return time.Now() }
+	supervisor.TestHarness(t, s.Run)
+	st, err := event.Get(ctxT(t), s.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.ca.Certificate())
+	served := func() *x509.Certificate {
+		t.Helper()
+		conn, err := tls.Dial("tcp", st.Address.String(), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, ServerName: member.node.Id})
+		if err != nil {
+			t.Fatalf("dialling the curator: %v", err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0]
+	}
+	first := served()
+	deadline := time.Now().Add(waitTimeout)
+	for served().SerialNumber.Cmp(first.SerialNumber) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the curator never renewed its certificate")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition no value reports
+	}
 }

@@ -370,8 +370,12 @@ func TestCuratorServicePermissions(t *testing.T) {
 		{"owner", c.asOwner(), func(r cpb.Caller) bool {
 			return r == cpb.Caller_CALLER_UNAUTHENTICATED || r == cpb.Caller_CALLER_KEY_HOLDER
 		}},
+		// Its key gets through to the key-holder handlers, which refuse
+		// it by its record, except where the empty request is refused
+		// first (Register without a ticket): see TestAuthorizationMatrix
+		// for the decommissioned node with real requests.
 		{"decommissioned node", c.asNode(decCert, decKey), func(r cpb.Caller) bool {
-			return r == cpb.Caller_CALLER_UNAUTHENTICATED || r == cpb.Caller_CALLER_KEY_HOLDER
+			return r == cpb.Caller_CALLER_UNAUTHENTICATED
 		}},
 		{"node", c.asFirstNode(), func(cpb.Caller) bool { return true }},
 	}
@@ -386,6 +390,9 @@ func TestCuratorServicePermissions(t *testing.T) {
 		for _, cl := range callers {
 			err := invokeEmpty(ctxT(t), cl.conn, full, md)
 			refused := status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated
+			if cl.name == "decommissioned node" && md.Name() == "Register" {
+				continue // refused for the missing ticket before its key is looked at
+			}
 			if refused == cl.admitted(req.Caller) {
 				t.Errorf("%s as %s (requirement %v): %v", md.Name(), cl.name, req.Caller, err)
 			}

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +36,9 @@ type Service struct {
 	// logger is the logger of the current run, for RPC handlers, which run
 	// outside the supervisor's tree.
 	logger atomic.Pointer[zap.Logger]
+	// renewAt says when the curator certificate in use is due for
+	// renewal: identity.RenewAt, or sooner in tests.
+	renewAt func(*x509.Certificate) time.Time
 }
 
 // MaxRequestSize is the largest request message a curator accepts; larger
@@ -67,6 +71,8 @@ func New(cfg Config) (*Service, error) {
 		cfg:    cfg,
 		nodeID: identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey)),
 		nodes:  newNodeCache(cfg.Client),
+		// renewAt is a field so that tests can make renewal due sooner.
+		renewAt: identity.RenewAt,
 	}
 	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
 	s.status.Name = "curator-status"
