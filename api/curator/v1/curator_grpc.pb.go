@@ -99,8 +99,9 @@ type CuratorServiceClient interface {
 	// has approved it.
 	//
 	// Errors: NOT_FOUND if the key is not registered; FAILED_PRECONDITION
-	// while the node is NEW (not approved yet) or once it is
-	// DECOMMISSIONED. Committing a node that is already UP succeeds again
+	// while the node is NEW (not approved yet); PERMISSION_DENIED once it is
+	// DECOMMISSIONED, or its key retired (decommissioned, then deleted).
+	// Committing a node that is already UP succeeds again
 	// with a fresh certificate, so that a node may retry after losing a
 	// response.
 	CommitRegistration(ctx context.Context, in *CommitRegistrationRequest, opts ...grpc.CallOption) (*CommitRegistrationResponse, error)
@@ -109,8 +110,10 @@ type CuratorServiceClient interface {
 	// down; it receives a fresh node certificate and the current cluster
 	// directory.
 	//
-	// Errors: NOT_FOUND if the key is not a known node; FAILED_PRECONDITION
-	// if the node is not UP (a DECOMMISSIONED node cannot come back).
+	// Errors: NOT_FOUND if the key is not a known node; PERMISSION_DENIED if
+	// the node is DECOMMISSIONED or its key retired (decommissioned, then
+	// deleted): such a node cannot come back; FAILED_PRECONDITION if the
+	// node is NEW or STANDBY.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	// GetLeader says which curator leads, as the answering curator sees it,
 	// and which curator answered.
@@ -301,8 +304,9 @@ type CuratorServiceServer interface {
 	// has approved it.
 	//
 	// Errors: NOT_FOUND if the key is not registered; FAILED_PRECONDITION
-	// while the node is NEW (not approved yet) or once it is
-	// DECOMMISSIONED. Committing a node that is already UP succeeds again
+	// while the node is NEW (not approved yet); PERMISSION_DENIED once it is
+	// DECOMMISSIONED, or its key retired (decommissioned, then deleted).
+	// Committing a node that is already UP succeeds again
 	// with a fresh certificate, so that a node may retry after losing a
 	// response.
 	CommitRegistration(context.Context, *CommitRegistrationRequest) (*CommitRegistrationResponse, error)
@@ -311,8 +315,10 @@ type CuratorServiceServer interface {
 	// down; it receives a fresh node certificate and the current cluster
 	// directory.
 	//
-	// Errors: NOT_FOUND if the key is not a known node; FAILED_PRECONDITION
-	// if the node is not UP (a DECOMMISSIONED node cannot come back).
+	// Errors: NOT_FOUND if the key is not a known node; PERMISSION_DENIED if
+	// the node is DECOMMISSIONED or its key retired (decommissioned, then
+	// deleted): such a node cannot come back; FAILED_PRECONDITION if the
+	// node is NEW or STANDBY.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	// GetLeader says which curator leads, as the answering curator sees it,
 	// and which curator answered.
