@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -25,7 +26,10 @@ import (
 //     refused even though its certificate is still valid; for users, their
 //     permissions (the owner holds all);
 //  4. leadership: only the leader serves state; the others answer
-//     UNAVAILABLE naming the leader, which the curator client follows.
+//     UNAVAILABLE naming the leader, which the curator client follows;
+//  5. for users, at the leader, their standing: an owner certificate only
+//     counts while it is for the current owner key (RotateOwnerKey revokes
+//     the old key's certificates).
 //
 // Handlers then find the caller and the leader state in their context.
 
@@ -134,6 +138,11 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 			return nil, status.Errorf(codes.Unavailable, "confirming the leadership with etcd: %v", err)
 		}
 	}
+	if req.Caller == cpb.Caller_CALLER_USER {
+		if err := s.checkUserStanding(ctx, caller); err != nil {
+			return nil, err
+		}
+	}
 	return context.WithValue(ctx, leaderKey{}, l), nil
 }
 
@@ -166,6 +175,9 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 		if !userHolds(caller.UserName, req.Permission) {
 			return status.Errorf(codes.PermissionDenied, "user %q does not hold %s", caller.UserName, req.Permission)
 		}
+		// The user's standing (checkUserStanding) is checked by the
+		// leader, after the leadership: it reads etcd, which a follower
+		// cut off from it could not.
 		return nil
 	default:
 		return status.Errorf(codes.PermissionDenied, "unknown caller requirement %v", req.Caller)
@@ -192,6 +204,38 @@ func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identit
 		return status.Errorf(codes.PermissionDenied, "node %s is %s, not UP", caller.NodeID, n.State)
 	}
 	return nil
+}
+
+// checkUserStanding refuses users whose certificate, valid as it is, no
+// longer stands: an owner certificate stands only while it is for the
+// current owner key, so that rotating the owner key (RotateOwnerKey)
+// revokes every certificate of the old one at once. The key is read from
+// etcd on every call, not cached, so a rotation takes effect on every
+// curator from its next call on.
+func (s *Service) checkUserStanding(ctx context.Context, caller identity.Identity) error {
+	if caller.UserName != OwnerUserName {
+		return status.Errorf(codes.PermissionDenied, "user %q is not known to the cluster", caller.UserName)
+	}
+	owner, err := s.ownerKey(ctx)
+	if err != nil {
+		return err
+	}
+	if !owner.Equal(caller.PublicKey) {
+		return status.Error(codes.PermissionDenied, "this owner certificate is for a key that is no longer the owner key (rotated): it is revoked")
+	}
+	return nil
+}
+
+// ownerKey reads the current owner key.
+func (s *Service) ownerKey(ctx context.Context) (ed25519.PublicKey, error) {
+	resp, err := s.cfg.Client.Get(ctx, ownerKey)
+	if err != nil {
+		return nil, leaderWriteError(fmt.Errorf("reading the owner key: %w", err))
+	}
+	if len(resp.Kvs) != 1 || len(resp.Kvs[0].Value) != ed25519.PublicKeySize {
+		return nil, status.Error(codes.Internal, "the cluster state holds no valid owner key")
+	}
+	return ed25519.PublicKey(resp.Kvs[0].Value), nil
 }
 
 // userHolds says whether a user holds a permission. There is one user so

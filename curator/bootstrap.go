@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,9 +47,11 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	if len(p.OwnerKey) != ed25519.PublicKeySize || len(p.NodeKey) != ed25519.PublicKeySize {
 		return nil, errors.New("bootstrap: owner and node keys must be ed25519 public keys")
 	}
-	addr, err := netip.ParseAddr(p.NodeStatus.GetExternalAddress())
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: the node's external address: %w", err)
+	if p.NodeStatus == nil {
+		return nil, errors.New("bootstrap: the first node's status is required")
+	}
+	if err := checkNodeStatus(p.NodeStatus); err != nil {
+		return nil, fmt.Errorf("bootstrap: the first node's %w", err)
 	}
 	ca, _, err := identity.EnsureCA(ctx, cli, now)
 	if err != nil {
@@ -99,7 +100,7 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 			return nil, fmt.Errorf("%w: the first node has another key", ErrBootstrapMismatch)
 		}
 	}
-	cert, err := ca.IssueNode(p.NodeKey, []netip.Addr{addr}, now)
+	cert, err := ca.IssueNode(p.NodeKey, now)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: issuing the first node's certificate: %w", err)
 	}

@@ -17,6 +17,17 @@ import (
 // is judged unhealthy after missing heartbeatsUntilTimeout of them.
 const DefaultHeartbeatInterval = 5 * time.Second
 
+// DefaultMaxNewNodes is how many NEW records (nodes registered and not yet
+// approved) the cluster holds at most, unless Config.MaxNewNodes says
+// otherwise. With statuses of at most 1 KiB, that bounds what holders of
+// the register ticket can make etcd store, and every watcher receive,
+// without any operator's approval to well under a megabyte.
+const DefaultMaxNewNodes = 512
+
+// RegisterStatusInterval is how often at most a registered node's retry of
+// Register replaces its stored status (see Register).
+const RegisterStatusInterval = time.Minute
+
 // heartbeatsUntilTimeout is how many intervals without a heartbeat make a
 // node's health HEARTBEAT_TIMEOUT.
 const heartbeatsUntilTimeout = 3
@@ -42,6 +53,11 @@ type Config struct {
 	// HeartbeatInterval is what nodes are told to use;
 	// DefaultHeartbeatInterval if zero.
 	HeartbeatInterval time.Duration
+	// MaxNewNodes is the most NEW node records the cluster holds;
+	// DefaultMaxNewNodes if zero. Register refuses new keys with
+	// RESOURCE_EXHAUSTED beyond it, until an operator approves or deletes
+	// some.
+	MaxNewNodes int
 	// Now is the clock, for tests; time.Now if nil.
 	Now func() time.Time
 }
@@ -62,8 +78,8 @@ func (c *Config) validate() error {
 	} else if ap.Addr().IsUnspecified() {
 		errs = append(errs, fmt.Errorf("ListenAddress %q: an unspecified IP cannot be advertised to other nodes; give the node's address", c.ListenAddress))
 	}
-	if c.LeaseTTL < 0 || c.HeartbeatInterval < 0 {
-		errs = append(errs, errors.New("LeaseTTL and HeartbeatInterval must not be negative"))
+	if c.LeaseTTL < 0 || c.HeartbeatInterval < 0 || c.MaxNewNodes < 0 {
+		errs = append(errs, errors.New("LeaseTTL, HeartbeatInterval and MaxNewNodes must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("curator config: %w", err)
@@ -73,6 +89,9 @@ func (c *Config) validate() error {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.MaxNewNodes == 0 {
+		c.MaxNewNodes = DefaultMaxNewNodes
 	}
 	if c.Now == nil {
 		c.Now = time.Now

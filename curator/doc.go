@@ -65,6 +65,20 @@
 // the curator never removes the last voter nor the member of its own node,
 // which would stop it halfway through the call.
 //
+// # What the curator stores, and who it serves as
+//
+// Every stored byte is checked on its way in and out (validate.go): no
+// unknown protobuf fields, size caps, every field of its documented form;
+// requests over MaxRequestSize are refused undecoded. Registration, the
+// one way a caller without approval makes the curator store something, is
+// bounded per key and in all (registration.go: Config.MaxNewNodes); the
+// register ticket can be rotated, and the key of a node decommissioned and
+// then deleted is retired for good. A curator serves with a short-lived
+// curator certificate that it issues to itself only while its node holds
+// ConsensusMember, and renews while it runs (certificate.go): clients
+// accept no other server certificate, and the cluster directory lists only
+// consensus members. docs/threat-model.md has the whole picture.
+//
 // This package is being built in steps; see docs/architecture.md for what is
 // there today.
 package curator

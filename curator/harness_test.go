@@ -34,7 +34,9 @@ type testCluster struct {
 	nodeCert  *x509.Certificate
 }
 
-func newTestCluster(t testing.TB) *testCluster {
+// newTestCluster bootstraps a cluster and starts its curator, with the
+// curator's Config changed by opts.
+func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	t.Helper()
 	peer := freeAddress(t)
 	svc, err := consensus.New(consensus.Config{Name: "one", DataDir: t.TempDir(), PeerAddress: peer, Bootstrap: true})
@@ -66,12 +68,16 @@ func newTestCluster(t testing.TB) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.curator, err = New(Config{
+	cfg := Config{
 		Client:        cli,
 		Consensus:     svc.Status(),
 		NodeKey:       c.nodeKey,
 		ListenAddress: netip.AddrPortFrom(ip, 0).String(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c.curator, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,16 @@ type leaderState struct {
 	// DecommissionNode), so that their checks and changes never interleave.
 	membership sync.Mutex
 
+	// registration serialises the calls that create node records or
+	// retire keys (Register, DeleteNode), so that the limit on NEW
+	// records and the check for retired keys see every earlier such
+	// change of this term (see registration.go).
+	registration sync.Mutex
+	// statusWrites is when Register last stored the status of each node
+	// that registered again, for the per-key limit; guarded by
+	// registration.
+	statusWrites map[string]time.Time
+
 	mu sync.Mutex
 	// heartbeats is the time of each node's last heartbeat in this term.
 	heartbeats map[string]time.Time
@@ -67,7 +77,7 @@ func (s *Service) runLeader(ctx context.Context, ca *identity.CA) error {
 			s.leader.Set(nil)
 		case st.Leading != nil && (current == nil || current.leadership != st.Leading):
 			supervisor.Logger(ctx).Info("taking over as leader", zap.Stringer("because", why))
-			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeatInterval: s.cfg.HeartbeatInterval, heartbeats: map[string]time.Time{}}
+			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeatInterval: s.cfg.HeartbeatInterval, heartbeats: map[string]time.Time{}, statusWrites: map[string]time.Time{}}
 			s.leader.Set(current)
 		}
 	}

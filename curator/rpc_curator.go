@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -33,21 +32,18 @@ import (
 // either: every check is made inside the update, before anything is
 // written.
 
-// Limits on what a node reports about itself. They keep a record small
-// (every watcher receives every record) and refuse garbage early.
-const (
-	maxVersionLen = 128
-	// A boot ID is a UUID (36 characters); the limit leaves room for
-	// other forms without letting the field carry anything else.
-	maxBootIDLen = 64
-)
-
 // watchBatchSize is the most records (and tombstones) one Watch message
 // carries. The initial state of a large cluster is split so that no single
 // message approaches gRPC's size limit (4 MiB by default) and the first
 // records reach the watcher early; 128 records of a few hundred bytes each
 // keep messages in the tens of kilobytes.
 const watchBatchSize = 128
+
+// maxBatchBytes bounds the encoded records of one Watch or ListNodes
+// message, whatever the count: records are capped (maxNodeRecordSize), but
+// 128 records near the cap would exceed gRPC's 4 MiB limit, and a message
+// over the receiver's limit breaks the whole stream.
+const maxBatchBytes = 1 << 20
 
 func (r *rpcServer) GetLeader(ctx context.Context, _ *cpb.GetLeaderRequest) (*cpb.GetLeaderResponse, error) {
 	st := r.s.election.Current()
@@ -63,46 +59,6 @@ func (r *rpcServer) GetLeader(ctx context.Context, _ *cpb.GetLeaderRequest) (*cp
 
 func (r *rpcServer) GetCACertificate(ctx context.Context, _ *cpb.GetCACertificateRequest) (*cpb.GetCACertificateResponse, error) {
 	return &cpb.GetCACertificateResponse{CaCertificate: r.ca.Certificate().Raw}, nil
-}
-
-func (r *rpcServer) Register(ctx context.Context, req *cpb.RegisterRequest) (*cpb.RegisterResponse, error) {
-	if len(req.RegisterTicket) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "register_ticket is required")
-	}
-	if err := r.checkTicket(ctx, req.RegisterTicket); err != nil {
-		return nil, err
-	}
-	if req.Status != nil {
-		if err := validateNodeStatus(req.Status); err != nil {
-			return nil, err
-		}
-	}
-	pub := callerFrom(ctx).PublicKey
-	id := identity.NodeID(pub)
-	_, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
-		if n == nil {
-			return &cpb.Node{Id: id, PublicKey: pub, State: cpb.NodeState_NODE_STATE_NEW, Status: req.Status}, nil
-		}
-		switch n.State {
-		case cpb.NodeState_NODE_STATE_NEW, cpb.NodeState_NODE_STATE_STANDBY:
-			// A retry. The status is the node's own report, so the
-			// newest one wins; the state stays as the operator left it.
-			if req.Status != nil {
-				n.Status = req.Status
-			}
-			return n, nil
-		case cpb.NodeState_NODE_STATE_UP:
-			return nil, status.Errorf(codes.AlreadyExists, "node %s is already UP: rejoin with Join instead of registering", id)
-		case cpb.NodeState_NODE_STATE_DECOMMISSIONED:
-			return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned and cannot register again", id)
-		default:
-			return nil, status.Errorf(codes.Internal, "node %s has invalid state %v", id, n.State)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &cpb.RegisterResponse{NodeId: id}, nil
 }
 
 // checkTicket compares ticket with the cluster's register ticket in
@@ -125,6 +81,9 @@ func (r *rpcServer) checkTicket(ctx context.Context, ticket []byte) error {
 func (r *rpcServer) CommitRegistration(ctx context.Context, _ *cpb.CommitRegistrationRequest) (*cpb.CommitRegistrationResponse, error) {
 	pub := callerFrom(ctx).PublicKey
 	id := identity.NodeID(pub)
+	if err := r.checkNotRetired(ctx, id); err != nil {
+		return nil, err
+	}
 	n, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
 		if n == nil {
 			return nil, status.Errorf(codes.NotFound, "node %s is not registered: Register first", id)
@@ -138,7 +97,7 @@ func (r *rpcServer) CommitRegistration(ctx context.Context, _ *cpb.CommitRegistr
 		case cpb.NodeState_NODE_STATE_UP:
 			return n, nil // a retry: only the certificate is new
 		case cpb.NodeState_NODE_STATE_DECOMMISSIONED:
-			return nil, status.Errorf(codes.FailedPrecondition, "node %s is decommissioned", id)
+			return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned", id)
 		default:
 			return nil, status.Errorf(codes.Internal, "node %s has invalid state %v", id, n.State)
 		}
@@ -176,7 +135,12 @@ func (r *rpcServer) Join(ctx context.Context, _ *cpb.JoinRequest) (*cpb.JoinResp
 	}
 	switch {
 	case n == nil:
+		if err := r.checkNotRetired(ctx, id); err != nil {
+			return nil, err
+		}
 		return nil, status.Errorf(codes.NotFound, "node %s is not part of the cluster (deleted or never registered)", id)
+	case n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED:
+		return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned", id)
 	case n.State != cpb.NodeState_NODE_STATE_UP:
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is %v; only UP nodes may join", id, n.State)
 	}
@@ -225,8 +189,6 @@ func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificat
 	if err := nodeStillUp(id, n); err != nil {
 		return nil, err
 	}
-	// Issued from the record, not from the old certificate, so that the
-	// new one names the node's current address.
 	cert, err := r.issueNodeCertificate(ctx, n)
 	if err != nil {
 		return nil, err
@@ -323,18 +285,26 @@ func diffNodes(prev, next map[string]*cpb.Node, only string) (changed []*cpb.Nod
 }
 
 // watchMessages splits changes into messages of at most watchBatchSize
-// entries, each record as watcher may see it. For the initial state the
+// entries and, but for a single record, maxBatchBytes of records, each record as watcher may see it. For the initial state the
 // last message is marked complete, and there is always one, even for no
 // nodes at all, so that the watcher learns the initial state is complete.
 func watchMessages(changed []*cpb.Node, deleted []string, watcher string, initial bool) []*cpb.WatchResponse {
 	var msgs []*cpb.WatchResponse
 	msg := &cpb.WatchResponse{}
+	size := 0
 	flush := func() {
 		msgs = append(msgs, msg)
 		msg = &cpb.WatchResponse{}
+		size = 0
 	}
 	for _, n := range changed {
-		msg.Nodes = append(msg.Nodes, nodeForWatcher(n, watcher))
+		out := nodeForWatcher(n, watcher)
+		s := proto.Size(out)
+		if len(msg.Nodes) > 0 && size+s > maxBatchBytes {
+			flush()
+		}
+		msg.Nodes = append(msg.Nodes, out)
+		size += s
 		if len(msg.Nodes) == watchBatchSize {
 			flush()
 		}
@@ -386,42 +356,6 @@ func nodeStillUp(id string, n *cpb.Node) error {
 	return nil
 }
 
-// validateNodeStatus checks a status a node reports about itself.
-func validateNodeStatus(st *cpb.NodeStatus) error {
-	var errs []error
-	addr, err := netip.ParseAddr(st.ExternalAddress)
-	switch {
-	case err != nil:
-		errs = append(errs, fmt.Errorf("external_address %q is not an IP address", st.ExternalAddress))
-	case addr.Zone() != "":
-		// A zone only means something on the host that wrote it.
-		errs = append(errs, fmt.Errorf("external_address %q: an address with a zone cannot be reached from other nodes", st.ExternalAddress))
-	case addr.IsUnspecified():
-		errs = append(errs, fmt.Errorf("external_address %q is unspecified: give the address other nodes reach this node at", st.ExternalAddress))
-	}
-	if len(st.Version) > maxVersionLen {
-		errs = append(errs, fmt.Errorf("version is %d bytes, more than %d", len(st.Version), maxVersionLen))
-	}
-	if len(st.BootId) > maxBootIDLen {
-		errs = append(errs, fmt.Errorf("boot_id is %d bytes, more than %d", len(st.BootId), maxBootIDLen))
-	}
-	if rc := st.RunningCurator; rc != nil && (rc.Port == 0 || rc.Port > 65535) {
-		errs = append(errs, fmt.Errorf("running_curator.port %d is not a TCP port", rc.Port))
-	}
-	if st.ConsensusPeerPort > 65535 {
-		errs = append(errs, fmt.Errorf("consensus_peer_port %d is not a TCP port", st.ConsensusPeerPort))
-	}
-	if st.Timestamp != nil {
-		if err := st.Timestamp.CheckValid(); err != nil {
-			errs = append(errs, fmt.Errorf("timestamp: %w", err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return status.Errorf(codes.InvalidArgument, "status: %v", err)
-	}
-	return nil
-}
-
 // admit returns what an UP node gets when it is admitted, by
 // CommitRegistration or Join: a node certificate, and the cluster directory
 // to find the curators with it.
@@ -437,14 +371,12 @@ func (r *rpcServer) admit(ctx context.Context, n *cpb.Node) (*x509.Certificate, 
 	return cert, dir, nil
 }
 
-// issueNodeCertificate issues n a node certificate for its key, naming its
-// reported external address so that it can serve (a curator) at it.
+// issueNodeCertificate issues n a node certificate for its key. It names
+// no address: a node certificate only authenticates the node to the
+// curator, and nothing a node reports about itself goes into a
+// certificate (curators serve with their own, see certificate.go).
 func (r *rpcServer) issueNodeCertificate(ctx context.Context, n *cpb.Node) (*x509.Certificate, error) {
-	var ips []netip.Addr
-	if a, err := netip.ParseAddr(n.GetStatus().GetExternalAddress()); err == nil {
-		ips = append(ips, a)
-	}
-	cert, err := leaderFrom(ctx).ca.IssueNode(ed25519.PublicKey(n.PublicKey), ips, r.s.cfg.Now())
+	cert, err := leaderFrom(ctx).ca.IssueNode(ed25519.PublicKey(n.PublicKey), r.s.cfg.Now())
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "issuing a certificate for node %s: %v", n.Id, err)
 	}
@@ -460,13 +392,17 @@ func (r *rpcServer) clusterDirectory(ctx context.Context) (*cpb.ClusterDirectory
 	return directoryOf(snap, leaderFrom(ctx).ca.Certificate().Raw), nil
 }
 
-// directoryOf lists the curators in snap: the UP nodes that report one,
-// by node ID.
+// directoryOf lists the curators in snap, by node ID: the UP nodes that
+// hold ConsensusMember, a role only the curator gives, and report a running
+// curator. A node's own report never makes it a curator; it only says
+// where the curator of a node the cluster made one serves (and clients
+// check that it serves there with a curator certificate, which only a
+// consensus member gets).
 func directoryOf(snap *nodeSnapshot, caCert []byte) *cpb.ClusterDirectory {
 	dir := &cpb.ClusterDirectory{CaCertificate: caCert}
 	for _, n := range snap.nodes {
 		rc := n.GetStatus().GetRunningCurator()
-		if n.State != cpb.NodeState_NODE_STATE_UP || rc == nil || n.Status.ExternalAddress == "" {
+		if n.State != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || rc == nil || n.Status.ExternalAddress == "" {
 			continue
 		}
 		dir.Curators = append(dir.Curators, &cpb.CuratorEndpoint{NodeId: n.Id, Address: n.Status.ExternalAddress, Port: rc.Port})
@@ -490,6 +426,10 @@ func (r *rpcServer) changeNode(ctx context.Context, id string, change func(n *cp
 		return n, nil
 	case refusal != nil && err == refusal:
 		return nil, err
+	case errors.Is(err, errInvalidRecord):
+		// The request passed its handler's checks but would make a record
+		// that fails the store's: refuse it rather than retry it.
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	default:
 		return nil, leaderWriteError(fmt.Errorf("updating node %s: %w", id, err))
 	}

@@ -180,8 +180,10 @@ func TestRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cert.Subject.CommonName != id || len(cert.IPAddresses) != 1 || cert.IPAddresses[0].String() != "127.0.0.42" {
-		t.Fatalf("certificate for %s with IPs %v", cert.Subject.CommonName, cert.IPAddresses)
+	// A node certificate names no address: what a node reports about
+	// itself is in no certificate.
+	if cert.Subject.CommonName != id || len(cert.IPAddresses)+len(cert.DNSNames) != 0 {
+		t.Fatalf("certificate for %s naming %v %v", cert.Subject.CommonName, cert.IPAddresses, cert.DNSNames)
 	}
 	dir := commit.ClusterDirectory
 	wantCurator := &cpb.CuratorEndpoint{NodeId: c.status.NodeID, Address: firstIP, Port: curatorPort}
@@ -279,9 +281,9 @@ func TestDecommissionedAndDeletedNodesRefused(t *testing.T) {
 	}
 	wantCode(t, "Watch when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.Join(ctxT(t), &cpb.JoinRequest{})
-	wantCode(t, "Join when decommissioned", err, codes.FailedPrecondition)
+	wantCode(t, "Join when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.CommitRegistration(ctxT(t), &cpb.CommitRegistrationRequest{})
-	wantCode(t, "CommitRegistration when decommissioned", err, codes.FailedPrecondition)
+	wantCode(t, "CommitRegistration when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.Register(ctxT(t), &cpb.RegisterRequest{RegisterTicket: c.registerTicket()})
 	wantCode(t, "Register when decommissioned", err, codes.PermissionDenied)
 	if n := c.storedNode(id); n.State != cpb.NodeState_NODE_STATE_DECOMMISSIONED || n.Status.GetExternalAddress() != "127.0.0.44" {
@@ -368,8 +370,12 @@ func TestCuratorServicePermissions(t *testing.T) {
 		{"owner", c.asOwner(), func(r cpb.Caller) bool {
 			return r == cpb.Caller_CALLER_UNAUTHENTICATED || r == cpb.Caller_CALLER_KEY_HOLDER
 		}},
+		// Its key gets through to the key-holder handlers, which refuse
+		// it by its record, except where the empty request is refused
+		// first (Register without a ticket): see TestAuthorizationMatrix
+		// for the decommissioned node with real requests.
 		{"decommissioned node", c.asNode(decCert, decKey), func(r cpb.Caller) bool {
-			return r == cpb.Caller_CALLER_UNAUTHENTICATED || r == cpb.Caller_CALLER_KEY_HOLDER
+			return r == cpb.Caller_CALLER_UNAUTHENTICATED
 		}},
 		{"node", c.asFirstNode(), func(cpb.Caller) bool { return true }},
 	}
@@ -384,6 +390,9 @@ func TestCuratorServicePermissions(t *testing.T) {
 		for _, cl := range callers {
 			err := invokeEmpty(ctxT(t), cl.conn, full, md)
 			refused := status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.Unauthenticated
+			if cl.name == "decommissioned node" && md.Name() == "Register" {
+				continue // refused for the missing ticket before its key is looked at
+			}
 			if refused == cl.admitted(req.Caller) {
 				t.Errorf("%s as %s (requirement %v): %v", md.Name(), cl.name, req.Caller, err)
 			}
@@ -495,6 +504,7 @@ func TestWatch(t *testing.T) {
 	// node's own is.
 	l, _ := event.Get(ctxT(t), &c.curator.leader)
 	if _, err := updateNode(ctxT(t), l.leadership, c.etcd, id, func(n *cpb.Node) (*cpb.Node, error) {
+		n.State = cpb.NodeState_NODE_STATE_UP // only UP nodes hold roles
 		n.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{JoinData: &cpb.ConsensusJoinData{Crl: []byte("crl")}}}
 		return n, nil
 	}); err != nil {
@@ -505,8 +515,6 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("another node's record with a role: %v", m)
 	}
 	one.next() // the same change
-	c.forceNodeState(id, cpb.NodeState_NODE_STATE_STANDBY)
-	c.forceNodeState(id, cpb.NodeState_NODE_STATE_UP)
 	self := c.watch(c.asNode(nodeCertFor(t, c, key), key), &cpb.WatchRequest{Target: &cpb.WatchRequest_NodeId{NodeId: id}})
 	if own := self.initial()[id]; own.GetRoles().GetConsensusMember().GetJoinData() == nil {
 		t.Fatalf("the node's own record lacks its join data: %v", own)
@@ -544,7 +552,7 @@ func TestWatch(t *testing.T) {
 
 func nodeCertFor(t *testing.T, c *testCluster, key ed25519.PrivateKey) *x509.Certificate {
 	t.Helper()
-	cert, err := c.ca.IssueNode(key.Public().(ed25519.PublicKey), nil, time.Now())
+	cert, err := c.ca.IssueNode(key.Public().(ed25519.PublicKey), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -41,10 +39,6 @@ import (
 // under a kilobyte without join data).
 const listNodesBatch = 100
 
-// maxLabels is the most labels a node may carry (see
-// UpdateNodeLabelsRequest).
-const maxLabels = 64
-
 func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoRequest) (*cpb.GetClusterInfoResponse, error) {
 	dir, err := r.clusterDirectory(ctx)
 	if err != nil {
@@ -64,6 +58,7 @@ func (r *rpcServer) ListNodes(req *cpb.ListNodesRequest, stream grpc.ServerStrea
 	}
 	now := r.s.cfg.Now()
 	var batch []*cpb.Node
+	size := 0 // of batch's records, encoded
 	for _, id := range slices.Sorted(maps.Keys(snap.nodes)) {
 		n := snap.nodes[id]
 		if !nodeMatches(n, req) {
@@ -78,12 +73,20 @@ func (r *rpcServer) ListNodes(req *cpb.ListNodesRequest, stream grpc.ServerStrea
 				out.TimeSinceHeartbeat = durationpb.New(ago)
 			}
 		}
+		s := proto.Size(out)
+		if len(batch) > 0 && size+s > maxBatchBytes {
+			if err := stream.Send(&cpb.ListNodesResponse{Nodes: batch}); err != nil {
+				return err
+			}
+			batch, size = nil, 0
+		}
 		batch = append(batch, out)
+		size += s
 		if len(batch) == listNodesBatch {
 			if err := stream.Send(&cpb.ListNodesResponse{Nodes: batch}); err != nil {
 				return err
 			}
-			batch = nil
+			batch, size = nil, 0
 		}
 	}
 	if len(batch) > 0 {
@@ -492,12 +495,17 @@ func (r *rpcServer) DecommissionNode(ctx context.Context, req *cpb.DecommissionN
 
 // DeleteNode removes the record of a node that is not UP, with
 // compare-and-swap on the record's revision so that a node that became UP
-// meanwhile is not deleted.
+// meanwhile is not deleted. A DECOMMISSIONED node's key is retired in the
+// same transaction, so that it can never register again.
 func (r *rpcServer) DeleteNode(ctx context.Context, req *cpb.DeleteNodeRequest) (*cpb.DeleteNodeResponse, error) {
 	if err := checkNodeIDArg(req.NodeId); err != nil {
 		return nil, err
 	}
 	l := leaderFrom(ctx)
+	// Serialised with Register, so that a registration cannot slip in
+	// between the record's deletion and the key's retirement check.
+	l.registration.Lock()
+	defer l.registration.Unlock()
 	for {
 		n, rev, err := getNode(ctx, r.s.cfg.Client, req.NodeId)
 		if err != nil {
@@ -511,7 +519,14 @@ func (r *rpcServer) DeleteNode(ctx context.Context, req *cpb.DeleteNodeRequest) 
 		}
 		key := nodeKey(req.NodeId)
 		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
-		_, ok, err := l.leadership.Txn(ctx, []clientv3.Cmp{unchanged}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED {
+			// Its key is retired for good, in the same write: the record
+			// no longer says "decommissioned", so this must (see
+			// registration.go).
+			ops = append(ops, clientv3.OpPut(retiredKey(n.Id), string(n.PublicKey)))
+		}
+		_, ok, err := l.leadership.Txn(ctx, []clientv3.Cmp{unchanged}, ops, nil)
 		if err != nil {
 			return nil, leaderWriteError(err)
 		}
@@ -564,42 +579,6 @@ func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLab
 		return nil, err
 	}
 	return &cpb.UpdateNodeLabelsResponse{Labels: next.Labels}, nil
-}
-
-// Label syntax, as UpdateNodeLabelsRequest states it (Kubernetes' rules).
-// Anchored: an unanchored pattern would accept any string containing a
-// valid one.
-var (
-	labelNameRegexp   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
-	labelPrefixRegexp = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
-)
-
-// maxLabelPrefix is the longest prefix of a label key (a DNS subdomain).
-const maxLabelPrefix = 253
-
-func validateLabelKey(k string) error {
-	prefix, name, hasPrefix := strings.Cut(k, "/")
-	if !hasPrefix {
-		name = prefix
-	} else {
-		if len(prefix) > maxLabelPrefix {
-			return fmt.Errorf("prefix longer than %d characters", maxLabelPrefix)
-		}
-		if !labelPrefixRegexp.MatchString(prefix) {
-			return errors.New("prefix is not a DNS subdomain (dot-separated lower-case letters, digits and '-', each part starting and ending with a letter or digit)")
-		}
-	}
-	if !labelNameRegexp.MatchString(name) {
-		return errors.New("name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
-	}
-	return nil
-}
-
-func validateLabelValue(v string) error {
-	if v != "" && !labelNameRegexp.MatchString(v) {
-		return errors.New("must be empty or 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
-	}
-	return nil
 }
 
 // checkNodeIDArg checks a request's node_id.

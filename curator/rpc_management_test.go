@@ -238,13 +238,15 @@ func TestManagementPermissionDenied(t *testing.T) {
 		_, calls["DecommissionNode"] = m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: up.Id})
 		_, calls["DeleteNode"] = m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: fresh.Id})
 		_, calls["UpdateNodeLabels"] = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: up.Id, Set: map[string]string{"a": "b"}})
+		_, calls["RotateRegisterTicket"] = m.RotateRegisterTicket(ctx, &cpb.RotateRegisterTicketRequest{})
+		_, calls["RotateOwnerKey"] = cpb.NewAAAServiceClient(conn).RotateOwnerKey(ctx, &cpb.RotateOwnerKeyRequest{})
 		if !cl.holdsOwnerKey {
 			_, calls["TakeOwnership"] = cpb.NewAAAServiceClient(conn).TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})
 		}
 		// Every method of both services is tried.
-		want := len(cpb.ManagementService_ServiceDesc.Methods) + len(cpb.ManagementService_ServiceDesc.Streams)
-		if !cl.holdsOwnerKey {
-			want += len(cpb.AAAService_ServiceDesc.Methods)
+		want := len(cpb.ManagementService_ServiceDesc.Methods) + len(cpb.ManagementService_ServiceDesc.Streams) + len(cpb.AAAService_ServiceDesc.Methods)
+		if cl.holdsOwnerKey {
+			want-- // TakeOwnership
 		}
 		if len(calls) != want {
 			t.Fatalf("%s: tried %d methods, the services have %d", cl.name, len(calls), want)
@@ -506,7 +508,7 @@ func TestDecommissionAndDelete(t *testing.T) {
 	standby := c.seedNode(cpb.NodeState_NODE_STATE_STANDBY).node
 
 	// The node calls the curator as a node until it is decommissioned.
-	cert, err := c.ca.IssueNode(tn.key.Public().(ed25519.PublicKey), nil, time.Now())
+	cert, err := c.ca.IssueNode(tn.key.Public().(ed25519.PublicKey), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,15 +686,21 @@ func TestListNodesAndDirectory(t *testing.T) {
 		}
 	}
 	flush()
-	// An UP node that serves a curator, and a STANDBY one that claims to:
-	// only the first is in the directory.
+	// An UP consensus member that serves a curator, a STANDBY node that
+	// claims to, and an UP node without ConsensusMember that claims to:
+	// only the first is in the directory. A node's own report never makes
+	// it a curator.
 	curator := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 	curator.Status.RunningCurator = &cpb.RunningCurator{Port: 7835}
+	curator.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
 	c.putNode(curator)
 	standby := c.seedNode(cpb.NodeState_NODE_STATE_STANDBY).node
 	standby.Status.RunningCurator = &cpb.RunningCurator{Port: 7835}
 	c.putNode(standby)
-	ids = append(ids, first, curator.Id, standby.Id)
+	selfReported := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	selfReported.Status.RunningCurator = &cpb.RunningCurator{Port: 7835}
+	c.putNode(selfReported)
+	ids = append(ids, first, curator.Id, standby.Id, selfReported.Id)
 	slices.Sort(ids)
 	c.waitCached(func(nodes map[string]*cpb.Node) bool { return len(nodes) == len(ids) })
 
@@ -717,11 +725,11 @@ func TestListNodesAndDirectory(t *testing.T) {
 			if n.Health != cpb.NodeHealth_NODE_HEALTH_HEALTHY || n.TimeSinceHeartbeat == nil {
 				t.Errorf("node that heartbeat: health %v, since %v", n.Health, n.TimeSinceHeartbeat)
 			}
-		case n.Id == first:
+		case n.Id == first || n.Id == selfReported.Id:
 			if n.Health != cpb.NodeHealth_NODE_HEALTH_UNKNOWN || n.TimeSinceHeartbeat != nil {
 				t.Errorf("node not heard of yet: health %v, since %v", n.Health, n.TimeSinceHeartbeat)
 			}
-			if n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() == nil {
+			if n.Id == first && (n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() == nil) {
 				t.Errorf("the first node's roles: %v", n.Roles)
 			}
 		default:
@@ -733,7 +741,7 @@ func TestListNodesAndDirectory(t *testing.T) {
 
 	// Conditions, ANDed.
 	got, _ := listNodes(t, m, &cpb.ListNodesRequest{States: []cpb.NodeState{cpb.NodeState_NODE_STATE_UP}})
-	if want := slices.Sorted(slices.Values([]string{first, curator.Id})); !slices.Equal(nodeIDs(got), want) {
+	if want := slices.Sorted(slices.Values([]string{first, curator.Id, selfReported.Id})); !slices.Equal(nodeIDs(got), want) {
 		t.Errorf("UP nodes: %v, want %v", nodeIDs(got), want)
 	}
 	got, _ = listNodes(t, m, &cpb.ListNodesRequest{Labels: map[string]string{"even": "yes"}})

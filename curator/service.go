@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -35,7 +36,16 @@ type Service struct {
 	// logger is the logger of the current run, for RPC handlers, which run
 	// outside the supervisor's tree.
 	logger atomic.Pointer[zap.Logger]
+	// renewAt says when the curator certificate in use is due for
+	// renewal: identity.RenewAt, or sooner in tests.
+	renewAt func(*x509.Certificate) time.Time
 }
+
+// MaxRequestSize is the largest request message a curator accepts; larger
+// ones are refused with RESOURCE_EXHAUSTED before they are decoded. The
+// largest real requests (64 labels set at once, a list of node IDs) take
+// a few tens of KiB.
+const MaxRequestSize = 256 << 10
 
 // MinClientPingInterval is the most often a client may ping an idle
 // connection; gRPC closes connections that ping more often.
@@ -61,6 +71,8 @@ func New(cfg Config) (*Service, error) {
 		cfg:    cfg,
 		nodeID: identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey)),
 		nodes:  newNodeCache(cfg.Client),
+		// renewAt is a field so that tests can make renewal due sooner.
+		renewAt: identity.RenewAt,
 	}
 	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
 	s.status.Name = "curator-status"
@@ -106,16 +118,15 @@ func (s *Service) Run(ctx context.Context) error {
 	defer lis.Close()
 	addr := netip.MustParseAddrPort(lis.Addr().String())
 
-	pub := s.cfg.NodeKey.Public().(ed25519.PublicKey)
-	cert, err := ca.IssueNode(pub, []netip.Addr{addr.Addr()}, s.cfg.Now())
-	if err != nil {
-		return fmt.Errorf("issuing the curator's serving certificate: %w", err)
-	}
-	tlsCert, err := identity.TLSCertificate(cert, s.cfg.NodeKey)
+	tlsCert, err := s.curatorCertificate(ctx, ca, addr.Addr())
 	if err != nil {
 		return err
 	}
-	creds, err := identity.ServerCredentials(ca.Verifier(), tlsCert)
+	serving, err := identity.NewServingCertificate(ca.Verifier(), tlsCert)
+	if err != nil {
+		return fmt.Errorf("curator TLS: %w", err)
+	}
+	creds, err := identity.ServerCredentials(ca.Verifier(), serving)
 	if err != nil {
 		return fmt.Errorf("curator TLS: %w", err)
 	}
@@ -136,9 +147,15 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "leader", func(ctx context.Context) error { return s.runLeader(ctx, ca) }); err != nil {
 		return err
 	}
+	if err := supervisor.Run(ctx, "certificate", func(ctx context.Context) error { return s.renewCertificate(ctx, ca, serving, addr.Addr()) }); err != nil {
+		return err
+	}
 
 	srv := grpc.NewServer(
 		grpc.Creds(creds),
+		// No request needs more; the stored parts of requests have
+		// tighter limits of their own (validate.go).
+		grpc.MaxRecvMsgSize(MaxRequestSize),
 		// Clients ping idle connections to notice a hung curator (see
 		// curator/client); allow that, and refuse anything more eager.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinClientPingInterval, PermitWithoutStream: true}),

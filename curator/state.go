@@ -2,7 +2,7 @@ package curator
 
 import (
 	"context"
-	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/identity"
 )
 
 // The curator's keys in its etcd namespace. The CA lives under
@@ -24,7 +23,13 @@ const (
 	ownerKey = "cluster/owner"
 	// ticketKey holds the cluster's register ticket (32 random bytes).
 	ticketKey = "cluster/register-ticket"
+	// retiredPrefix holds, under the node ID, the public key of every
+	// node that was decommissioned and then deleted: such a key never
+	// registers again (see registration.go).
+	retiredPrefix = "retired/"
 )
+
+func retiredKey(id string) string { return retiredPrefix + id }
 
 func nodeKey(id string) string { return nodePrefix + id }
 
@@ -34,8 +39,8 @@ func nodeIDFromKey(key string) (string, bool) {
 }
 
 // decodeNode parses a stored node record and checks that it is the record
-// of the node its key names: a record that fails is corrupt, and refusing
-// it is better than serving it.
+// of the node its key names and passes checkNodeRecord: a record that
+// fails is corrupt, and refusing it is better than serving it.
 func decodeNode(key, value []byte) (*cpb.Node, error) {
 	id, ok := nodeIDFromKey(string(key))
 	if !ok {
@@ -44,6 +49,9 @@ func decodeNode(key, value []byte) (*cpb.Node, error) {
 	if value == nil {
 		return nil, nil // deleted
 	}
+	if len(value) > maxNodeRecordSize {
+		return nil, fmt.Errorf("node record %s: %d bytes, more than the %d allowed", id, len(value), maxNodeRecordSize)
+	}
 	var n cpb.Node
 	if err := proto.Unmarshal(value, &n); err != nil {
 		return nil, fmt.Errorf("node record %s: %w", id, err)
@@ -51,8 +59,8 @@ func decodeNode(key, value []byte) (*cpb.Node, error) {
 	if n.Id != id {
 		return nil, fmt.Errorf("node record %s: holds node %q", id, n.Id)
 	}
-	if err := identity.VerifyNodeID(id, ed25519.PublicKey(n.PublicKey)); err != nil {
-		return nil, fmt.Errorf("node record %s: %w", id, err)
+	if err := checkNodeRecord(&n); err != nil {
+		return nil, err
 	}
 	return &n, nil
 }
@@ -75,12 +83,20 @@ func getNode(ctx context.Context, kv clientv3.KV, id string) (n *cpb.Node, rev i
 	return n, kv0.ModRevision, nil
 }
 
+// errInvalidRecord is what encodeNode wraps when it refuses to store a
+// record that fails checkNodeRecord.
+var errInvalidRecord = errors.New("refusing to store an invalid record")
+
 // encodeNode serialises a record for storage, without the fields that are
-// never stored.
+// never stored, after checking it (checkNodeRecord): nothing unchecked is
+// ever written.
 func encodeNode(n *cpb.Node) (string, error) {
 	stored := proto.Clone(n).(*cpb.Node)
 	stored.Health = cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED
 	stored.TimeSinceHeartbeat = nil
+	if err := checkNodeRecord(stored); err != nil {
+		return "", fmt.Errorf("%w: node %s: %w", errInvalidRecord, n.Id, err)
+	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(stored)
 	if err != nil {
 		return "", fmt.Errorf("encoding node %s: %w", n.Id, err)

@@ -52,6 +52,18 @@ const (
 	// proves, so servers ignore its validity period (a machine that has not
 	// registered yet may have no trustworthy clock).
 	EphemeralCertificateLifetime = 24 * time.Hour
+
+	// CuratorCertificateLifetime is how long a curator certificate is
+	// valid: two hours, renewed by the running curator after about one
+	// (RenewAt, counting the hour of backdating). It is short on purpose:
+	// it is how a curator that must no longer serve (its node
+	// decommissioned or deleted, or ConsensusMember taken away) stops being
+	// accepted by clients, without a revocation list that every client
+	// would have to fetch, from a curator, before it could trust one. A
+	// curator renews only while its node's record holds ConsensusMember,
+	// so the certificate of a node taken out of the control plane expires
+	// within this lifetime, whoever keeps a copy of it and its key.
+	CuratorCertificateLifetime = 2 * time.Hour
 )
 
 // ClockSkew is how far back every certificate's NotBefore lies from the
@@ -61,9 +73,11 @@ const (
 const ClockSkew = time.Hour
 
 // Organizational units that say which kind of certificate a certificate is.
-// Every certificate the CA issues carries exactly one of ouNode and ouUser,
-// and Verifier.Identify reads nothing else to tell the kinds apart (besides
-// checking that the rest of the certificate agrees). Ephemeral certificates
+// Every certificate the CA issues carries exactly one of ouNode, ouUser and
+// ouCurator, and the verification reads nothing else to tell the kinds
+// apart (besides checking that the rest of the certificate agrees): node
+// and user certificates identify clients (Verifier.Identify), curator
+// certificates servers (identifyServer), never the other way round. Ephemeral certificates
 // carry ouEphemeral, only for the benefit of people reading them: they are
 // recognised by being self-signed, never by their contents.
 const (
@@ -71,6 +85,7 @@ const (
 	ouNode       = "polis-node"
 	ouUser       = "polis-user"
 	ouEphemeral  = "polis-ephemeral"
+	ouCurator    = "polis-curator"
 )
 
 // CA is the cluster's certificate authority: a self-signed ed25519
@@ -146,31 +161,63 @@ func (c *CA) Verifier() *Verifier {
 // IssueNode issues the certificate of the node whose public key is pub,
 // valid from now for NodeCertificateLifetime (or until the CA expires, if
 // sooner). Its subject names the node (CN = NodeID(pub), OU = polis-node);
-// it serves both sides of a connection (server and client authentication);
-// its subject alternative names are the node ID as a DNS name, so that a
-// client may dial a node by ID, and ips, so that it may dial by address.
-func (c *CA) IssueNode(pub ed25519.PublicKey, ips []netip.Addr, now time.Time) (*x509.Certificate, error) {
+// it is good for client authentication only and names no host: it proves
+// "this is node X" to the curator, and nothing to anyone else. In
+// particular it cannot serve as a curator (that takes a curator
+// certificate, IssueCurator), so no address a node reported about itself
+// ever ends up in a certificate a client trusts.
+func (c *CA) IssueNode(pub ed25519.PublicKey, now time.Time) (*x509.Certificate, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("issuing node certificate: public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
+	}
+	id := NodeID(pub)
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouNode}, CommonName: id},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	cert, err := c.issue(tmpl, pub, now, NodeCertificateLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("issuing node certificate for %s: %w", id, err)
+	}
+	return cert, nil
+}
+
+// IssueCurator issues the serving certificate of the curator that runs on
+// the node whose public key is pub, valid from now for
+// CuratorCertificateLifetime (or until the CA expires, if sooner). Its
+// subject names the node (CN = NodeID(pub), OU = polis-curator); it is good
+// for server authentication only; it names the node ID as a DNS name, so
+// that clients can dial a curator by the node ID the cluster directory
+// gives, and ips, the addresses the curator serves on.
+//
+// Only a curator calls it, for itself, once it has checked that its own
+// node's record holds ConsensusMember, a role only the curator gives: the
+// CA's key lives in etcd, which only consensus members reach, and the
+// addresses are those the curator bound. It is the one certificate every
+// client of the curator accepts from a server (see clientConfig).
+func (c *CA) IssueCurator(pub ed25519.PublicKey, ips []netip.Addr, now time.Time) (*x509.Certificate, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("issuing curator certificate: public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
 	}
 	id := NodeID(pub)
 	var netIPs []net.IP
 	for _, ip := range ips {
 		if !ip.IsValid() {
-			return nil, fmt.Errorf("issuing node certificate for %s: invalid IP address", id)
+			return nil, fmt.Errorf("issuing curator certificate for %s: invalid IP address", id)
 		}
 		netIPs = append(netIPs, ip.Unmap().AsSlice())
 	}
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouNode}, CommonName: id},
+		Subject:     pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouCurator}, CommonName: id},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{id},
 		IPAddresses: netIPs,
 	}
-	cert, err := c.issue(tmpl, pub, now, NodeCertificateLifetime)
+	cert, err := c.issue(tmpl, pub, now, CuratorCertificateLifetime)
 	if err != nil {
-		return nil, fmt.Errorf("issuing node certificate for %s: %w", id, err)
+		return nil, fmt.Errorf("issuing curator certificate for %s: %w", id, err)
 	}
 	return cert, nil
 }
@@ -200,12 +247,13 @@ func (c *CA) IssueUser(name string, pub ed25519.PublicKey, now time.Time) (*x509
 }
 
 // Renew issues a fresh certificate for the same key and the same identity
-// as old, which this CA must have issued: a node certificate with the same
-// IP addresses, or a user certificate for the same user, with a full new
-// lifetime from now. It does not check old's validity period, so that the
-// caller decides whether an expired certificate may still be renewed (over
-// mTLS it cannot be: the handshake refuses it). To change a node's IP
-// addresses, issue a new certificate with IssueNode instead.
+// as old, which this CA must have issued: a node certificate for the same
+// node, or a user certificate for the same user, with a full new lifetime
+// from now. It does not check old's validity period, so that the caller
+// decides whether an expired certificate may still be renewed (over mTLS
+// it cannot be: the handshake refuses it). Curator certificates are not
+// renewed this way: a curator issues itself a new one (IssueCurator) after
+// checking again that its node may serve.
 func (c *CA) Renew(old *x509.Certificate, now time.Time) (*x509.Certificate, error) {
 	if err := old.CheckSignatureFrom(c.cert); err != nil {
 		return nil, fmt.Errorf("renewing certificate %q: not issued by this CA: %w", old.Subject.CommonName, err)
@@ -216,15 +264,7 @@ func (c *CA) Renew(old *x509.Certificate, now time.Time) (*x509.Certificate, err
 	}
 	switch id.Kind {
 	case KindNode:
-		var ips []netip.Addr
-		for _, ip := range old.IPAddresses {
-			a, ok := netip.AddrFromSlice(ip)
-			if !ok {
-				return nil, fmt.Errorf("renewing certificate of %s: bad IP address %v", id.NodeID, ip)
-			}
-			ips = append(ips, a.Unmap())
-		}
-		return c.IssueNode(id.PublicKey, ips, now)
+		return c.IssueNode(id.PublicKey, now)
 	case KindUser:
 		return c.IssueUser(id.UserName, id.PublicKey, now)
 	}

@@ -33,8 +33,7 @@ func TestIssueNode(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
 	key := mustKey(t)
-	ips := []netip.Addr{loopback, netip.MustParseAddr("::ffff:10.0.0.1"), netip.MustParseAddr("fd00::1")}
-	cert, err := ca.IssueNode(pubOf(key), ips, now)
+	cert, err := ca.IssueNode(pubOf(key), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,15 +41,13 @@ func TestIssueNode(t *testing.T) {
 	if cert.Subject.CommonName != id || !slices.Equal(cert.Subject.OrganizationalUnit, []string{ouNode}) {
 		t.Errorf("subject %s, want CN %s OU %s", cert.Subject, id, ouNode)
 	}
-	if !slices.Equal(cert.DNSNames, []string{id}) {
-		t.Errorf("DNS names %v, want [%s]", cert.DNSNames, id)
+	// A node certificate names no host: no address a node reported about
+	// itself is in it, and it can serve nothing.
+	if len(cert.DNSNames)+len(cert.IPAddresses)+len(cert.URIs) != 0 {
+		t.Errorf("node certificate names hosts: %v %v %v", cert.DNSNames, cert.IPAddresses, cert.URIs)
 	}
-	wantIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1), net.ParseIP("fd00::1")}
-	if !slices.EqualFunc(cert.IPAddresses, wantIPs, net.IP.Equal) {
-		t.Errorf("IPs %v, want %v", cert.IPAddresses, wantIPs)
-	}
-	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}) {
-		t.Errorf("extended key usage %v", cert.ExtKeyUsage)
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
+		t.Errorf("extended key usage %v, want client authentication only", cert.ExtKeyUsage)
 	}
 	if cert.IsCA {
 		t.Error("node certificate is a CA")
@@ -58,10 +55,8 @@ func TestIssueNode(t *testing.T) {
 	if !cert.NotAfter.Equal(now.Add(NodeCertificateLifetime)) || !cert.NotBefore.Equal(now.Add(-ClockSkew)) {
 		t.Errorf("valid %s to %s", cert.NotBefore, cert.NotAfter)
 	}
-	for _, name := range []string{id, "127.0.0.1", "10.0.0.1", "fd00::1"} {
-		if err := cert.VerifyHostname(name); err != nil {
-			t.Errorf("VerifyHostname(%s): %v", name, err)
-		}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.Verifier().roots, CurrentTime: now, DNSName: id}); err == nil {
+		t.Error("a node certificate verifies as a server certificate")
 	}
 	got, err := ca.Verifier().Identify([]*x509.Certificate{cert}, now)
 	if err != nil {
@@ -73,11 +68,54 @@ func TestIssueNode(t *testing.T) {
 	if got.IsNode(NodeID(pubOf(mustKey(t)))) {
 		t.Error("IsNode true for another node")
 	}
-	if _, err := ca.IssueNode(pubOf(key), []netip.Addr{{}}, now); err == nil {
-		t.Error("IssueNode accepted an invalid IP")
-	}
-	if _, err := ca.IssueNode(pubOf(key)[:31], nil, now); err == nil {
+	if _, err := ca.IssueNode(pubOf(key)[:31], now); err == nil {
 		t.Error("IssueNode accepted a short key")
+	}
+}
+
+func TestIssueCurator(t *testing.T) {
+	now := testNow()
+	ca := mustCA(t, now)
+	key := mustKey(t)
+	ips := []netip.Addr{loopback, netip.MustParseAddr("::ffff:10.0.0.1"), netip.MustParseAddr("fd00::1")}
+	cert, err := ca.IssueCurator(pubOf(key), ips, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := NodeID(pubOf(key))
+	if cert.Subject.CommonName != id || !slices.Equal(cert.Subject.OrganizationalUnit, []string{ouCurator}) {
+		t.Errorf("subject %s, want CN %s OU %s", cert.Subject, id, ouCurator)
+	}
+	if !slices.Equal(cert.DNSNames, []string{id}) {
+		t.Errorf("DNS names %v, want [%s]", cert.DNSNames, id)
+	}
+	wantIPs := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1), net.ParseIP("fd00::1")}
+	if !slices.EqualFunc(cert.IPAddresses, wantIPs, net.IP.Equal) {
+		t.Errorf("IPs %v, want %v", cert.IPAddresses, wantIPs)
+	}
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Errorf("extended key usage %v, want server authentication only", cert.ExtKeyUsage)
+	}
+	if !cert.NotAfter.Equal(now.Add(CuratorCertificateLifetime)) || !cert.NotBefore.Equal(now.Add(-ClockSkew)) {
+		t.Errorf("valid %s to %s", cert.NotBefore, cert.NotAfter)
+	}
+	for _, name := range []string{id, "127.0.0.1", "10.0.0.1", "fd00::1"} {
+		if err := cert.VerifyHostname(name); err != nil {
+			t.Errorf("VerifyHostname(%s): %v", name, err)
+		}
+	}
+	if got, err := classifyCurator(cert); err != nil || got != id {
+		t.Errorf("classifyCurator = %q, %v; want %s", got, err, id)
+	}
+	// A curator certificate identifies no caller.
+	if id, err := ca.Verifier().Identify([]*x509.Certificate{cert}, now); err == nil {
+		t.Errorf("Identify accepted a curator certificate as %s", id)
+	}
+	if _, err := ca.IssueCurator(pubOf(key), []netip.Addr{{}}, now); err == nil {
+		t.Error("IssueCurator accepted an invalid IP")
+	}
+	if _, err := ca.IssueCurator(pubOf(key)[:31], nil, now); err == nil {
+		t.Error("IssueCurator accepted a short key")
 	}
 }
 
@@ -125,7 +163,7 @@ func TestIssueClampsToCA(t *testing.T) {
 	if !n.cert.NotAfter.Equal(ca.Certificate().NotAfter) {
 		t.Errorf("node certificate issued a day before the CA expires runs to %s, want the CA's %s", n.cert.NotAfter, ca.Certificate().NotAfter)
 	}
-	if _, err := ca.IssueNode(pubOf(n.key), nil, now.Add(CALifetime)); err == nil {
+	if _, err := ca.IssueNode(pubOf(n.key), now.Add(CALifetime)); err == nil {
 		t.Error("an expired CA issued a certificate")
 	}
 }
@@ -328,7 +366,10 @@ func TestMisissuedRefused(t *testing.T) {
 		{"user OU, names a host", x509.Certificate{Subject: subject([]string{ouUser}, "owner"), ExtKeyUsage: client, DNSNames: []string{"owner"}}},
 		{"node OU, another node's ID", x509.Certificate{Subject: subject([]string{ouNode}, otherID), ExtKeyUsage: both}},
 		{"node OU, user name", x509.Certificate{Subject: subject([]string{ouNode}, "owner"), ExtKeyUsage: both}},
-		{"node OU, client usage only", x509.Certificate{Subject: subject([]string{ouNode}, id), ExtKeyUsage: client}},
+		{"node OU, server usage too", x509.Certificate{Subject: subject([]string{ouNode}, id), ExtKeyUsage: both}},
+		{"node OU, names its address", x509.Certificate{Subject: subject([]string{ouNode}, id), ExtKeyUsage: client, IPAddresses: []net.IP{net.IPv4(10, 0, 0, 1)}}},
+		{"node OU, names its ID", x509.Certificate{Subject: subject([]string{ouNode}, id), ExtKeyUsage: client, DNSNames: []string{id}}},
+		{"curator OU, client usage", x509.Certificate{Subject: subject([]string{ouCurator}, id), ExtKeyUsage: client, DNSNames: []string{id}}},
 		{"node and user OUs", x509.Certificate{Subject: subject([]string{ouNode, ouUser}, id), ExtKeyUsage: both}},
 		{"user and node OUs", x509.Certificate{Subject: subject([]string{ouUser, ouNode}, "owner"), ExtKeyUsage: client}},
 		{"no OU", x509.Certificate{Subject: subject(nil, id), ExtKeyUsage: both}},
@@ -413,8 +454,8 @@ func TestNewVerifierRefuses(t *testing.T) {
 		if _, err := NodeClientConfig(v, n.tls); err == nil {
 			t.Error("NodeClientConfig accepted a zero Verifier")
 		}
-		if _, err := ServerConfig(v, n.tls); err == nil {
-			t.Error("ServerConfig accepted a zero Verifier")
+		if _, err := NewServingCertificate(v, n.tls); err == nil {
+			t.Error("NewServingCertificate accepted a zero Verifier")
 		}
 	}
 }

@@ -56,9 +56,17 @@
 // outliving the CA:
 //
 //   - Node certificates ([CA.IssueNode]): CN the node ID, OU polis-node,
-//     good for server and client authentication, naming the node ID as a
-//     DNS name and the node's IP addresses, valid for
-//     [NodeCertificateLifetime] (one year).
+//     good for client authentication only, naming no host, valid for
+//     [NodeCertificateLifetime] (one year). They prove "node X" to the
+//     curator and serve nothing: no address a node reports about itself is
+//     in any certificate.
+//   - Curator certificates ([CA.IssueCurator]): CN the node ID, OU
+//     polis-curator, good for server authentication only, naming the node
+//     ID as a DNS name and the addresses the curator serves on, valid for
+//     [CuratorCertificateLifetime] (two hours). A curator issues one to
+//     itself, only while its node's record holds ConsensusMember, and
+//     renews it while it runs; it is the one certificate clients accept
+//     from a server ([ServingCertificate] holds it on the server side).
 //   - User certificates ([CA.IssueUser]): CN the user name, OU polis-user,
 //     good for client authentication only, naming no host, valid for
 //     [UserCertificateLifetime] (90 days).
@@ -69,8 +77,8 @@
 //     ownership. They convey that key and nothing else.
 //
 // Holders renew once two thirds of the validity period have passed
-// ([NeedsRenewal], [RenewAt]); [CA.Renew] reissues for the same key and
-// identity.
+// ([NeedsRenewal], [RenewAt]); [CA.Renew] reissues node and user
+// certificates for the same key and identity.
 //
 // # Who is calling
 //
@@ -101,10 +109,13 @@
 // key holder. Every kind but the anonymous one carries the caller's proven
 // public key ([Identity.HoldsKey]).
 //
+// A curator certificate identifies no caller: it is for servers only.
+//
 // Clients ([NodeClientConfig], [UserClientConfig], [KeyHolderClientConfig])
 // trust the cluster CA and nothing else, and accept only servers with a
-// node certificate that names the address or node ID they dialled. All
-// connections are TLS 1.3.
+// curator certificate that names the node ID or address they dialled; a
+// node certificate never passes for a curator. All connections are TLS
+// 1.3.
 //
 // On the gRPC side, [PeerIdentity] returns the caller's [Identity] from a
 // call's context, so that the curator's central permission check (each RPC
@@ -113,11 +124,16 @@
 //
 // # What this package does not do
 //
-// It keeps no revocation list. A decommissioned or deleted node, or a
-// removed user, keeps a certificate that verifies until it expires; the
-// curator refuses such callers by its state on every call, so a
-// certificate is necessary but never sufficient. Lifetimes bound how long a
-// forgotten credential stays usable, nothing more.
+// It keeps no revocation list, by choice. A decommissioned or deleted
+// node, or a removed user, keeps a client certificate that verifies until
+// it expires; the curator, the only server that accepts such certificates,
+// refuses such callers by its state on every call, so a certificate is
+// necessary but never sufficient. The certificates clients must be able to
+// refuse without asking anyone, curator certificates, are short-lived
+// instead: a curator whose node leaves the control plane gets no new one,
+// and its last expires within [CuratorCertificateLifetime]. A revocation
+// list would have to be fetched from a curator before any curator could be
+// trusted. See docs/threat-model.md.
 //
 // It decides no permissions, holds no state beyond the CA in etcd, and
 // writes no files: persisting a node's key and certificate (0600, written

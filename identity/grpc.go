@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,11 +20,12 @@ type AuthInfo struct {
 	Identity Identity
 }
 
-// ServerCredentials returns gRPC transport credentials for a server
-// presenting cert (see ServerConfig for what is accepted). Each accepted
+// ServerCredentials returns gRPC transport credentials for a curator
+// presenting the curator certificate cert holds (see ServerConfig for what
+// is accepted). Each accepted
 // connection carries an AuthInfo with the peer's Identity, which handlers
 // and interceptors read with PeerIdentity.
-func ServerCredentials(v *Verifier, cert tls.Certificate) (credentials.TransportCredentials, error) {
+func ServerCredentials(v *Verifier, cert *ServingCertificate) (credentials.TransportCredentials, error) {
 	cfg, err := ServerConfig(v, cert)
 	if err != nil {
 		return nil, err

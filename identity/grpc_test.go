@@ -81,8 +81,8 @@ func TestGRPCIdentity(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
 	v := ca.Verifier()
-	curator := mustNode(t, ca, now)
-	creds, err := ServerCredentials(v, curator.tls)
+	curator := mustCurator(t, ca, now)
+	creds, err := ServerCredentials(v, serving(t, v, curator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestGRPCWithoutServerCredentials(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
 	v := ca.Verifier()
-	cfg, err := ServerConfig(v, mustNode(t, ca, now).tls)
+	cfg, err := ServerConfig(v, serving(t, v, mustCurator(t, ca, now)))
 	if err != nil {
 		t.Fatal(err)
 	}

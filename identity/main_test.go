@@ -138,16 +138,37 @@ type node struct {
 	tls  tls.Certificate
 }
 
-// mustNode issues a node certificate at now for a fresh key, naming the
-// loopback address.
+// mustNode issues a node certificate at now for a fresh key.
 func mustNode(t testing.TB, ca *CA, now time.Time) node {
 	t.Helper()
 	key := mustKey(t)
-	cert, err := ca.IssueNode(pubOf(key), []netip.Addr{loopback}, now)
+	cert, err := ca.IssueNode(pubOf(key), now)
 	if err != nil {
 		t.Fatalf("IssueNode: %v", err)
 	}
 	return node{key: key, cert: cert, tls: mustTLS(t, cert, key)}
+}
+
+// mustCurator issues a curator certificate at now for a fresh key, naming
+// the loopback address.
+func mustCurator(t testing.TB, ca *CA, now time.Time) node {
+	t.Helper()
+	key := mustKey(t)
+	cert, err := ca.IssueCurator(pubOf(key), []netip.Addr{loopback}, now)
+	if err != nil {
+		t.Fatalf("IssueCurator: %v", err)
+	}
+	return node{key: key, cert: cert, tls: mustTLS(t, cert, key)}
+}
+
+// serving wraps a curator's certificate for ServerConfig.
+func serving(t testing.TB, v *Verifier, n node) *ServingCertificate {
+	t.Helper()
+	s, err := NewServingCertificate(v, n.tls)
+	if err != nil {
+		t.Fatalf("NewServingCertificate: %v", err)
+	}
+	return s
 }
 
 // mustUser issues a user certificate at now for a fresh key.

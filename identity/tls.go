@@ -6,12 +6,51 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
-// ServerConfig returns the TLS configuration of a curator (or any service
-// that nodes, users and nodes still enrolling reach), presenting cert, the
-// server's node certificate from v's CA.
+// ServingCertificate is the curator certificate a server presents, which
+// the server replaces while it serves (curator certificates are
+// short-lived: CuratorCertificateLifetime). Make it with
+// NewServingCertificate; it is safe for concurrent use.
+type ServingCertificate struct {
+	v   *Verifier
+	cur atomic.Pointer[tls.Certificate]
+}
+
+// NewServingCertificate returns a ServingCertificate presenting cert, a
+// curator certificate from v's CA, valid now.
+func NewServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCertificate, error) {
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	s := &ServingCertificate{v: v}
+	if err := s.Replace(cert); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Replace makes the server present cert from the next handshake on, after
+// checking that it is a curator certificate from the CA, valid now.
+// Connections already made keep the certificate they were made with.
+func (s *ServingCertificate) Replace(cert tls.Certificate) error {
+	leaf, err := checkOwnCurator(s.v, cert, time.Now())
+	if err != nil {
+		return fmt.Errorf("server certificate: %w", err)
+	}
+	cert.Leaf = leaf
+	s.cur.Store(&cert)
+	return nil
+}
+
+// Leaf returns the certificate presented now.
+func (s *ServingCertificate) Leaf() *x509.Certificate { return s.cur.Load().Leaf }
+
+// ServerConfig returns the TLS configuration of the curator (the service
+// that nodes, users and nodes still enrolling reach), presenting its
+// curator certificate, held by cert.
 //
 // Clients may present a certificate (tls.RequestClientCert), which the TLS
 // stack checks only for possession of its key: VerifyConnection verifies
@@ -25,16 +64,19 @@ import (
 //
 // Only TLS 1.3 is offered, and session tickets are disabled, so that every
 // connection is a full handshake in which the client proves possession of
-// its key. The configuration presents a fixed certificate; to serve a
-// renewed one without restarting, set GetCertificate on a clone and clear
-// Certificates.
-func ServerConfig(v *Verifier, cert tls.Certificate) (*tls.Config, error) {
-	if err := checkOwn(v, cert, KindNode, time.Now()); err != nil {
-		return nil, fmt.Errorf("server certificate: %w", err)
+// its key.
+func ServerConfig(v *Verifier, cert *ServingCertificate) (*tls.Config, error) {
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	if cert == nil || cert.cur.Load() == nil {
+		return nil, errors.New("server certificate: none (make it with NewServingCertificate)")
 	}
 	return &tls.Config{
-		MinVersion:             tls.VersionTLS13,
-		Certificates:           []tls.Certificate{cert},
+		MinVersion: tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return cert.cur.Load(), nil
+		},
 		ClientAuth:             tls.RequestClientCert,
 		SessionTicketsDisabled: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -86,12 +128,15 @@ func KeyHolderClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, er
 	return clientConfig(v, tc), nil
 }
 
-// clientConfig presents cert and accepts only servers with a node
+// clientConfig presents cert and accepts only servers with a curator
 // certificate from v's CA, and no other roots (the CA is pinned). The TLS
 // stack checks the chain, the validity period, server authentication and
-// the server name (ServerName, or the host dialled: an IP address, or a
-// node ID, both of which node certificates carry); VerifyConnection then
-// checks that the certificate is a node's. Only TLS 1.3 is offered.
+// the server name (ServerName, or the host dialled: the node ID, which the
+// curator client gives, or an IP address the curator serves on, both of
+// which curator certificates carry); VerifyConnection then checks that the
+// certificate is a curator's. A node certificate is refused: it is for
+// client authentication only, and no node-chosen address is in any
+// certificate a client accepts. Only TLS 1.3 is offered.
 func clientConfig(v *Verifier, cert tls.Certificate) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -103,25 +148,56 @@ func clientConfig(v *Verifier, cert tls.Certificate) *tls.Config {
 	}
 }
 
-// checkOwn checks that a certificate this process is about to present is
-// one of kind from v's CA and valid at now: a wrong or expired certificate
-// is better refused here than by every peer.
-func checkOwn(v *Verifier, cert tls.Certificate, kind Kind, now time.Time) error {
+// checkOwnCurator checks that a certificate this process is about to serve
+// with is a curator certificate from v's CA, valid at now, and returns
+// its parsed leaf.
+func checkOwnCurator(v *Verifier, cert tls.Certificate, now time.Time) (*x509.Certificate, error) {
+	leaf, err := ownLeaf(cert)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{
+		Roots:       v.roots,
+		CurrentTime: now,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
+	}
+	if _, err := classifyCurator(leaf); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
+	}
+	return leaf, nil
+}
+
+// ownLeaf parses the leaf of cert and checks that its private key belongs
+// to it.
+func ownLeaf(cert tls.Certificate) (*x509.Certificate, error) {
 	if len(cert.Certificate) == 0 {
-		return errors.New("no certificate")
+		return nil, errors.New("no certificate")
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
 		var err error
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return fmt.Errorf("parsing: %w", err)
+			return nil, fmt.Errorf("parsing: %w", err)
 		}
 	}
 	key, ok := cert.PrivateKey.(ed25519.PrivateKey)
 	if !ok {
-		return fmt.Errorf("private key is a %T, want ed25519", cert.PrivateKey)
+		return nil, fmt.Errorf("private key is a %T, want ed25519", cert.PrivateKey)
 	}
 	if _, err := TLSCertificate(leaf, key); err != nil {
+		return nil, err
+	}
+	return leaf, nil
+}
+
+// checkOwn checks that a certificate this process is about to present is
+// one of kind from v's CA and valid at now: a wrong or expired certificate
+// is better refused here than by every peer.
+func checkOwn(v *Verifier, cert tls.Certificate, kind Kind, now time.Time) error {
+	leaf, err := ownLeaf(cert)
+	if err != nil {
 		return err
 	}
 	id, err := v.Identify([]*x509.Certificate{leaf}, now)

@@ -108,8 +108,8 @@ func newPKI(t testing.TB) *pki {
 	now := testNow()
 	p := &pki{ca: mustCA(t, now)}
 	p.v = p.ca.Verifier()
-	p.server = mustNode(t, p.ca, now)
-	cfg, err := ServerConfig(p.v, p.server.tls)
+	p.server = mustCurator(t, p.ca, now)
+	cfg, err := ServerConfig(p.v, serving(t, p.v, p.server))
 	if err != nil {
 		t.Fatalf("ServerConfig: %v", err)
 	}
@@ -245,19 +245,34 @@ func TestTLSRefusesClients(t *testing.T) {
 	if _, err := NodeClientConfig(p.v, mustNode(t, otherCA, now).tls); err == nil {
 		t.Error("NodeClientConfig accepted another CA's certificate")
 	}
-	if _, err := ServerConfig(p.v, mustUser(t, p.ca, "owner", now).tls); err == nil {
-		t.Error("ServerConfig accepted a user certificate")
+	for name, n := range map[string]node{"a user": mustUser(t, p.ca, "owner", now), "a node": mustNode(t, p.ca, now)} {
+		if _, err := NewServingCertificate(p.v, n.tls); err == nil {
+			t.Errorf("NewServingCertificate accepted %s certificate", name)
+		}
+	}
+	// A curator certificate is no caller.
+	if line, r, cerr := p.srv.dial(t, clientConfig(p.v, mustCurator(t, p.ca, now).tls)); r.err == nil || cerr == nil {
+		t.Errorf("server accepted a curator certificate from a client: %q", line)
 	}
 }
 
-// TestTLSClientChecksServer has clients refuse servers that are not nodes
-// of their cluster at the address they dialled.
+// TestTLSClientChecksServer is the server side of the authorization
+// matrix: which certificates every kind of client (node, user, key
+// holder) accepts from a server it dials as a curator, by address or by
+// node ID. Exactly one cell per client is allowed: a valid curator
+// certificate from the client's CA for what it dialled.
 func TestTLSClientChecksServer(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)
 	v := ca.Verifier()
+	cur := mustCurator(t, ca, now)
+	curID := NodeID(pubOf(cur.key))
 	n := mustNode(t, ca, now)
 	nodeCfg, err := NodeClientConfig(v, n.tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userCfg, err := UserClientConfig(v, mustUser(t, ca, "owner", now).tls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,29 +280,35 @@ func TestTLSClientChecksServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clients := map[string]*tls.Config{"node": nodeCfg, "user": userCfg, "key holder": regCfg}
 	// rawServer serves cert with a configuration that bypasses
 	// ServerConfig's checks of its own certificate.
 	rawServer := func(cert tls.Certificate) *tlsServer {
-		cfg, err := ServerConfig(v, n.tls)
+		cfg, err := ServerConfig(v, serving(t, v, cur))
 		if err != nil {
 			t.Fatal(err)
 		}
+		cfg.GetCertificate = nil
 		cfg.Certificates = []tls.Certificate{cert}
 		return serveTLS(t, cfg, v)
 	}
 	otherCA := mustCA(t, now)
-	elsewhere, err := ca.IssueNode(pubOf(n.key), []netip.Addr{netip.MustParseAddr("10.9.9.9")}, now)
+	elsewhere, err := ca.IssueCurator(pubOf(cur.key), []netip.Addr{netip.MustParseAddr("10.9.9.9")}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Certificates the CA signed and the TLS stack accepts for a server at
-	// 127.0.0.1, but that are not node certificates: only the client's
+	// 127.0.0.1, but that are not curator certificates: only the client's
 	// own check refuses them.
-	misissued := func(ou, cn string) tls.Certificate {
+	misissued := func(ou, cn string, dns ...string) tls.Certificate {
 		key := mustKey(t)
+		if cn == "" {
+			cn = NodeID(pubOf(key))
+		}
 		cert, err := ca.issue(&x509.Certificate{
 			Subject:     pkix.Name{OrganizationalUnit: []string{ou}, CommonName: cn},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			DNSNames:    dns,
 			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		}, pubOf(key), now, time.Hour)
 		if err != nil {
@@ -295,40 +316,44 @@ func TestTLSClientChecksServer(t *testing.T) {
 		}
 		return mustTLS(t, cert, key)
 	}
+	byID := func(id string) func(*tls.Config) *tls.Config {
+		return func(c *tls.Config) *tls.Config {
+			c = c.Clone()
+			c.ServerName = id
+			return c
+		}
+	}
+	byAddress := func(c *tls.Config) *tls.Config { return c }
 	for _, tc := range []struct {
 		name   string
 		server tls.Certificate
+		dial   func(*tls.Config) *tls.Config
+		accept bool
 	}{
-		{"a user certificate good for servers", misissued(ouUser, "owner")},
-		{"a node certificate for another key", misissued(ouNode, NodeID(pubOf(n.key)))},
-		{"another CA's node", mustNode(t, otherCA, now).tls},
-		{"a user", mustUser(t, ca, "owner", now).tls},
-		{"an expired node", mustNode(t, ca, now.Add(-2*NodeCertificateLifetime)).tls},
-		{"a node at another address", mustTLS(t, elsewhere, n.key)},
-		{"a self-signed copy of a node", mustTLS(t, selfSign(t, n.cert, n.key), n.key)},
+		{"a curator, dialled by address", cur.tls, byAddress, true},
+		{"a curator, dialled by its node ID", cur.tls, byID(curID), true},
+		{"a curator, dialled by another node ID", cur.tls, byID(NodeID(pubOf(mustKey(t)))), false},
+		{"a curator at another address", mustTLS(t, elsewhere, cur.key), byAddress, false},
+		{"an expired curator", mustCurator(t, ca, now.Add(-2*CuratorCertificateLifetime)).tls, byAddress, false},
+		{"another CA's curator", mustCurator(t, otherCA, now).tls, byAddress, false},
+		{"a node (of this cluster, valid)", n.tls, byID(NodeID(pubOf(n.key))), false},
+		{"a node certificate good for servers", misissued(ouNode, "", "x"), byAddress, false},
+		{"a curator certificate also good for clients", misissued(ouCurator, ""), byAddress, false},
+		{"a curator certificate for another key", misissued(ouCurator, curID, curID), byAddress, false},
+		{"a user certificate good for servers", misissued(ouUser, "owner"), byAddress, false},
+		{"a user", mustUser(t, ca, "owner", now).tls, byAddress, false},
+		{"a self-signed copy of a curator", mustTLS(t, selfSign(t, cur.cert, cur.key), cur.key), byAddress, false},
+		{"the CA itself", mustTLS(t, ca.Certificate(), ca.key), byAddress, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := rawServer(tc.server)
-			for _, cfg := range []*tls.Config{nodeCfg, regCfg} {
-				line, _, cerr := srv.dial(t, cfg)
-				if cerr == nil || line != "" {
-					t.Errorf("client accepted the server: read %q", line)
+			for client, cfg := range clients {
+				line, r, cerr := srv.dial(t, tc.dial(cfg))
+				accepted := cerr == nil && r.err == nil && line != ""
+				if accepted != tc.accept {
+					t.Errorf("%s client: accepted = %t, want %t (client: %v, server: %v)", client, accepted, tc.accept, cerr, r.err)
 				}
-				t.Logf("client: %v", cerr)
 			}
 		})
-	}
-
-	// A node may also be dialled by its ID, which its certificate names.
-	srv := rawServer(n.tls)
-	byID := nodeCfg.Clone()
-	byID.ServerName = NodeID(pubOf(n.key))
-	if _, r, cerr := srv.dial(t, byID); cerr != nil || r.err != nil {
-		t.Errorf("dialling by node ID: client %v, server %v", cerr, r.err)
-	}
-	byOtherID := nodeCfg.Clone()
-	byOtherID.ServerName = NodeID(pubOf(mustKey(t)))
-	if line, _, cerr := srv.dial(t, byOtherID); cerr == nil {
-		t.Errorf("dialling another node's ID reached this one: %q", line)
 	}
 }

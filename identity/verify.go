@@ -206,26 +206,53 @@ func (v *Verifier) Identify(presented []*x509.Certificate, now time.Time) (Ident
 
 // identifyServer checks the certificate a server presented, which the TLS
 // stack has verified against the CA (chain, time, server authentication,
-// host name): it must be a node certificate.
+// host name): it must be a curator certificate, which only a curator
+// issues, to itself, while its node holds ConsensusMember. A node
+// certificate, whoever holds it, never passes as a curator.
 func identifyServer(presented []*x509.Certificate) error {
 	if len(presented) == 0 {
 		return fmt.Errorf("%w: server presented no certificate", ErrUntrusted)
 	}
-	id, err := classify(presented[0])
-	if err != nil {
+	if _, err := classifyCurator(presented[0]); err != nil {
 		return fmt.Errorf("%w: server certificate issued by the cluster CA but %w", ErrUntrusted, err)
-	}
-	if id.Kind != KindNode {
-		return fmt.Errorf("%w: server presents a %s certificate, want a node's", ErrUntrusted, id.Kind)
 	}
 	return nil
 }
 
-// classify reads the identity in a certificate the CA issued. It checks
-// that the whole certificate agrees with the kind its OU claims, so that a
-// mistake in issuance cannot yield an identity: a node certificate must name
-// the node its key belongs to and authenticate both sides; a user
-// certificate must name a valid user and authenticate clients only.
+// classifyCurator checks that cert, which the CA issued, is a well-formed
+// curator certificate and returns the node ID it names: OU polis-curator,
+// CN the node ID of its own key, good for server authentication only, and
+// naming that node ID as its one DNS name.
+func classifyCurator(cert *x509.Certificate) (string, error) {
+	if cert.IsCA {
+		return "", errors.New("it is a CA certificate")
+	}
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return "", fmt.Errorf("it has a %T key, want ed25519", cert.PublicKey)
+	}
+	if len(cert.Subject.OrganizationalUnit) != 1 || cert.Subject.OrganizationalUnit[0] != ouCurator {
+		return "", fmt.Errorf("it is not a curator certificate (organizational units %q)", cert.Subject.OrganizationalUnit)
+	}
+	name := cert.Subject.CommonName
+	if err := VerifyNodeID(name, pub); err != nil {
+		return "", fmt.Errorf("curator certificate: %w", err)
+	}
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) || len(cert.UnknownExtKeyUsage) != 0 {
+		return "", fmt.Errorf("curator certificate of %s: not for server authentication only", name)
+	}
+	if !slices.Equal(cert.DNSNames, []string{name}) || len(cert.URIs) != 0 || len(cert.EmailAddresses) != 0 {
+		return "", fmt.Errorf("curator certificate of %s: names other hosts than its node", name)
+	}
+	return name, nil
+}
+
+// classify reads the identity in a client certificate the CA issued. It
+// checks that the whole certificate agrees with the kind its OU claims, so
+// that a mistake in issuance cannot yield an identity: a node certificate
+// must name the node its key belongs to, authenticate clients only and
+// name no host; a user certificate must name a valid user, authenticate
+// clients only and name no host. A curator certificate is no caller.
 func classify(cert *x509.Certificate) (Identity, error) {
 	if cert.IsCA {
 		return Identity{}, errors.New("it is a CA certificate")
@@ -243,8 +270,11 @@ func classify(cert *x509.Certificate) (Identity, error) {
 		if err := VerifyNodeID(name, pub); err != nil {
 			return Identity{}, fmt.Errorf("node certificate: %w", err)
 		}
-		if !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-			return Identity{}, fmt.Errorf("node certificate of %s: not good for both server and client authentication", name)
+		if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || len(cert.UnknownExtKeyUsage) != 0 {
+			return Identity{}, fmt.Errorf("node certificate of %s: not for client authentication only", name)
+		}
+		if len(cert.DNSNames) != 0 || len(cert.IPAddresses) != 0 || len(cert.URIs) != 0 || len(cert.EmailAddresses) != 0 {
+			return Identity{}, fmt.Errorf("node certificate of %s: names hosts", name)
 		}
 		return Identity{Kind: KindNode, NodeID: name, PublicKey: pub, NotAfter: cert.NotAfter}, nil
 	case ouUser:
@@ -258,6 +288,8 @@ func classify(cert *x509.Certificate) (Identity, error) {
 			return Identity{}, fmt.Errorf("user certificate of %q: names hosts", name)
 		}
 		return Identity{Kind: KindUser, UserName: name, PublicKey: pub, NotAfter: cert.NotAfter}, nil
+	case ouCurator:
+		return Identity{}, errors.New("it is a curator certificate, which identifies a server, never a caller")
 	}
 	return Identity{}, fmt.Errorf("its organizational unit %q is not a kind of certificate", cert.Subject.OrganizationalUnit[0])
 }

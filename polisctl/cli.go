@@ -87,7 +87,7 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	}
 	root.PersistentFlags().StringVar(&c.configDir, "config", "", "configuration directory (default $POLISCTL_CONFIG, $XDG_CONFIG_HOME/polisctl or ~/.config/polisctl)")
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
-	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket())
+	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd())
 	return root
 }
 

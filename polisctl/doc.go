@@ -37,6 +37,8 @@
 //	node decommission, node delete
 //	node watch       print nodes as they change (polls ListNodes)
 //	ticket           the register ticket, or node parameters for a new node
+//	ticket rotate    replace the register ticket; the old one registers nobody
+//	owner rotate-key replace the owner key, revoking its certificates
 //
 // Every command but take-ownership calls the curator leader as the owner
 // (Dial). Errors say what went wrong and what to do next; gRPC status codes

@@ -470,14 +470,14 @@ func nodeChanges(before, after map[string]*cpb.Node) []string {
 func (c *cli) ticket() *cobra.Command {
 	var parameters string
 	cmd := &cobra.Command{
-		Use:   "ticket [--parameters FILE]",
+		Use:   "ticket [--parameters FILE] | ticket rotate",
 		Short: "Show the register ticket, or write the parameters of a new node",
 		Long: `ticket shows the cluster's register ticket and curators: what a new node
 needs to register. With --parameters it writes them instead as node
 parameters (a binary NodeParameters with cluster_register, mode 0600),
 ready for polis-node --parameters or qemu's fw_cfg. The ticket lets a node
 register, not join: it still needs polisctl node approve. Treat it as a
-secret all the same.`,
+secret all the same; polisctl ticket rotate replaces it.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withSession(func(s *session) error {
@@ -513,5 +513,6 @@ secret all the same.`,
 		},
 	}
 	cmd.Flags().StringVar(&parameters, "parameters", "", "write node parameters (cluster_register) to this file")
+	cmd.AddCommand(c.ticketRotate())
 	return cmd
 }

@@ -227,7 +227,7 @@ func testCredentials(t *testing.T) *Credentials {
 		t.Fatal(err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	cert, err := ca.IssueNode(pub, []netip.Addr{netip.MustParseAddr("192.0.2.1")}, time.Now())
+	cert, err := ca.IssueNode(pub, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

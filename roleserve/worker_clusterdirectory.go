@@ -90,13 +90,14 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 }
 
 // curatorsOf lists the curators among nodes, in the order of the
-// ClusterDirectory message: UP nodes that report a running curator at a
+// ClusterDirectory message: UP nodes that hold ConsensusMember (given by
+// the curator, never self-reported) and report a running curator at a
 // valid address, by node ID.
 func curatorsOf(nodes map[string]*cpb.Node) []*cpb.CuratorEndpoint {
 	var eps []*cpb.CuratorEndpoint
 	for _, n := range nodes {
 		st := n.GetStatus()
-		if n.GetState() != cpb.NodeState_NODE_STATE_UP || st.GetRunningCurator() == nil {
+		if n.GetState() != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || st.GetRunningCurator() == nil {
 			continue
 		}
 		addr, err := netip.ParseAddr(st.GetExternalAddress())

@@ -15,23 +15,30 @@ func directoryFile(t *testing.T) localstorage.File {
 	return localstorage.File{Path: filepath.Join(t.TempDir(), "directory.pb")}
 }
 
+// member is the roles of a node the curator made a consensus member.
+var member = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+
 func running(addr string, port uint32) *cpb.NodeStatus {
 	return &cpb.NodeStatus{ExternalAddress: addr, RunningCurator: &cpb.RunningCurator{Port: port}}
 }
 
-// The directory lists the UP nodes that run a curator, by node ID; it is
+// The directory lists the UP nodes that hold ConsensusMember and run a
+// curator, by node ID (a curator reported by a node without the role is
+// not listed); it is
 // saved with the cluster CA before it is published.
 func TestClusterDirectory(t *testing.T) {
 	creds := testCredentials(t)
 	f := newFakeCurator()
-	newNode := node("node-c", nil, running("192.0.2.12", 7835))
+	newNode := node("node-c", member, running("192.0.2.12", 7835))
 	newNode.State = cpb.NodeState_NODE_STATE_NEW
 	f.nodes.Set([]*cpb.Node{
-		node("node-d", nil, running("192.0.2.13", 7835)),
-		node("node-a", nil, running("192.0.2.10", 7835)),
-		node("node-b", nil, &cpb.NodeStatus{ExternalAddress: "192.0.2.11"}), // no curator
+		node("node-d", member, running("192.0.2.13", 7835)),
+		node("node-a", member, running("192.0.2.10", 7835)),
+		node("node-b", member, &cpb.NodeStatus{ExternalAddress: "192.0.2.11"}), // no curator
+		// Reports a curator, but the cluster did not make it one.
+		node("node-f", nil, running("192.0.2.15", 7835)),
 		newNode,
-		node("node-e", nil, running("not an address", 7835)),
+		node("node-e", member, running("not an address", 7835)),
 	})
 	v := NewValues()
 	file := directoryFile(t)
@@ -55,7 +62,7 @@ func TestClusterDirectory(t *testing.T) {
 	w := v.Directory.Watch()
 	defer w.Close()
 	f.nodes.Set(nil)
-	f.nodes.Set([]*cpb.Node{node("node-d", nil, running("192.0.2.13", 7835))})
+	f.nodes.Set([]*cpb.Node{node("node-d", member, running("192.0.2.13", 7835))})
 	for {
 		got, err := w.Get(t.Context())
 		if err != nil {
@@ -88,13 +95,13 @@ func TestClusterDirectoryRestarts(t *testing.T) {
 	waitFor(t, &v.Directory, "the saved directory", endpointsEq(a))
 
 	f := newFakeCurator()
-	f.nodes.Set([]*cpb.Node{node("node-a", nil, running("192.0.2.10", 7835))})
+	f.nodes.Set([]*cpb.Node{node("node-a", member, running("192.0.2.10", 7835))})
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	waitFor(t, &f.watches, "a Watch", func(n int) bool { return n >= 1 })
 	f.breakWatches()
 	waitFor(t, &f.watches, "a second Watch", func(n int) bool { return n >= 2 })
 	b := &cpb.CuratorEndpoint{NodeId: "node-b", Address: "192.0.2.11", Port: 7835}
-	f.nodes.Set([]*cpb.Node{node("node-a", nil, running("192.0.2.10", 7835)), node("node-b", nil, running("192.0.2.11", 7835))})
+	f.nodes.Set([]*cpb.Node{node("node-a", member, running("192.0.2.10", 7835)), node("node-b", member, running("192.0.2.11", 7835))})
 	waitFor(t, &v.Directory, "the directory after the restart", endpointsEq(a, b))
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
@@ -96,6 +97,24 @@ func newHACluster(t testing.TB, n int) *haCluster {
 	var err error
 	if c.ca, err = identity.LoadCA(ctxT(t), boot.etcd); err != nil {
 		t.Fatal(err)
+	}
+	// Only a node whose record holds ConsensusMember gets a curator
+	// certificate: record the others as the curator records a node it
+	// gave the role (the etcd membership was made above).
+	for _, nd := range c.nodes[1:] {
+		rec, err := proto.Marshal(&cpb.Node{
+			Id:        nd.id,
+			PublicKey: nd.key.Public().(ed25519.PublicKey),
+			State:     cpb.NodeState_NODE_STATE_UP,
+			Roles:     &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}},
+			Status:    &cpb.NodeStatus{ExternalAddress: nd.listen.Addr().String()},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := boot.etcd.Put(ctxT(t), "nodes/"+nd.id, string(rec)); err != nil {
+			t.Fatalf("recording %s: %v", nd.id, err)
+		}
 	}
 	for _, nd := range c.nodes {
 		c.startCurator(nd)

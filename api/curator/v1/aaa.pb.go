@@ -115,6 +115,112 @@ func (x *TakeOwnershipResponse) GetClusterDirectory() *ClusterDirectory {
 	return nil
 }
 
+// RotateOwnerKeyRequest names the new owner key.
+type RotateOwnerKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new owner's ed25519 public key, 32 bytes.
+	NewOwnerKey []byte `protobuf:"bytes,1,opt,name=new_owner_key,json=newOwnerKey,proto3" json:"new_owner_key,omitempty"`
+	// The ed25519 signature, by the new key, of OwnerKeyRotationMessage:
+	// the ASCII text "polis owner key rotation", a zero byte, the DER of
+	// the cluster CA certificate, and the current owner key. It binds the
+	// consent of the new key to this cluster and this rotation, so that it
+	// cannot be replayed elsewhere.
+	NewOwnerKeySignature []byte `protobuf:"bytes,2,opt,name=new_owner_key_signature,json=newOwnerKeySignature,proto3" json:"new_owner_key_signature,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *RotateOwnerKeyRequest) Reset() {
+	*x = RotateOwnerKeyRequest{}
+	mi := &file_polis_curator_v1_aaa_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateOwnerKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateOwnerKeyRequest) ProtoMessage() {}
+
+func (x *RotateOwnerKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_aaa_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateOwnerKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateOwnerKeyRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_aaa_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RotateOwnerKeyRequest) GetNewOwnerKey() []byte {
+	if x != nil {
+		return x.NewOwnerKey
+	}
+	return nil
+}
+
+func (x *RotateOwnerKeyRequest) GetNewOwnerKeySignature() []byte {
+	if x != nil {
+		return x.NewOwnerKeySignature
+	}
+	return nil
+}
+
+// RotateOwnerKeyResponse carries the owner certificate for the new key.
+type RotateOwnerKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// DER of the owner certificate, for the new owner key, from the cluster
+	// CA.
+	OwnerCertificate []byte `protobuf:"bytes,1,opt,name=owner_certificate,json=ownerCertificate,proto3" json:"owner_certificate,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RotateOwnerKeyResponse) Reset() {
+	*x = RotateOwnerKeyResponse{}
+	mi := &file_polis_curator_v1_aaa_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateOwnerKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateOwnerKeyResponse) ProtoMessage() {}
+
+func (x *RotateOwnerKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_aaa_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateOwnerKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateOwnerKeyResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_aaa_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RotateOwnerKeyResponse) GetOwnerCertificate() []byte {
+	if x != nil {
+		return x.OwnerCertificate
+	}
+	return nil
+}
+
 var File_polis_curator_v1_aaa_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_aaa_proto_rawDesc = "" +
@@ -123,10 +229,16 @@ const file_polis_curator_v1_aaa_proto_rawDesc = "" +
 	"\x14TakeOwnershipRequest\"\x95\x01\n" +
 	"\x15TakeOwnershipResponse\x12+\n" +
 	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate\x12O\n" +
-	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory2v\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"r\n" +
+	"\x15RotateOwnerKeyRequest\x12\"\n" +
+	"\rnew_owner_key\x18\x01 \x01(\fR\vnewOwnerKey\x125\n" +
+	"\x17new_owner_key_signature\x18\x02 \x01(\fR\x14newOwnerKeySignature\"E\n" +
+	"\x16RotateOwnerKeyResponse\x12+\n" +
+	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate2\xe5\x01\n" +
 	"\n" +
 	"AAAService\x12h\n" +
-	"\rTakeOwnership\x12&.polis.curator.v1.TakeOwnershipRequest\x1a'.polis.curator.v1.TakeOwnershipResponse\"\x06\xe2\xa6\x19\x02\b\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\rTakeOwnership\x12&.polis.curator.v1.TakeOwnershipRequest\x1a'.polis.curator.v1.TakeOwnershipResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12m\n" +
+	"\x0eRotateOwnerKey\x12'.polis.curator.v1.RotateOwnerKeyRequest\x1a(.polis.curator.v1.RotateOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\tB4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_aaa_proto_rawDescOnce sync.Once
@@ -140,18 +252,22 @@ func file_polis_curator_v1_aaa_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_aaa_proto_rawDescData
 }
 
-var file_polis_curator_v1_aaa_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_polis_curator_v1_aaa_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_polis_curator_v1_aaa_proto_goTypes = []any{
-	(*TakeOwnershipRequest)(nil),  // 0: polis.curator.v1.TakeOwnershipRequest
-	(*TakeOwnershipResponse)(nil), // 1: polis.curator.v1.TakeOwnershipResponse
-	(*ClusterDirectory)(nil),      // 2: polis.curator.v1.ClusterDirectory
+	(*TakeOwnershipRequest)(nil),   // 0: polis.curator.v1.TakeOwnershipRequest
+	(*TakeOwnershipResponse)(nil),  // 1: polis.curator.v1.TakeOwnershipResponse
+	(*RotateOwnerKeyRequest)(nil),  // 2: polis.curator.v1.RotateOwnerKeyRequest
+	(*RotateOwnerKeyResponse)(nil), // 3: polis.curator.v1.RotateOwnerKeyResponse
+	(*ClusterDirectory)(nil),       // 4: polis.curator.v1.ClusterDirectory
 }
 var file_polis_curator_v1_aaa_proto_depIdxs = []int32{
-	2, // 0: polis.curator.v1.TakeOwnershipResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	4, // 0: polis.curator.v1.TakeOwnershipResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
 	0, // 1: polis.curator.v1.AAAService.TakeOwnership:input_type -> polis.curator.v1.TakeOwnershipRequest
-	1, // 2: polis.curator.v1.AAAService.TakeOwnership:output_type -> polis.curator.v1.TakeOwnershipResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	2, // 2: polis.curator.v1.AAAService.RotateOwnerKey:input_type -> polis.curator.v1.RotateOwnerKeyRequest
+	1, // 3: polis.curator.v1.AAAService.TakeOwnership:output_type -> polis.curator.v1.TakeOwnershipResponse
+	3, // 4: polis.curator.v1.AAAService.RotateOwnerKey:output_type -> polis.curator.v1.RotateOwnerKeyResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -170,7 +286,7 @@ func file_polis_curator_v1_aaa_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_aaa_proto_rawDesc), len(file_polis_curator_v1_aaa_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

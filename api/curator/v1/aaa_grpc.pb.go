@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AAAService_TakeOwnership_FullMethodName = "/polis.curator.v1.AAAService/TakeOwnership"
+	AAAService_TakeOwnership_FullMethodName  = "/polis.curator.v1.AAAService/TakeOwnership"
+	AAAService_RotateOwnerKey_FullMethodName = "/polis.curator.v1.AAAService/RotateOwnerKey"
 )
 
 // AAAServiceClient is the client API for AAAService service.
@@ -51,6 +52,24 @@ type AAAServiceClient interface {
 	//
 	// Errors: PERMISSION_DENIED if the caller's key is not the owner key.
 	TakeOwnership(ctx context.Context, in *TakeOwnershipRequest, opts ...grpc.CallOption) (*TakeOwnershipResponse, error)
+	// RotateOwnerKey replaces the owner key with a new one and returns an
+	// owner certificate for the new key. It is also how owner certificates
+	// are revoked: the curator accepts an owner certificate only while it
+	// is for the current owner key, so every certificate of the old key,
+	// wherever it is, stops working at once (a certificate proves nothing
+	// without its key, so revoking the certificates of a key that stays
+	// valid would protect nothing: the holder of the key would take
+	// ownership again).
+	//
+	// The caller is the owner, with an owner certificate for the current
+	// key. It proves that it also holds the new key with
+	// new_owner_key_signature, so that a mistyped key cannot lock the owner
+	// out.
+	//
+	// Errors: INVALID_ARGUMENT if the new key or its signature is not
+	// valid, or the new key is the current one; PERMISSION_DENIED if the
+	// caller is not the owner.
+	RotateOwnerKey(ctx context.Context, in *RotateOwnerKeyRequest, opts ...grpc.CallOption) (*RotateOwnerKeyResponse, error)
 }
 
 type aAAServiceClient struct {
@@ -65,6 +84,16 @@ func (c *aAAServiceClient) TakeOwnership(ctx context.Context, in *TakeOwnershipR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TakeOwnershipResponse)
 	err := c.cc.Invoke(ctx, AAAService_TakeOwnership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aAAServiceClient) RotateOwnerKey(ctx context.Context, in *RotateOwnerKeyRequest, opts ...grpc.CallOption) (*RotateOwnerKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateOwnerKeyResponse)
+	err := c.cc.Invoke(ctx, AAAService_RotateOwnerKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +129,24 @@ type AAAServiceServer interface {
 	//
 	// Errors: PERMISSION_DENIED if the caller's key is not the owner key.
 	TakeOwnership(context.Context, *TakeOwnershipRequest) (*TakeOwnershipResponse, error)
+	// RotateOwnerKey replaces the owner key with a new one and returns an
+	// owner certificate for the new key. It is also how owner certificates
+	// are revoked: the curator accepts an owner certificate only while it
+	// is for the current owner key, so every certificate of the old key,
+	// wherever it is, stops working at once (a certificate proves nothing
+	// without its key, so revoking the certificates of a key that stays
+	// valid would protect nothing: the holder of the key would take
+	// ownership again).
+	//
+	// The caller is the owner, with an owner certificate for the current
+	// key. It proves that it also holds the new key with
+	// new_owner_key_signature, so that a mistyped key cannot lock the owner
+	// out.
+	//
+	// Errors: INVALID_ARGUMENT if the new key or its signature is not
+	// valid, or the new key is the current one; PERMISSION_DENIED if the
+	// caller is not the owner.
+	RotateOwnerKey(context.Context, *RotateOwnerKeyRequest) (*RotateOwnerKeyResponse, error)
 	mustEmbedUnimplementedAAAServiceServer()
 }
 
@@ -112,6 +159,9 @@ type UnimplementedAAAServiceServer struct{}
 
 func (UnimplementedAAAServiceServer) TakeOwnership(context.Context, *TakeOwnershipRequest) (*TakeOwnershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TakeOwnership not implemented")
+}
+func (UnimplementedAAAServiceServer) RotateOwnerKey(context.Context, *RotateOwnerKeyRequest) (*RotateOwnerKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateOwnerKey not implemented")
 }
 func (UnimplementedAAAServiceServer) mustEmbedUnimplementedAAAServiceServer() {}
 func (UnimplementedAAAServiceServer) testEmbeddedByValue()                    {}
@@ -152,6 +202,24 @@ func _AAAService_TakeOwnership_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AAAService_RotateOwnerKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateOwnerKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AAAServiceServer).RotateOwnerKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AAAService_RotateOwnerKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AAAServiceServer).RotateOwnerKey(ctx, req.(*RotateOwnerKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AAAService_ServiceDesc is the grpc.ServiceDesc for AAAService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,6 +230,10 @@ var AAAService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TakeOwnership",
 			Handler:    _AAAService_TakeOwnership_Handler,
+		},
+		{
+			MethodName: "RotateOwnerKey",
+			Handler:    _AAAService_RotateOwnerKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

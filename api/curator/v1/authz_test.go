@@ -76,16 +76,18 @@ var wantRequirements = map[string]Requirement{
 	CuratorService_GetLeader_FullMethodName:          unauthenticated,
 	CuratorService_GetCACertificate_FullMethodName:   unauthenticated,
 
-	ManagementService_GetClusterInfo_FullMethodName:    user(Permission_PERMISSION_READ_CLUSTER),
-	ManagementService_ListNodes_FullMethodName:         user(Permission_PERMISSION_READ_CLUSTER),
-	ManagementService_GetRegisterTicket_FullMethodName: user(Permission_PERMISSION_GET_REGISTER_TICKET),
-	ManagementService_ApproveNode_FullMethodName:       user(Permission_PERMISSION_APPROVE_NODE),
-	ManagementService_UpdateNodeRoles_FullMethodName:   user(Permission_PERMISSION_UPDATE_NODE_ROLES),
-	ManagementService_DecommissionNode_FullMethodName:  user(Permission_PERMISSION_DECOMMISSION_NODE),
-	ManagementService_DeleteNode_FullMethodName:        user(Permission_PERMISSION_DELETE_NODE),
-	ManagementService_UpdateNodeLabels_FullMethodName:  user(Permission_PERMISSION_UPDATE_NODE_LABELS),
+	ManagementService_GetClusterInfo_FullMethodName:       user(Permission_PERMISSION_READ_CLUSTER),
+	ManagementService_ListNodes_FullMethodName:            user(Permission_PERMISSION_READ_CLUSTER),
+	ManagementService_GetRegisterTicket_FullMethodName:    user(Permission_PERMISSION_GET_REGISTER_TICKET),
+	ManagementService_ApproveNode_FullMethodName:          user(Permission_PERMISSION_APPROVE_NODE),
+	ManagementService_UpdateNodeRoles_FullMethodName:      user(Permission_PERMISSION_UPDATE_NODE_ROLES),
+	ManagementService_DecommissionNode_FullMethodName:     user(Permission_PERMISSION_DECOMMISSION_NODE),
+	ManagementService_DeleteNode_FullMethodName:           user(Permission_PERMISSION_DELETE_NODE),
+	ManagementService_UpdateNodeLabels_FullMethodName:     user(Permission_PERMISSION_UPDATE_NODE_LABELS),
+	ManagementService_RotateRegisterTicket_FullMethodName: user(Permission_PERMISSION_ROTATE_REGISTER_TICKET),
 
-	AAAService_TakeOwnership_FullMethodName: keyHolder,
+	AAAService_TakeOwnership_FullMethodName:  keyHolder,
+	AAAService_RotateOwnerKey_FullMethodName: user(Permission_PERMISSION_ROTATE_OWNER_KEY),
 }
 
 func TestRequirements(t *testing.T) {

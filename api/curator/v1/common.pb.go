@@ -615,7 +615,9 @@ func (*KubernetesWorkerRole) Descriptor() ([]byte, []int) {
 }
 
 // NodeStatus is what a node reports about itself. Each report replaces the
-// previous one as a whole.
+// previous one as a whole. The curator refuses a status that carries
+// fields it does not know (unknown fields), or whose encoding exceeds 1 KiB,
+// with INVALID_ARGUMENT: every watcher receives every stored byte.
 type NodeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The IP address (v4 or v6, textual form, no port) at which other nodes
@@ -763,7 +765,7 @@ func (x *RunningCurator) GetPort() uint32 {
 type CuratorEndpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ID of the node that runs the curator. Clients check that the
-	// curator's TLS certificate is that node's certificate.
+	// curator's TLS certificate is that node's curator certificate.
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// The node's external IP address.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
@@ -830,12 +832,16 @@ func (x *CuratorEndpoint) GetPort() uint32 {
 // register ticket.
 type ClusterDirectory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The curators: every UP node that reports a running curator, ordered by
-	// node ID. Any of them accepts every call (a follower hands it on to the
+	// The curators: every UP node that holds ConsensusMember (a role only the
+	// curator gives) and reports a running curator, ordered by node ID. A
+	// node's own report that it runs a curator never suffices. Any of them accepts every call (a follower hands it on to the
 	// leader), so a client may dial any and move on when one goes away.
 	Curators []*CuratorEndpoint `protobuf:"bytes,1,rep,name=curators,proto3" json:"curators,omitempty"`
 	// DER of the cluster CA certificate. Clients accept a curator only with a
-	// node certificate from this CA for the node ID they dialled.
+	// curator certificate from this CA for the node ID they dialled: a
+	// short-lived certificate that a curator issues only to itself, and only
+	// while its node's record holds ConsensusMember. A node certificate is
+	// never accepted as a curator.
 	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -80,10 +80,18 @@ type CuratorServiceClient interface {
 	// (ManagementService.ApproveNode), after which the node collects its
 	// certificate with CommitRegistration.
 	//
-	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
-	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
-	// Join). Registering a key that is NEW or STANDBY succeeds again, so
-	// that a node may retry after losing a response.
+	// Errors: PERMISSION_DENIED if the ticket is wrong (rotated, see
+	// ManagementService.RotateRegisterTicket) or the key belongs to a
+	// DECOMMISSIONED node, or to one that was decommissioned and then
+	// deleted (such keys are retired for good); ALREADY_EXISTS if the node
+	// is UP (it must use Join); INVALID_ARGUMENT if the status is invalid,
+	// carries unknown fields or is too large; RESOURCE_EXHAUSTED if the
+	// cluster already holds its limit of NEW nodes (an operator approves or
+	// deletes some first). Registering a key that is NEW or STANDBY
+	// succeeds again, so that a node may retry after losing a response; such
+	// a retry replaces the stored status at most once per minute (more
+	// frequent retries succeed and store nothing), so one key cannot churn
+	// the store.
 	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// CommitRegistration finishes the registration of an approved node: the
 	// node goes from STANDBY to UP and receives its node certificate. A
@@ -91,8 +99,9 @@ type CuratorServiceClient interface {
 	// has approved it.
 	//
 	// Errors: NOT_FOUND if the key is not registered; FAILED_PRECONDITION
-	// while the node is NEW (not approved yet) or once it is
-	// DECOMMISSIONED. Committing a node that is already UP succeeds again
+	// while the node is NEW (not approved yet); PERMISSION_DENIED once it is
+	// DECOMMISSIONED, or its key retired (decommissioned, then deleted).
+	// Committing a node that is already UP succeeds again
 	// with a fresh certificate, so that a node may retry after losing a
 	// response.
 	CommitRegistration(ctx context.Context, in *CommitRegistrationRequest, opts ...grpc.CallOption) (*CommitRegistrationResponse, error)
@@ -101,8 +110,10 @@ type CuratorServiceClient interface {
 	// down; it receives a fresh node certificate and the current cluster
 	// directory.
 	//
-	// Errors: NOT_FOUND if the key is not a known node; FAILED_PRECONDITION
-	// if the node is not UP (a DECOMMISSIONED node cannot come back).
+	// Errors: NOT_FOUND if the key is not a known node; PERMISSION_DENIED if
+	// the node is DECOMMISSIONED or its key retired (decommissioned, then
+	// deleted): such a node cannot come back; FAILED_PRECONDITION if the
+	// node is NEW or STANDBY.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	// GetLeader says which curator leads, as the answering curator sees it,
 	// and which curator answered.
@@ -274,10 +285,18 @@ type CuratorServiceServer interface {
 	// (ManagementService.ApproveNode), after which the node collects its
 	// certificate with CommitRegistration.
 	//
-	// Errors: PERMISSION_DENIED if the ticket is wrong or the key belongs to
-	// a DECOMMISSIONED node; ALREADY_EXISTS if the node is UP (it must use
-	// Join). Registering a key that is NEW or STANDBY succeeds again, so
-	// that a node may retry after losing a response.
+	// Errors: PERMISSION_DENIED if the ticket is wrong (rotated, see
+	// ManagementService.RotateRegisterTicket) or the key belongs to a
+	// DECOMMISSIONED node, or to one that was decommissioned and then
+	// deleted (such keys are retired for good); ALREADY_EXISTS if the node
+	// is UP (it must use Join); INVALID_ARGUMENT if the status is invalid,
+	// carries unknown fields or is too large; RESOURCE_EXHAUSTED if the
+	// cluster already holds its limit of NEW nodes (an operator approves or
+	// deletes some first). Registering a key that is NEW or STANDBY
+	// succeeds again, so that a node may retry after losing a response; such
+	// a retry replaces the stored status at most once per minute (more
+	// frequent retries succeed and store nothing), so one key cannot churn
+	// the store.
 	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// CommitRegistration finishes the registration of an approved node: the
 	// node goes from STANDBY to UP and receives its node certificate. A
@@ -285,8 +304,9 @@ type CuratorServiceServer interface {
 	// has approved it.
 	//
 	// Errors: NOT_FOUND if the key is not registered; FAILED_PRECONDITION
-	// while the node is NEW (not approved yet) or once it is
-	// DECOMMISSIONED. Committing a node that is already UP succeeds again
+	// while the node is NEW (not approved yet); PERMISSION_DENIED once it is
+	// DECOMMISSIONED, or its key retired (decommissioned, then deleted).
+	// Committing a node that is already UP succeeds again
 	// with a fresh certificate, so that a node may retry after losing a
 	// response.
 	CommitRegistration(context.Context, *CommitRegistrationRequest) (*CommitRegistrationResponse, error)
@@ -295,8 +315,10 @@ type CuratorServiceServer interface {
 	// down; it receives a fresh node certificate and the current cluster
 	// directory.
 	//
-	// Errors: NOT_FOUND if the key is not a known node; FAILED_PRECONDITION
-	// if the node is not UP (a DECOMMISSIONED node cannot come back).
+	// Errors: NOT_FOUND if the key is not a known node; PERMISSION_DENIED if
+	// the node is DECOMMISSIONED or its key retired (decommissioned, then
+	// deleted): such a node cannot come back; FAILED_PRECONDITION if the
+	// node is NEW or STANDBY.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	// GetLeader says which curator leads, as the answering curator sees it,
 	// and which curator answered.

@@ -20,12 +20,13 @@
 //     the cluster before it has credentials.
 //   - ManagementService is for operators (polisctl): read the cluster
 //     (GetClusterInfo, ListNodes), admit nodes (GetRegisterTicket,
-//     ApproveNode), assign roles (UpdateNodeRoles), label nodes
-//     (UpdateNodeLabels), and take nodes out (DecommissionNode,
-//     DeleteNode).
-//   - AAAService turns keys into user credentials. Today it has
-//     TakeOwnership: the holder of the owner key given at bootstrap gets an
-//     owner certificate.
+//     RotateRegisterTicket, ApproveNode), assign roles (UpdateNodeRoles),
+//     label nodes (UpdateNodeLabels), and take nodes out
+//     (DecommissionNode, DeleteNode).
+//   - AAAService turns keys into user credentials: TakeOwnership gives the
+//     holder of the owner key an owner certificate, and RotateOwnerKey
+//     replaces the owner key, which revokes every certificate of the old
+//     one.
 //
 // A node's life in these calls: Register (NEW), ApproveNode (STANDBY),
 // CommitRegistration (UP, certificate issued), then Heartbeat,
@@ -55,7 +56,8 @@
 //	CALLER_NODE_SELF        the same, acting on its own record        UpdateNodeStatus, Heartbeat,
 //	                                                                  RenewCertificate
 //	CALLER_USER             a user with a user certificate who        every ManagementService call,
-//	                        holds the declared permission             one permission each
+//	                        holds the declared permission             one permission each;
+//	                                                                  RotateOwnerKey
 //
 // The declaration is checked in one place: the curator's gRPC interceptors
 // (part of the curator service, not of this package) look each call's

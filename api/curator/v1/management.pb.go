@@ -313,6 +313,99 @@ func (x *GetRegisterTicketResponse) GetClusterDirectory() *ClusterDirectory {
 	return nil
 }
 
+// RotateRegisterTicketRequest is empty.
+type RotateRegisterTicketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateRegisterTicketRequest) Reset() {
+	*x = RotateRegisterTicketRequest{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateRegisterTicketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateRegisterTicketRequest) ProtoMessage() {}
+
+func (x *RotateRegisterTicketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateRegisterTicketRequest.ProtoReflect.Descriptor instead.
+func (*RotateRegisterTicketRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{6}
+}
+
+// RotateRegisterTicketResponse carries the new register ticket.
+type RotateRegisterTicketResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new register ticket, 32 bytes.
+	RegisterTicket []byte `protobuf:"bytes,1,opt,name=register_ticket,json=registerTicket,proto3" json:"register_ticket,omitempty"`
+	// The cluster's curators and CA certificate, as in
+	// GetRegisterTicketResponse.
+	ClusterDirectory *ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RotateRegisterTicketResponse) Reset() {
+	*x = RotateRegisterTicketResponse{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateRegisterTicketResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateRegisterTicketResponse) ProtoMessage() {}
+
+func (x *RotateRegisterTicketResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateRegisterTicketResponse.ProtoReflect.Descriptor instead.
+func (*RotateRegisterTicketResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RotateRegisterTicketResponse) GetRegisterTicket() []byte {
+	if x != nil {
+		return x.RegisterTicket
+	}
+	return nil
+}
+
+func (x *RotateRegisterTicketResponse) GetClusterDirectory() *ClusterDirectory {
+	if x != nil {
+		return x.ClusterDirectory
+	}
+	return nil
+}
+
 // ApproveNodeRequest names the node to approve.
 type ApproveNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -324,7 +417,7 @@ type ApproveNodeRequest struct {
 
 func (x *ApproveNodeRequest) Reset() {
 	*x = ApproveNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +429,7 @@ func (x *ApproveNodeRequest) String() string {
 func (*ApproveNodeRequest) ProtoMessage() {}
 
 func (x *ApproveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +442,7 @@ func (x *ApproveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveNodeRequest.ProtoReflect.Descriptor instead.
 func (*ApproveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApproveNodeRequest) GetNodeId() string {
@@ -368,7 +461,7 @@ type ApproveNodeResponse struct {
 
 func (x *ApproveNodeResponse) Reset() {
 	*x = ApproveNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +473,7 @@ func (x *ApproveNodeResponse) String() string {
 func (*ApproveNodeResponse) ProtoMessage() {}
 
 func (x *ApproveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +486,7 @@ func (x *ApproveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveNodeResponse.ProtoReflect.Descriptor instead.
 func (*ApproveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{9}
 }
 
 // UpdateNodeRolesRequest names a node and the roles to change. A role left
@@ -414,7 +507,7 @@ type UpdateNodeRolesRequest struct {
 
 func (x *UpdateNodeRolesRequest) Reset() {
 	*x = UpdateNodeRolesRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +519,7 @@ func (x *UpdateNodeRolesRequest) String() string {
 func (*UpdateNodeRolesRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +532,7 @@ func (x *UpdateNodeRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRolesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRolesRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateNodeRolesRequest) GetNodeId() string {
@@ -482,7 +575,7 @@ type UpdateNodeRolesResponse struct {
 
 func (x *UpdateNodeRolesResponse) Reset() {
 	*x = UpdateNodeRolesResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +587,7 @@ func (x *UpdateNodeRolesResponse) String() string {
 func (*UpdateNodeRolesResponse) ProtoMessage() {}
 
 func (x *UpdateNodeRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +600,7 @@ func (x *UpdateNodeRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRolesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRolesResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateNodeRolesResponse) GetRoles() *Roles {
@@ -528,7 +621,7 @@ type DecommissionNodeRequest struct {
 
 func (x *DecommissionNodeRequest) Reset() {
 	*x = DecommissionNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +633,7 @@ func (x *DecommissionNodeRequest) String() string {
 func (*DecommissionNodeRequest) ProtoMessage() {}
 
 func (x *DecommissionNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +646,7 @@ func (x *DecommissionNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionNodeRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecommissionNodeRequest) GetNodeId() string {
@@ -572,7 +665,7 @@ type DecommissionNodeResponse struct {
 
 func (x *DecommissionNodeResponse) Reset() {
 	*x = DecommissionNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +677,7 @@ func (x *DecommissionNodeResponse) String() string {
 func (*DecommissionNodeResponse) ProtoMessage() {}
 
 func (x *DecommissionNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +690,7 @@ func (x *DecommissionNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionNodeResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{13}
 }
 
 // DeleteNodeRequest names the node to delete.
@@ -611,7 +704,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +716,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +729,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteNodeRequest) GetNodeId() string {
@@ -655,7 +748,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +760,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +773,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{15}
 }
 
 // UpdateNodeLabelsRequest changes the labels of one node.
@@ -712,7 +805,7 @@ type UpdateNodeLabelsRequest struct {
 
 func (x *UpdateNodeLabelsRequest) Reset() {
 	*x = UpdateNodeLabelsRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +817,7 @@ func (x *UpdateNodeLabelsRequest) String() string {
 func (*UpdateNodeLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateNodeLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +830,7 @@ func (x *UpdateNodeLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateNodeLabelsRequest) GetNodeId() string {
@@ -772,7 +865,7 @@ type UpdateNodeLabelsResponse struct {
 
 func (x *UpdateNodeLabelsResponse) Reset() {
 	*x = UpdateNodeLabelsResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +877,7 @@ func (x *UpdateNodeLabelsResponse) String() string {
 func (*UpdateNodeLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateNodeLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +890,7 @@ func (x *UpdateNodeLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{15}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNodeLabelsResponse) GetLabels() map[string]string {
@@ -826,6 +919,10 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.polis.curator.v1.NodeR\x05nodes\"\x1a\n" +
 	"\x18GetRegisterTicketRequest\"\x95\x01\n" +
 	"\x19GetRegisterTicketResponse\x12'\n" +
+	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x12O\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\x1d\n" +
+	"\x1bRotateRegisterTicketRequest\"\x98\x01\n" +
+	"\x1cRotateRegisterTicketResponse\x12'\n" +
 	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x12O\n" +
 	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"-\n" +
 	"\x12ApproveNodeRequest\x12\x17\n" +
@@ -858,11 +955,12 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x06labels\x18\x01 \x03(\v26.polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x81\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x82\b\n" +
 	"\x11ManagementService\x12m\n" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x01\x12`\n" +
 	"\tListNodes\x12\".polis.curator.v1.ListNodesRequest\x1a#.polis.curator.v1.ListNodesResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x010\x01\x12v\n" +
-	"\x11GetRegisterTicket\x12*.polis.curator.v1.GetRegisterTicketRequest\x1a+.polis.curator.v1.GetRegisterTicketResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x02\x12d\n" +
+	"\x11GetRegisterTicket\x12*.polis.curator.v1.GetRegisterTicketRequest\x1a+.polis.curator.v1.GetRegisterTicketResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x02\x12\x7f\n" +
+	"\x14RotateRegisterTicket\x12-.polis.curator.v1.RotateRegisterTicketRequest\x1a..polis.curator.v1.RotateRegisterTicketResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\b\x12d\n" +
 	"\vApproveNode\x12$.polis.curator.v1.ApproveNodeRequest\x1a%.polis.curator.v1.ApproveNodeResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x03\x12p\n" +
 	"\x0fUpdateNodeRoles\x12(.polis.curator.v1.UpdateNodeRolesRequest\x1a).polis.curator.v1.UpdateNodeRolesResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x04\x12s\n" +
 	"\x10DecommissionNode\x12).polis.curator.v1.DecommissionNodeRequest\x1a*.polis.curator.v1.DecommissionNodeResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x05\x12a\n" +
@@ -882,62 +980,67 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_polis_curator_v1_management_proto_goTypes = []any{
-	(*GetClusterInfoRequest)(nil),     // 0: polis.curator.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),    // 1: polis.curator.v1.GetClusterInfoResponse
-	(*ListNodesRequest)(nil),          // 2: polis.curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),         // 3: polis.curator.v1.ListNodesResponse
-	(*GetRegisterTicketRequest)(nil),  // 4: polis.curator.v1.GetRegisterTicketRequest
-	(*GetRegisterTicketResponse)(nil), // 5: polis.curator.v1.GetRegisterTicketResponse
-	(*ApproveNodeRequest)(nil),        // 6: polis.curator.v1.ApproveNodeRequest
-	(*ApproveNodeResponse)(nil),       // 7: polis.curator.v1.ApproveNodeResponse
-	(*UpdateNodeRolesRequest)(nil),    // 8: polis.curator.v1.UpdateNodeRolesRequest
-	(*UpdateNodeRolesResponse)(nil),   // 9: polis.curator.v1.UpdateNodeRolesResponse
-	(*DecommissionNodeRequest)(nil),   // 10: polis.curator.v1.DecommissionNodeRequest
-	(*DecommissionNodeResponse)(nil),  // 11: polis.curator.v1.DecommissionNodeResponse
-	(*DeleteNodeRequest)(nil),         // 12: polis.curator.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),        // 13: polis.curator.v1.DeleteNodeResponse
-	(*UpdateNodeLabelsRequest)(nil),   // 14: polis.curator.v1.UpdateNodeLabelsRequest
-	(*UpdateNodeLabelsResponse)(nil),  // 15: polis.curator.v1.UpdateNodeLabelsResponse
-	nil,                               // 16: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                               // 17: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                               // 18: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),          // 19: polis.curator.v1.ClusterDirectory
-	(NodeState)(0),                    // 20: polis.curator.v1.NodeState
-	(*Node)(nil),                      // 21: polis.curator.v1.Node
-	(*Roles)(nil),                     // 22: polis.curator.v1.Roles
+	(*GetClusterInfoRequest)(nil),        // 0: polis.curator.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),       // 1: polis.curator.v1.GetClusterInfoResponse
+	(*ListNodesRequest)(nil),             // 2: polis.curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 3: polis.curator.v1.ListNodesResponse
+	(*GetRegisterTicketRequest)(nil),     // 4: polis.curator.v1.GetRegisterTicketRequest
+	(*GetRegisterTicketResponse)(nil),    // 5: polis.curator.v1.GetRegisterTicketResponse
+	(*RotateRegisterTicketRequest)(nil),  // 6: polis.curator.v1.RotateRegisterTicketRequest
+	(*RotateRegisterTicketResponse)(nil), // 7: polis.curator.v1.RotateRegisterTicketResponse
+	(*ApproveNodeRequest)(nil),           // 8: polis.curator.v1.ApproveNodeRequest
+	(*ApproveNodeResponse)(nil),          // 9: polis.curator.v1.ApproveNodeResponse
+	(*UpdateNodeRolesRequest)(nil),       // 10: polis.curator.v1.UpdateNodeRolesRequest
+	(*UpdateNodeRolesResponse)(nil),      // 11: polis.curator.v1.UpdateNodeRolesResponse
+	(*DecommissionNodeRequest)(nil),      // 12: polis.curator.v1.DecommissionNodeRequest
+	(*DecommissionNodeResponse)(nil),     // 13: polis.curator.v1.DecommissionNodeResponse
+	(*DeleteNodeRequest)(nil),            // 14: polis.curator.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),           // 15: polis.curator.v1.DeleteNodeResponse
+	(*UpdateNodeLabelsRequest)(nil),      // 16: polis.curator.v1.UpdateNodeLabelsRequest
+	(*UpdateNodeLabelsResponse)(nil),     // 17: polis.curator.v1.UpdateNodeLabelsResponse
+	nil,                                  // 18: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                                  // 19: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                                  // 20: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),             // 21: polis.curator.v1.ClusterDirectory
+	(NodeState)(0),                       // 22: polis.curator.v1.NodeState
+	(*Node)(nil),                         // 23: polis.curator.v1.Node
+	(*Roles)(nil),                        // 24: polis.curator.v1.Roles
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	19, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	20, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	16, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	21, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	19, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	22, // 5: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	17, // 6: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	18, // 7: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	0,  // 8: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	2,  // 9: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	4,  // 10: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	6,  // 11: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	8,  // 12: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	10, // 13: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	12, // 14: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	14, // 15: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	1,  // 16: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	3,  // 17: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	5,  // 18: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	7,  // 19: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	9,  // 20: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	11, // 21: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	13, // 22: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	15, // 23: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	21, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	22, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	18, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	23, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	21, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	21, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	24, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	19, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	20, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	0,  // 9: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	2,  // 10: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	4,  // 11: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	6,  // 12: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	8,  // 13: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	10, // 14: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	12, // 15: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	14, // 16: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	16, // 17: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	1,  // 18: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	3,  // 19: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	5,  // 20: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	7,  // 21: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	9,  // 22: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	11, // 23: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	13, // 24: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	15, // 25: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	17, // 26: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }
@@ -947,14 +1050,14 @@ func file_polis_curator_v1_management_proto_init() {
 	}
 	file_polis_curator_v1_authz_proto_init()
 	file_polis_curator_v1_common_proto_init()
-	file_polis_curator_v1_management_proto_msgTypes[8].OneofWrappers = []any{}
+	file_polis_curator_v1_management_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

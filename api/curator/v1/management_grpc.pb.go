@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ManagementService_GetClusterInfo_FullMethodName    = "/polis.curator.v1.ManagementService/GetClusterInfo"
-	ManagementService_ListNodes_FullMethodName         = "/polis.curator.v1.ManagementService/ListNodes"
-	ManagementService_GetRegisterTicket_FullMethodName = "/polis.curator.v1.ManagementService/GetRegisterTicket"
-	ManagementService_ApproveNode_FullMethodName       = "/polis.curator.v1.ManagementService/ApproveNode"
-	ManagementService_UpdateNodeRoles_FullMethodName   = "/polis.curator.v1.ManagementService/UpdateNodeRoles"
-	ManagementService_DecommissionNode_FullMethodName  = "/polis.curator.v1.ManagementService/DecommissionNode"
-	ManagementService_DeleteNode_FullMethodName        = "/polis.curator.v1.ManagementService/DeleteNode"
-	ManagementService_UpdateNodeLabels_FullMethodName  = "/polis.curator.v1.ManagementService/UpdateNodeLabels"
+	ManagementService_GetClusterInfo_FullMethodName       = "/polis.curator.v1.ManagementService/GetClusterInfo"
+	ManagementService_ListNodes_FullMethodName            = "/polis.curator.v1.ManagementService/ListNodes"
+	ManagementService_GetRegisterTicket_FullMethodName    = "/polis.curator.v1.ManagementService/GetRegisterTicket"
+	ManagementService_RotateRegisterTicket_FullMethodName = "/polis.curator.v1.ManagementService/RotateRegisterTicket"
+	ManagementService_ApproveNode_FullMethodName          = "/polis.curator.v1.ManagementService/ApproveNode"
+	ManagementService_UpdateNodeRoles_FullMethodName      = "/polis.curator.v1.ManagementService/UpdateNodeRoles"
+	ManagementService_DecommissionNode_FullMethodName     = "/polis.curator.v1.ManagementService/DecommissionNode"
+	ManagementService_DeleteNode_FullMethodName           = "/polis.curator.v1.ManagementService/DeleteNode"
+	ManagementService_UpdateNodeLabels_FullMethodName     = "/polis.curator.v1.ManagementService/UpdateNodeLabels"
 )
 
 // ManagementServiceClient is the client API for ManagementService service.
@@ -54,6 +55,15 @@ type ManagementServiceClient interface {
 	// CuratorService.Register, and the cluster directory through which it
 	// finds and checks the curators.
 	GetRegisterTicket(ctx context.Context, in *GetRegisterTicketRequest, opts ...grpc.CallOption) (*GetRegisterTicketResponse, error)
+	// RotateRegisterTicket replaces the register ticket with 32 fresh random
+	// bytes and returns the new one, as GetRegisterTicket would. From then
+	// on Register accepts only the new ticket: a copy of the old one, on
+	// the disk of a node enrolled earlier (a decommissioned one included)
+	// or wherever it leaked, registers nobody. Enrolled nodes do not need
+	// the ticket again; nodes still waiting for approval with the old one
+	// are not affected (they are registered already), but a node that has
+	// not registered yet needs the new ticket in its parameters.
+	RotateRegisterTicket(ctx context.Context, in *RotateRegisterTicketRequest, opts ...grpc.CallOption) (*RotateRegisterTicketResponse, error)
 	// ApproveNode lets a registered node in: NEW becomes STANDBY, and the
 	// node can then collect its certificate. Approving a node that is
 	// already STANDBY or UP succeeds and changes nothing.
@@ -150,6 +160,16 @@ func (c *managementServiceClient) GetRegisterTicket(ctx context.Context, in *Get
 	return out, nil
 }
 
+func (c *managementServiceClient) RotateRegisterTicket(ctx context.Context, in *RotateRegisterTicketRequest, opts ...grpc.CallOption) (*RotateRegisterTicketResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateRegisterTicketResponse)
+	err := c.cc.Invoke(ctx, ManagementService_RotateRegisterTicket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *managementServiceClient) ApproveNode(ctx context.Context, in *ApproveNodeRequest, opts ...grpc.CallOption) (*ApproveNodeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApproveNodeResponse)
@@ -225,6 +245,15 @@ type ManagementServiceServer interface {
 	// CuratorService.Register, and the cluster directory through which it
 	// finds and checks the curators.
 	GetRegisterTicket(context.Context, *GetRegisterTicketRequest) (*GetRegisterTicketResponse, error)
+	// RotateRegisterTicket replaces the register ticket with 32 fresh random
+	// bytes and returns the new one, as GetRegisterTicket would. From then
+	// on Register accepts only the new ticket: a copy of the old one, on
+	// the disk of a node enrolled earlier (a decommissioned one included)
+	// or wherever it leaked, registers nobody. Enrolled nodes do not need
+	// the ticket again; nodes still waiting for approval with the old one
+	// are not affected (they are registered already), but a node that has
+	// not registered yet needs the new ticket in its parameters.
+	RotateRegisterTicket(context.Context, *RotateRegisterTicketRequest) (*RotateRegisterTicketResponse, error)
 	// ApproveNode lets a registered node in: NEW becomes STANDBY, and the
 	// node can then collect its certificate. Approving a node that is
 	// already STANDBY or UP succeeds and changes nothing.
@@ -290,6 +319,9 @@ func (UnimplementedManagementServiceServer) ListNodes(*ListNodesRequest, grpc.Se
 }
 func (UnimplementedManagementServiceServer) GetRegisterTicket(context.Context, *GetRegisterTicketRequest) (*GetRegisterTicketResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRegisterTicket not implemented")
+}
+func (UnimplementedManagementServiceServer) RotateRegisterTicket(context.Context, *RotateRegisterTicketRequest) (*RotateRegisterTicketResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateRegisterTicket not implemented")
 }
 func (UnimplementedManagementServiceServer) ApproveNode(context.Context, *ApproveNodeRequest) (*ApproveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApproveNode not implemented")
@@ -370,6 +402,24 @@ func _ManagementService_GetRegisterTicket_Handler(srv interface{}, ctx context.C
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ManagementServiceServer).GetRegisterTicket(ctx, req.(*GetRegisterTicketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ManagementService_RotateRegisterTicket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateRegisterTicketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServiceServer).RotateRegisterTicket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManagementService_RotateRegisterTicket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServiceServer).RotateRegisterTicket(ctx, req.(*RotateRegisterTicketRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -478,6 +528,10 @@ var ManagementService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRegisterTicket",
 			Handler:    _ManagementService_GetRegisterTicket_Handler,
+		},
+		{
+			MethodName: "RotateRegisterTicket",
+			Handler:    _ManagementService_RotateRegisterTicket_Handler,
 		},
 		{
 			MethodName: "ApproveNode",

@@ -1,0 +1,148 @@
+package polisctl
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
+)
+
+// newKeyFile is where owner rotate-key keeps the new owner key while the
+// rotation is under way: written before the curator is asked, so that the
+// new key is on disk whatever happens after the curator has accepted it.
+const newKeyFile = "key.der.new"
+
+// ownerCmd is the owner's own credentials.
+func (c *cli) ownerCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "owner", Short: "The owner's key and certificates"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "rotate-key",
+		Short: "Replace the owner key with a new one, revoking every certificate of the old one",
+		Long: `rotate-key makes a new owner key, has the cluster accept it in place of the
+current one, and saves the new key and its owner certificate in the
+configuration directory.
+
+The cluster accepts an owner certificate only while it is for the current
+owner key, so this revokes every owner certificate of the old key at once,
+wherever copies of it are: this is how to revoke the owner's credentials
+after a workstation was lost. The old key no longer takes ownership either.
+
+The new key is saved first as key.der.new; if the command is interrupted
+after the cluster accepted it, run polisctl take-ownership --owner-key with
+that file.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.withSession(func(s *session) error { return rotateOwnerKey(cmd, s) })
+		},
+	})
+	return cmd
+}
+
+func rotateOwnerKey(cmd *cobra.Command, s *session) error {
+	cfg, err := newConfig(s.dir)
+	if err != nil {
+		return err
+	}
+	keyDER, err := cfg.key.Read()
+	if err != nil {
+		return err
+	}
+	oldKey, err := identity.ParsePrivateKey(keyDER)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.key.Path, err)
+	}
+	caDER, err := cfg.ca.Read()
+	if err != nil {
+		return err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.ca.Path, err)
+	}
+	newKey, err := identity.GenerateKey()
+	if err != nil {
+		return err
+	}
+	newDER, err := identity.MarshalPrivateKey(newKey)
+	if err != nil {
+		return err
+	}
+	pending := localstorage.File{Path: filepath.Join(cfg.dir, newKeyFile), Secret: true}
+	if err := pending.Write(newDER); err != nil {
+		return err
+	}
+	newPub := newKey.Public().(ed25519.PublicKey)
+	req := &cpb.RotateOwnerKeyRequest{
+		NewOwnerKey:          newPub,
+		NewOwnerKeySignature: ed25519.Sign(newKey, cpb.OwnerKeyRotationMessage(caDER, oldKey.Public().(ed25519.PublicKey))),
+	}
+	var resp *cpb.RotateOwnerKeyResponse
+	err = s.call(cmd.Context(), "rotating the owner key", func(ctx context.Context) (err error) {
+		resp, err = cpb.NewAAAServiceClient(s.conn).RotateOwnerKey(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	cert, err := x509.ParseCertificate(resp.OwnerCertificate)
+	if err != nil {
+		return fmt.Errorf("the owner certificate the curator issued: %w; the new key is in %s: run polisctl take-ownership --owner-key %s", err, pending.Path, pending.Path)
+	}
+	if err := cert.CheckSignatureFrom(caCert); err != nil {
+		return fmt.Errorf("the owner certificate the curator issued is not from the cluster CA: %w", err)
+	}
+	if _, err := identity.TLSCertificate(cert, newKey); err != nil {
+		return fmt.Errorf("the owner certificate the curator issued: %w", err)
+	}
+	// The key before the certificate: a new key with the old certificate
+	// fails to connect with a clear error, and take-ownership mends it.
+	if err := cfg.key.Write(newDER); err != nil {
+		return fmt.Errorf("%w; the new key is in %s: run polisctl take-ownership --owner-key %s", err, pending.Path, pending.Path)
+	}
+	if err := cfg.cert.Write(cert.Raw); err != nil {
+		return fmt.Errorf("%w; run polisctl take-ownership --owner-key %s", err, cfg.key.Path)
+	}
+	if err := pending.Remove(); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "The owner key is now %s (saved in %s); every certificate of the old key is revoked.\n",
+		hex.EncodeToString(newPub), cfg.key.Path)
+	return nil
+}
+
+// ticketRotate is polisctl ticket rotate.
+func (c *cli) ticketRotate() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate",
+		Short: "Replace the register ticket, so that copies of the old one register nobody",
+		Long: `rotate replaces the cluster's register ticket with a new random one and shows
+it. Every node enrolled so far had the old ticket in its parameters, and it
+may have leaked elsewhere: after rotate, the old ticket registers nobody.
+Nodes already registered or enrolled are not affected; the parameters of
+nodes not yet registered must be written again (polisctl ticket
+--parameters).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.withSession(func(s *session) error {
+				var resp *cpb.RotateRegisterTicketResponse
+				err := s.call(cmd.Context(), "rotating the register ticket", func(ctx context.Context) (err error) {
+					resp, err = s.mgmt.RotateRegisterTicket(ctx, &cpb.RotateRegisterTicketRequest{})
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "New register ticket: %s\n", hex.EncodeToString(resp.RegisterTicket))
+				return nil
+			})
+		},
+	}
+}
