@@ -58,7 +58,9 @@ func TestLoadParameters(t *testing.T) {
 	}
 
 	// The same parameters in two places agree.
-	writeParams(t, src.ESP.Path, p)
+	if err := src.ESP.WriteProto(p); err != nil {
+		t.Fatal(err)
+	}
 	if _, where, err := LoadParameters(src); err != nil || len(where) != 2 {
 		t.Fatalf("two agreeing sources: %v, %v", where, err)
 	}
