@@ -72,6 +72,7 @@ func TestDamagedSavedStateRebuilt(t *testing.T) {
 func TestDamagedSealedConfiguration(t *testing.T) {
 	c := nodetest.FormCluster(t, 1, &subnets)
 	n := c.Node(0)
+	settled(t, n)
 	n.Stop()
 	root := storage(t, n)
 	flipLastByte(t, root.ESP.SealedConfiguration.Path)
