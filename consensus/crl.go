@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -188,7 +187,7 @@ func (m *member) syncCRL(ctx context.Context, logger *zap.Logger) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	if err := (localstorage.File{Path: m.layout.crlFile()}).Write(der); err != nil {
+	if err := etcdFile(m.layout.crlFile(), false).Write(der); err != nil {
 		return 0, fmt.Errorf("writing CRL file: %w", err)
 	}
 	logger.Info("CRL file updated", zap.Int64("number", crl.Number.Int64()), zap.Int("revoked", len(crl.RevokedCertificateEntries)))

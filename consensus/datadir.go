@@ -54,6 +54,25 @@ func (l layout) peerKeyFile() string  { return filepath.Join(l.pkiDir(), "peer.k
 func (l layout) crlFile() string      { return filepath.Join(l.pkiDir(), "crl.der") }
 func (l layout) caKeyFile() string    { return filepath.Join(l.pkiDir(), "ca.key") }
 
+// identityJSON is identity.json as a localstorage.File: checksummed, like the
+// CA key, since only this package reads them.
+func (l layout) identityJSON() localstorage.File {
+	return localstorage.File{Path: l.identityFile(), Secret: true,
+		Advice: "it says which etcd member of which cluster the directory holds; restore it from a backup, or, if the cluster has other members, take ConsensusMember from the node, remove " + string(l) + " and give the role back"}
+}
+
+func (l layout) caKey() localstorage.File {
+	return localstorage.File{Path: l.caKeyFile(), Secret: true,
+		Advice: "the new cluster's CA key was never stored in etcd: wipe the node's storage and bootstrap again"}
+}
+
+// etcdFile is one of the files etcd's TLS reads itself: written plain (etcd
+// knows no checksum), checked by their own structure (PEM, signatures
+// against the CA, whose fingerprint identity.json records).
+func etcdFile(path string, secret bool) localstorage.File {
+	return localstorage.File{Path: path, Secret: secret, Plain: true}
+}
+
 // identity is what identity.json records. It is written once the PKI files
 // are in place and before etcd first starts, so that every later start —
 // including one after a crash during the very first start — replays the same
@@ -80,7 +99,7 @@ type identity struct {
 }
 
 func readIdentity(l layout) (*identity, error) {
-	data, err := os.ReadFile(l.identityFile())
+	data, err := l.identityJSON().Read()
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +115,7 @@ func writeIdentity(l layout, id *identity) error {
 	if err != nil {
 		return fmt.Errorf("encoding identity: %w", err)
 	}
-	return localstorage.File{Path: l.identityFile(), Secret: true}.Write(append(data, '\n'))
+	return l.identityJSON().Write(append(data, '\n'))
 }
 
 // prepare makes the data directory ready for etcd to start and returns the
@@ -219,7 +238,7 @@ func prepareBootstrap(cfg *Config, l layout) (*identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := (localstorage.File{Path: l.caKeyFile(), Secret: true}).Write(caKeyPEM); err != nil {
+	if err := l.caKey().Write(caKeyPEM); err != nil {
 		return nil, err
 	}
 	if err := writePKI(l, c.cert.Raw, cert.Raw, key, crl); err != nil {
@@ -289,14 +308,29 @@ func writePKI(l layout, caDER, certDER []byte, key ed25519.PrivateKey, crl []byt
 	if err != nil {
 		return err
 	}
-	if err := (localstorage.File{Path: l.peerKeyFile(), Secret: true}).Write(kp); err != nil {
+	if err := etcdFile(l.peerKeyFile(), true).Write(kp); err != nil {
 		return err
 	}
-	if err := (localstorage.File{Path: l.caFile()}).Write(certPEM(caDER)); err != nil {
+	if err := etcdFile(l.caFile(), false).Write(certPEM(caDER)); err != nil {
 		return err
 	}
-	if err := (localstorage.File{Path: l.peerCertFile()}).Write(certPEM(certDER)); err != nil {
+	if err := etcdFile(l.peerCertFile(), false).Write(certPEM(certDER)); err != nil {
 		return err
 	}
-	return localstorage.File{Path: l.crlFile()}.Write(crl)
+	return etcdFile(l.crlFile(), false).Write(crl)
+}
+
+// HasMember reports whether dataDir holds a member that has started at
+// least once and was not removed from its cluster: a node that lost the
+// record of its roles can tell from it that it was a consensus member, and
+// restart the member from its data.
+func HasMember(dataDir string) (bool, error) {
+	id, err := readIdentity(layout(dataDir))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the consensus member's identity: %w", err)
+	}
+	return id.MemberID != "" && !id.Removed, nil
 }

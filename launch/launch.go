@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -266,13 +267,12 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		err := polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, ownerKey, func(fp string) bool {
+		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, ownerKey, func(fp string) bool {
 			// We made this cluster a moment ago, on an address we just
 			// found free: the CA it presents is its own.
 			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
 			return true
-		})
-		return err == nil, nil
+		}))
 	})
 	if err != nil {
 		return err
@@ -347,6 +347,11 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 			return err
 		}
 		c.progress("%v: UP and healthy", n)
+		// The node forgot its register ticket once enrolled; the copy
+		// beside its storage goes too (a restart needs only the storage).
+		if err := os.Remove(filepath.Join(n.Dir, "parameters.pb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("launch: %v: removing its register ticket: %w", n, err)
+		}
 	}
 	return nil
 }
@@ -385,6 +390,18 @@ func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
 	return c.refreshCurators(ctx)
 }
 
+// ownershipTaken is the verdict on one attempt of TakeOwnership for poll:
+// a curator that does not answer yet is worth asking again, but a CA other
+// than the one polisctl's configuration pins (a stale configuration against
+// a new cluster) will not change by waiting, and is reported at once.
+func ownershipTaken(err error) (bool, error) {
+	var mismatch *polisctl.CAMismatchError
+	if errors.As(err, &mismatch) {
+		return false, fmt.Errorf("launch: taking ownership: %w", err)
+	}
+	return err == nil, nil
+}
+
 // refreshCurators takes ownership again, which rewrites the curators in
 // polisctl's configuration with those the cluster lists now (as polisctl
 // cluster info does): the owner must still reach the cluster when the
@@ -400,7 +417,7 @@ func (c *Cluster) refreshCurators(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		// The CA is pinned by now: trust is never asked.
-		return polisctl.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil) == nil, nil
+		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil))
 	})
 	if err != nil {
 		return err

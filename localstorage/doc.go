@@ -20,7 +20,16 @@
 // Every write is atomic: the data goes to a temporary file in the same
 // directory, is synced, and is renamed over the old file, and the directory
 // is synced. A crash leaves the old content or the new, never a mix, and a
-// reader never sees a half-written file.
+// reader never sees a half-written file; Root.Create removes the temporary
+// files a crash leaves.
+//
+// Every stored byte is checked: a file is written behind a one-line header
+// with the SHA-256 and size of its content, and Read refuses anything else
+// (truncated, extended, a bit flipped, written by something else) with a
+// CorruptError that names the file and says what to do about it. Damage
+// is never mistaken for content: a flipped bit in the sealed configuration
+// would otherwise make the node another node. Files other programs read
+// (etcd's TLS files) are marked Plain and carry their own checks.
 //
 // Sealing: the sealed configuration is written through a Sealer, so that a
 // TPM-backed implementation can bind it to the machine later. Today's

@@ -82,21 +82,28 @@ func New(dir string) (*Root, error) {
 	return &Root{
 		Dir: dir,
 		ESP: ESP{
-			Directory:           Directory{Path: esp, Private: true},
-			NodeParameters:      File{Path: filepath.Join(esp, "parameters.pb"), Secret: true},
-			SealedConfiguration: File{Path: filepath.Join(esp, "sealed-configuration"), Secret: true},
-			ClusterDirectory:    File{Path: filepath.Join(esp, "cluster-directory.pb")},
+			Directory: Directory{Path: esp, Private: true},
+			NodeParameters: File{Path: filepath.Join(esp, "parameters.pb"), Secret: true,
+				Advice: "remove it and start the node with its parameters again (fw_cfg or --parameters)"},
+			SealedConfiguration: File{Path: filepath.Join(esp, "sealed-configuration"), Secret: true,
+				Advice: "the node cannot prove who it is without it: restore it from a backup, or wipe the node's storage and register it again as a new node (then delete the old one with polisctl node delete)"},
+			ClusterDirectory: File{Path: filepath.Join(esp, "cluster-directory.pb"),
+				Advice: "remove it: the node finds the curators through its parameters or its own curator and saves it again"},
 		},
 		Data: Data{
 			Directory: Directory{Path: data, Private: true},
 			Etcd:      Directory{Path: filepath.Join(data, "etcd"), Private: true},
 			Node: NodeCredentials{
-				Directory:     Directory{Path: node, Private: true},
-				Key:           File{Path: filepath.Join(node, "key.der"), Secret: true},
-				Certificate:   File{Path: filepath.Join(node, "certificate.der")},
-				CACertificate: File{Path: filepath.Join(node, "ca-certificate.der")},
+				Directory: Directory{Path: node, Private: true},
+				Key: File{Path: filepath.Join(node, "key.der"), Secret: true,
+					Advice: "remove it: an enrolled node takes its key from the sealed configuration, one that is not enrolled yet makes a new one"},
+				Certificate: File{Path: filepath.Join(node, "certificate.der"),
+					Advice: "remove it: the node asks the cluster for a new certificate (Join)"},
+				CACertificate: File{Path: filepath.Join(node, "ca-certificate.der"),
+					Advice: "remove it: the node takes the CA from its sealed configuration"},
 			},
-			Roles: File{Path: filepath.Join(data, "roles.pb")},
+			Roles: File{Path: filepath.Join(data, "roles.pb"),
+				Advice: "remove it: the node rebuilds it from its consensus data and the curator"},
 		},
 		Ephemeral: Ephemeral{
 			Directory:       Directory{Path: eph, Private: true},
@@ -120,30 +127,50 @@ func (r *Root) directories() []Directory {
 
 // Create makes every directory of the layout that is missing, and tightens
 // the mode of private ones that exist with looser permissions, so that no
-// secret is ever written into a world-readable directory.
+// secret is ever written into a world-readable directory. It removes the
+// temporary files of writes a crash interrupted (see File.Write): call it
+// before anything writes.
 func (r *Root) Create() error {
 	for _, d := range r.directories() {
-		mode := os.FileMode(0o755)
-		if d.Private {
-			mode = 0o700
+		if err := d.create(); err != nil {
+			return err
 		}
-		if err := os.MkdirAll(d.Path, mode); err != nil {
-			return fmt.Errorf("creating %s: %w", d.Path, err)
-		}
-		if !d.Private {
-			continue
-		}
-		fi, err := os.Stat(d.Path)
+		leftovers, err := filepath.Glob(filepath.Join(d.Path, ".*"+tmpInfix+"*"))
 		if err != nil {
-			return fmt.Errorf("checking %s: %w", d.Path, err)
+			return fmt.Errorf("listing interrupted writes in %s: %w", d.Path, err)
 		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", d.Path)
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(d.Path, 0o700); err != nil {
-				return fmt.Errorf("restricting %s to its owner: %w", d.Path, err)
+		for _, l := range leftovers {
+			if err := os.Remove(l); err != nil {
+				return fmt.Errorf("removing the interrupted write %s: %w", l, err)
 			}
+		}
+	}
+	return nil
+}
+
+// create makes d if it is missing and restricts it to its owner if it is
+// private.
+func (d Directory) create() error {
+	mode := os.FileMode(0o755)
+	if d.Private {
+		mode = 0o700
+	}
+	if err := os.MkdirAll(d.Path, mode); err != nil {
+		return fmt.Errorf("creating %s: %w", d.Path, err)
+	}
+	if !d.Private {
+		return nil
+	}
+	fi, err := os.Stat(d.Path)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", d.Path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", d.Path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(d.Path, 0o700); err != nil {
+			return fmt.Errorf("restricting %s to its owner: %w", d.Path, err)
 		}
 	}
 	return nil

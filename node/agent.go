@@ -16,6 +16,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/localstorage"
@@ -117,17 +118,24 @@ func (n *Node) Run(ctx context.Context) error {
 	switch {
 	case err == nil:
 		// Enrolled before: rejoin with the sealed identity.
-		en.key = ed25519.NewKeyFromSeed(sealed.NodePrivateKeySeed)
-		if en.ca, err = x509.ParseCertificate(sealed.CaCertificate); err != nil {
-			return fmt.Errorf("the sealed configuration's CA certificate: %w", err)
+		en.key, en.ca, en.enrolled = sealed.key, sealed.ca, true
+		if err := n.checkKeyFile(en.key); err != nil {
+			return err
+		}
+		// A crash may have come between the sealed configuration and
+		// forgetting the ticket.
+		if err := forgetTicket(n.root.ESP.NodeParameters); err != nil {
+			return err
 		}
 		// A control-plane node finds its own curator first; the others the
 		// curators they knew.
-		var roles cpb.Roles
-		if err := n.root.Data.Roles.ReadProto(&roles); err == nil && roles.ConsensusMember != nil {
-			en.localCurator = true
+		if en.localCurator, err = n.restoreRoles(logger); err != nil {
+			return err
 		}
-		logger.Info("rejoining the cluster", zap.String("node", identity.NodeID(en.key.Public().(ed25519.PublicKey))), zap.Bool("through_own_curator", en.localCurator))
+		if en.curators, err = n.knownCurators(logger, en.ca); err != nil {
+			return err
+		}
+		logger.Info("rejoining the cluster", zap.String("node", identity.NodeID(en.key.Public().(ed25519.PublicKey))), zap.Bool("through_own_curator", en.localCurator), zap.Int("curators_known", len(en.curators)))
 	case errors.Is(err, fs.ErrNotExist):
 		params, sources, err := LoadParameters(ParameterSources{FWCfg: n.cfg.FWCfg, ESP: n.root.ESP.NodeParameters, File: n.cfg.ParametersFile})
 		if err != nil {
@@ -154,13 +162,14 @@ func (n *Node) Run(ctx context.Context) error {
 		case *nodev1.NodeParameters_ClusterRegister:
 			logger.Info("registering into a cluster", zap.String("node", identity.NodeID(pub)), zap.Strings("parameters_from", sources))
 			en.register = c.ClusterRegister
+			en.curators = c.ClusterRegister.ClusterDirectory.Curators
 			en.status = n.status()
 			if en.ca, err = x509.ParseCertificate(c.ClusterRegister.ClusterDirectory.CaCertificate); err != nil {
 				return fmt.Errorf("the parameters' CA certificate: %w", err)
 			}
 		}
 	default:
-		return err
+		return fmt.Errorf("the node cannot rejoin its cluster: %w", err)
 	}
 	cp.NodeKey = en.key
 
@@ -217,4 +226,91 @@ func (n *Node) nodeKey() (ed25519.PrivateKey, error) {
 		return nil, err
 	}
 	return key, nil
+}
+
+// checkKeyFile refuses to run an enrolled node whose key file, if it still
+// has one, holds another key than the sealed configuration: one of them
+// was replaced, and guessing which would make the node someone else.
+func (n *Node) checkKeyFile(sealed ed25519.PrivateKey) error {
+	f := n.root.Data.Node.Key
+	der, err := f.Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		// Unused once enrolled: the sealed configuration has the key.
+		return f.Remove()
+	}
+	key, err := identity.ParsePrivateKey(der)
+	if err != nil || !key.Equal(sealed) {
+		return fmt.Errorf("%s holds another key than the sealed configuration %s: one of them was replaced; if the sealed configuration is the node's, remove %s", f.Path, n.root.ESP.SealedConfiguration.Path, f.Path)
+	}
+	return nil
+}
+
+// restoreRoles reports whether the node was a consensus member when it
+// stopped, from its saved roles; when they are missing or damaged, from its
+// consensus data, and it then saves roles that say so. Without them a lone
+// control-plane node would wait for a curator to tell it to start its
+// control plane, and no curator runs until it does.
+func (n *Node) restoreRoles(logger *zap.Logger) (bool, error) {
+	f := n.root.Data.Roles
+	var roles cpb.Roles
+	err := f.ReadProto(&roles)
+	if err == nil {
+		return roles.ConsensusMember != nil, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("the saved roles are damaged; rebuilding them", zap.Error(err))
+		if err := f.Remove(); err != nil {
+			return false, err
+		}
+	}
+	member, err := consensus.HasMember(n.root.Data.Etcd.Path)
+	if err != nil {
+		return false, err
+	}
+	if !member {
+		// The curator tells the node its roles once it reaches one.
+		return false, nil
+	}
+	// The join data is only needed to join for the first time; the member
+	// restarts from its data.
+	logger.Info("rebuilt the saved roles from the consensus data: this node is a consensus member", zap.String("file", f.Path))
+	if err := f.WriteProto(&cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// knownCurators returns the curators the node knew when it stopped: the
+// saved cluster directory, or, when that is missing or damaged, the one
+// its parameters gave it (which it then saves again). A node that finds its
+// curators through its own curator may know none.
+func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) ([]*cpb.CuratorEndpoint, error) {
+	f := n.root.ESP.ClusterDirectory
+	var dir cpb.ClusterDirectory
+	err := f.ReadProto(&dir)
+	if err == nil && len(dir.Curators) > 0 {
+		return dir.Curators, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("the saved cluster directory is damaged; rebuilding it", zap.Error(err))
+		if err := f.Remove(); err != nil {
+			return nil, err
+		}
+	}
+	var p nodev1.NodeParameters
+	if err := n.root.ESP.NodeParameters.ReadProto(&p); err != nil {
+		return nil, nil
+	}
+	curators := p.GetClusterRegister().GetClusterDirectory().GetCurators()
+	if len(curators) == 0 {
+		return nil, nil
+	}
+	logger.Info("rebuilt the cluster directory from the node parameters", zap.Int("curators", len(curators)), zap.String("file", f.Path))
+	if err := f.WriteProto(&cpb.ClusterDirectory{Curators: curators, CaCertificate: ca.Raw}); err != nil {
+		return nil, err
+	}
+	return curators, nil
 }

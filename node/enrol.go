@@ -21,6 +21,7 @@ import (
 	"github.com/polis-os/polis/curator/client"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/failpoint"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
@@ -28,8 +29,15 @@ import (
 
 // enrolment obtains the node's credentials in its cluster and writes them,
 // with the sealed configuration last: a node with a sealed configuration is
-// enrolled, one without starts enrolment over (every step before is
-// idempotent, so a crash anywhere ends in a working node after a restart).
+// enrolled, one without starts enrolment over. Every step before is
+// idempotent or recognised when it is repeated, so a crash anywhere ends in
+// the same node, UP, after a restart: the key is stored before the cluster
+// hears of it; Register again is harmless while the node is NEW or
+// STANDBY, and once the cluster counts it as UP (it committed, then
+// crashed before saving the answer) the node joins instead. The ticket is
+// forgotten once the sealed configuration is written. The crash at each
+// step is tested with failpoints (see failpoint_test.go and
+// docs/threat-model.md).
 //
 // There are three ways in, and all end with a curator RPC made as a key
 // holder (the node proves its key, not a certificate):
@@ -62,6 +70,12 @@ type enrolment struct {
 	// localCurator is set when this node's own curator is the way in
 	// (bootstrap, or a control-plane node rejoining).
 	localCurator bool
+	// enrolled is set when the node has its sealed configuration.
+	enrolled bool
+	// curators are the curators the node knew when it started (its saved
+	// directory, or its parameters'): the way back in after a reboot, and
+	// its credentials' curators until the directory worker knows better.
+	curators []*cpb.CuratorEndpoint
 	// status is the node's status to register with.
 	status *cpb.NodeStatus
 	now    func() time.Time
@@ -90,6 +104,13 @@ func (e *enrolment) obtain(ctx context.Context) (*roleserve.Credentials, error) 
 	logger := supervisor.Logger(ctx)
 	if creds, err := e.persisted(); err == nil {
 		logger.Info("using the node's stored certificate", zap.String("node", creds.NodeID), zap.Time("renew_at", e.renewAt(creds.Certificate)))
+		if !e.enrolled {
+			// A crash came after the certificate was saved and before
+			// the sealed configuration: finish what was interrupted.
+			if err := e.seal(creds.CACertificate); err != nil {
+				return nil, err
+			}
+		}
 		return creds, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		logger.Info("the stored certificate cannot be used; enrolling again", zap.Error(err))
@@ -100,6 +121,9 @@ func (e *enrolment) obtain(ctx context.Context) (*roleserve.Credentials, error) 
 		return nil, err
 	}
 	defer conn.Close()
+	if err := e.failpoint("connected"); err != nil {
+		return nil, err
+	}
 	cur := cpb.NewCuratorServiceClient(conn)
 
 	var cert []byte
@@ -107,11 +131,7 @@ func (e *enrolment) obtain(ctx context.Context) (*roleserve.Credentials, error) 
 	if e.register != nil {
 		cert, dir, err = e.registerAndCommit(ctx, cur)
 	} else {
-		var resp *cpb.JoinResponse
-		resp, err = cur.Join(ctx, &cpb.JoinRequest{})
-		if err == nil {
-			cert, dir = resp.NodeCertificate, resp.ClusterDirectory
-		}
+		cert, dir, err = e.join(ctx, cur)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("enrolling: %w", err)
@@ -122,6 +142,33 @@ func (e *enrolment) obtain(ctx context.Context) (*roleserve.Credentials, error) 
 	}
 	logger.Info("enrolled", zap.String("node", creds.NodeID))
 	return creds, nil
+}
+
+// failpoint is where a test may crash the node (see internal/failpoint):
+// after each step of enrolment that changes the cluster.
+func (e *enrolment) failpoint(step string) error {
+	return failpoint.Inject(e.root.Dir + ": enrolment: " + step)
+}
+
+// join asks for a certificate as an UP node that proves its key: after a
+// reboot, and after a crash that came between the commit of a registration
+// and saving its answer.
+func (e *enrolment) join(ctx context.Context, cur cpb.CuratorServiceClient) ([]byte, *cpb.ClusterDirectory, error) {
+	resp, err := cur.Join(ctx, &cpb.JoinRequest{})
+	if err != nil {
+		id := identity.NodeID(e.key.Public().(ed25519.PublicKey))
+		switch status.Code(err) {
+		case codes.NotFound:
+			return nil, nil, fmt.Errorf("joining: the cluster does not know this node (%s): it was deleted; to add the machine again, wipe its storage and register it with new parameters (polisctl ticket --parameters): %w", id, err)
+		case codes.FailedPrecondition:
+			return nil, nil, fmt.Errorf("joining: the cluster refuses this node (%s), which it no longer counts as UP (decommissioned?); to add the machine again, wipe its storage and register it as a new node: %w", id, err)
+		}
+		return nil, nil, fmt.Errorf("joining: %w", err)
+	}
+	if err := e.failpoint("joined"); err != nil {
+		return nil, nil, err
+	}
+	return resp.NodeCertificate, resp.ClusterDirectory, nil
 }
 
 // renewLoop renews the node's certificate whenever it is due (two thirds
@@ -186,7 +233,7 @@ func (e *enrolment) renew(ctx context.Context, creds *roleserve.Credentials) (*r
 // dial connects to the cluster's curators as a key holder.
 func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certificate, error) {
 	ca := e.ca
-	var endpoints []*cpb.CuratorEndpoint
+	endpoints := e.curators
 	if e.register != nil {
 		endpoints = e.register.GetClusterDirectory().GetCurators()
 	}
@@ -230,12 +277,23 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 }
 
 // registerAndCommit registers the node and waits until an operator has
-// approved it.
+// approved it. A node the cluster already counts as UP committed before
+// and crashed before it saved the answer: it joins instead.
 func (e *enrolment) registerAndCommit(ctx context.Context, cur cpb.CuratorServiceClient) ([]byte, *cpb.ClusterDirectory, error) {
 	logger := supervisor.Logger(ctx)
 	reg, err := cur.Register(ctx, &cpb.RegisterRequest{RegisterTicket: e.register.RegisterTicket, Status: e.status})
-	if err != nil {
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.AlreadyExists:
+		logger.Info("the cluster counts this node as UP already (it committed its registration before a crash); joining")
+		return e.join(ctx, cur)
+	case codes.PermissionDenied:
+		return nil, nil, fmt.Errorf("registering: the cluster refuses this node: if the register ticket was rotated, start the node with new parameters (polisctl ticket --parameters); if the node was decommissioned, wipe its storage to register it as a new node: %w", err)
+	default:
 		return nil, nil, fmt.Errorf("registering: %w", err)
+	}
+	if err := e.failpoint("registered"); err != nil {
+		return nil, nil, err
 	}
 	logger.Info("registered; waiting for an operator to approve this node", zap.String("node", reg.NodeId))
 	bo := backoff.NewExponentialBackOff()
@@ -243,17 +301,31 @@ func (e *enrolment) registerAndCommit(ctx context.Context, cur cpb.CuratorServic
 	bo.MaxInterval = 5 * time.Second
 	for {
 		resp, err := cur.CommitRegistration(ctx, &cpb.CommitRegistrationRequest{})
-		if err == nil {
+		switch status.Code(err) {
+		case codes.OK:
+			if err := e.failpoint("committed"); err != nil {
+				return nil, nil, err
+			}
 			return resp.NodeCertificate, resp.ClusterDirectory, nil
-		}
-		if status.Code(err) != codes.FailedPrecondition {
+		case codes.FailedPrecondition:
+			// NEW (not approved yet), or decommissioned meanwhile: the
+			// curator's message says which.
+			logger.Info("not approved yet", zap.String("node", reg.NodeId), zap.String("curator_says", status.Convert(err).Message()))
+		case codes.Unavailable:
+			// No leader for a moment, or the answer was lost: the commit
+			// is idempotent, so ask again.
+			logger.Info("the curators cannot answer; asking again", zap.String("node", reg.NodeId), zap.Error(err))
+		case codes.NotFound:
+			return nil, nil, fmt.Errorf("committing the registration: the node was deleted while it waited for approval; it registers again: %w", err)
+		default:
 			return nil, nil, fmt.Errorf("committing the registration: %w", err)
 		}
 		wait := bo.NextBackOff()
-		logger.Info("not approved yet", zap.String("node", reg.NodeId), zap.Duration("retry_in", wait), zap.String("curator_says", status.Convert(err).Message()))
+		t := time.NewTimer(wait)
 		select {
-		case <-time.After(wait):
+		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return nil, nil, ctx.Err()
 		}
 	}
@@ -274,13 +346,13 @@ func (e *enrolment) persisted() (*roleserve.Credentials, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.ca != nil && !creds.CACertificate.Equal(e.ca) {
+		return nil, errors.New("the stored certificate is from another cluster than the node's sealed configuration or parameters name")
+	}
 	if !e.now().Before(e.renewAt(creds.Certificate)) {
 		return nil, fmt.Errorf("the certificate is due for renewal since %v", e.renewAt(creds.Certificate))
 	}
-	var dir cpb.ClusterDirectory
-	if err := e.root.ESP.ClusterDirectory.ReadProto(&dir); err == nil {
-		creds.Curators = dir.Curators
-	}
+	creds.Curators = e.curators
 	return creds, nil
 }
 
@@ -322,8 +394,21 @@ func (e *enrolment) save(certDER []byte, ca *x509.Certificate, dir *cpb.ClusterD
 		}
 		creds.Curators = dir.Curators
 	}
-	if err := writeSealedConfiguration(e.root, e.sealer, &nodev1.SealedConfiguration{NodePrivateKeySeed: e.key.Seed(), CaCertificate: ca.Raw}); err != nil {
+	if len(creds.Curators) == 0 {
+		creds.Curators = e.curators
+	}
+	if err := e.seal(ca); err != nil {
 		return nil, err
 	}
 	return creds, nil
+}
+
+// seal writes the sealed configuration, which marks the node as enrolled,
+// and then forgets the register ticket, which it never needs again.
+func (e *enrolment) seal(ca *x509.Certificate) error {
+	if err := writeSealedConfiguration(e.root, e.sealer, &nodev1.SealedConfiguration{NodePrivateKeySeed: e.key.Seed(), CaCertificate: ca.Raw}); err != nil {
+		return err
+	}
+	e.enrolled = true
+	return forgetTicket(e.root.ESP.NodeParameters)
 }

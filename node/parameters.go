@@ -5,12 +5,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/localstorage"
@@ -46,32 +49,47 @@ func LoadParameters(src ParameterSources) (*nodev1.NodeParameters, []string, err
 		p     *nodev1.NodeParameters
 	}
 	var all []found
+	parse := func(where, path string, b []byte) error {
+		p, err := ParseParameters(b)
+		if err != nil {
+			return fmt.Errorf("node parameters from %s (%s): %w", where, path, err)
+		}
+		all = append(all, found{where: where, p: p})
+		return nil
+	}
 	read := func(where, path string) error {
 		if path == "" {
 			return nil
 		}
-		b, err := os.ReadFile(path)
+		b, err := readLimited(path, maxParametersSize)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("reading node parameters from %s (%s): %w", where, path, err)
 		}
-		var p nodev1.NodeParameters
-		if err := proto.Unmarshal(b, &p); err != nil {
-			return fmt.Errorf("node parameters from %s (%s) are corrupt: %w", where, path, err)
-		}
-		if err := ValidateParameters(&p); err != nil {
-			return fmt.Errorf("node parameters from %s (%s): %w", where, path, err)
-		}
-		all = append(all, found{where: where, p: &p})
-		return nil
+		return parse(where, path, b)
 	}
 	if err := read("fw_cfg", src.FWCfg); err != nil {
 		return nil, nil, err
 	}
-	if err := read("the ESP", src.ESP.Path); err != nil {
-		return nil, nil, err
+	// The ESP's copy is the node's own, written through localstorage (and
+	// so checksummed).
+	if src.ESP.Path != "" {
+		b, err := src.ESP.Read()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, nil, err
+		default:
+			if isForgotten(b) {
+				return nil, nil, fmt.Errorf("%w: the parameters in %s are those of a node that enrolled and forgot its register ticket, but its sealed configuration is gone: restore %s from a backup, or wipe the node's storage and start it with new parameters (polisctl ticket --parameters) to register it as a new node",
+					ErrNoParameters, src.ESP.Path, filepath.Join(filepath.Dir(src.ESP.Path), "sealed-configuration"))
+			}
+			if err := parse("the ESP", src.ESP.Path, b); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	if err := read("the command line", src.File); err != nil {
 		return nil, nil, err
@@ -93,6 +111,108 @@ func LoadParameters(src ParameterSources) (*nodev1.NodeParameters, []string, err
 		wheres = append(wheres, f.where)
 	}
 	return all[0].p, wheres, nil
+}
+
+// maxParametersSize bounds what is read as node parameters: real ones are a
+// few kilobytes (a CA certificate and a handful of curators), and fw_cfg or
+// a path on the command line could name anything.
+const maxParametersSize = 1 << 20
+
+// readLimited reads at most limit bytes of path, refusing a longer file.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes: not node parameters", limit)
+	}
+	return b, nil
+}
+
+// ParseParameters decodes and checks node parameters (a NodeParameters
+// message in binary protobuf) from outside the node: fw_cfg, the command
+// line, the ESP. Fields this version does not know are refused, not
+// ignored: they would be instructions the node silently drops.
+func ParseParameters(b []byte) (*nodev1.NodeParameters, error) {
+	if len(b) > maxParametersSize {
+		return nil, fmt.Errorf("%d bytes, more than %d: not node parameters", len(b), maxParametersSize)
+	}
+	var p nodev1.NodeParameters
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("corrupt: not a NodeParameters message: %w", err)
+	}
+	if hasUnknownFields(p.ProtoReflect()) {
+		return nil, errors.New("they hold fields this node agent does not know: made for another version?")
+	}
+	if err := ValidateParameters(&p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// hasUnknownFields reports whether m or a message in it holds fields its
+// schema does not know.
+func hasUnknownFields(m protoreflect.Message) bool {
+	if len(m.GetUnknown()) > 0 {
+		return true
+	}
+	unknown := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			l := v.List()
+			for i := range l.Len() {
+				if hasUnknownFields(l.Get(i).Message()) {
+					unknown = true
+				}
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			unknown = hasUnknownFields(v.Message())
+		}
+		return !unknown
+	})
+	return unknown
+}
+
+// forgetTicket removes the register ticket from the parameters on the ESP
+// (f): once a node is enrolled it never registers again, and a ticket left
+// on its disk would let whoever reads the disk later (of a decommissioned
+// node, say) register nodes of their own. The rest stays, since the
+// cluster directory in it is a way back to the curators. It is idempotent.
+func forgetTicket(f localstorage.File) error {
+	var p nodev1.NodeParameters
+	err := f.ReadProto(&p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		// Damaged parameters of an enrolled node are useless, and may
+		// still hold the ticket.
+		return f.Remove()
+	}
+	r := p.GetClusterRegister()
+	if len(r.GetRegisterTicket()) == 0 {
+		return nil
+	}
+	r.RegisterTicket = nil
+	return f.WriteProto(&p)
+}
+
+// isForgotten reports whether b are parameters whose ticket forgetTicket
+// removed.
+func isForgotten(b []byte) bool {
+	var p nodev1.NodeParameters
+	if proto.Unmarshal(b, &p) != nil {
+		return false
+	}
+	r := p.GetClusterRegister()
+	return r != nil && len(r.RegisterTicket) == 0
 }
 
 // ValidateParameters checks parameters for everything a node needs before

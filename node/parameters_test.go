@@ -58,7 +58,9 @@ func TestLoadParameters(t *testing.T) {
 	}
 
 	// The same parameters in two places agree.
-	writeParams(t, src.ESP.Path, p)
+	if err := src.ESP.WriteProto(p); err != nil {
+		t.Fatal(err)
+	}
 	if _, where, err := LoadParameters(src); err != nil || len(where) != 2 {
 		t.Fatalf("two agreeing sources: %v, %v", where, err)
 	}
@@ -114,5 +116,83 @@ func TestValidateParameters(t *testing.T) {
 		if err := ValidateParameters(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error about %s", name, err, tc.want)
 		}
+	}
+}
+
+// A sealed configuration that unseals but holds a key seed of the wrong
+// size is refused with an error naming the file; before, it panicked in
+// ed25519.NewKeyFromSeed on every start.
+func TestSealedConfigurationChecked(t *testing.T) {
+	root, err := localstorage.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Create(); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := identity.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*nodev1.SealedConfiguration{
+		"short seed": {NodePrivateKeySeed: key.Seed()[:31], CaCertificate: ca.Certificate().Raw},
+		"no CA":      {NodePrivateKeySeed: key.Seed()},
+	} {
+		if err := writeSealedConfiguration(root, localstorage.Unsealed{}, c); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readSealedConfiguration(root, localstorage.Unsealed{})
+		if !errors.Is(err, localstorage.ErrCorrupt) || !strings.Contains(err.Error(), root.ESP.SealedConfiguration.Path) {
+			t.Errorf("%s: %v, want a CorruptError naming the file", name, err)
+		}
+	}
+	good := &nodev1.SealedConfiguration{NodePrivateKeySeed: key.Seed(), CaCertificate: ca.Certificate().Raw}
+	if err := writeSealedConfiguration(root, localstorage.Unsealed{}, good); err != nil {
+		t.Fatal(err)
+	}
+	s, err := readSealedConfiguration(root, localstorage.Unsealed{})
+	if err != nil || !s.key.Equal(key) {
+		t.Fatalf("the good configuration: %v", err)
+	}
+}
+
+// Once enrolled, a node keeps its parameters without the register ticket;
+// such parameters without a sealed configuration say what happened.
+func TestForgetTicket(t *testing.T) {
+	ca, err := identity.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := localstorage.File{Path: filepath.Join(t.TempDir(), "parameters.pb")}
+	p := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{ClusterRegister: &nodev1.ClusterRegister{
+		RegisterTicket: []byte("secret-ticket-secret-ticket-0123"),
+		ClusterDirectory: &cpb.ClusterDirectory{
+			Curators:      []*cpb.CuratorEndpoint{{NodeId: "node-x", Address: "127.0.0.1", Port: 7835}},
+			CaCertificate: ca.Certificate().Raw,
+		},
+	}}}
+	if err := f.WriteProto(p); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := forgetTicket(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := os.ReadFile(f.Path)
+	if strings.Contains(string(raw), "secret-ticket") {
+		t.Fatal("the ticket is still on disk")
+	}
+	var kept nodev1.NodeParameters
+	if err := f.ReadProto(&kept); err != nil || len(kept.GetClusterRegister().GetClusterDirectory().GetCurators()) != 1 {
+		t.Fatalf("the directory was not kept: %v", err)
+	}
+	_, _, err = LoadParameters(ParameterSources{ESP: f})
+	if !errors.Is(err, ErrNoParameters) || !strings.Contains(err.Error(), "sealed-configuration") {
+		t.Fatalf("LoadParameters of forgotten parameters = %v", err)
 	}
 }

@@ -15,10 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/nodetest"
 )
@@ -205,11 +203,13 @@ func TestCLI(t *testing.T) {
 	}
 	params := filepath.Join(t.TempDir(), "parameters.pb")
 	r.ok("ticket", "--parameters", params)
-	var p nodev1.NodeParameters
-	if err := (localstorage.File{Path: params}).ReadProto(&p); err != nil {
+	// Read as the node reads --parameters: as they are.
+	raw, err := os.ReadFile(params)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.ValidateParameters(&p); err != nil {
+	p, err := node.ParseParameters(raw)
+	if err != nil {
 		t.Fatalf("ticket --parameters wrote invalid parameters: %v", err)
 	}
 	if st, err := os.Stat(params); err != nil || st.Mode().Perm() != 0o600 {
@@ -244,7 +244,7 @@ func TestCLI(t *testing.T) {
 	}
 	waitLine(first.NodeID, "UP")
 
-	second := nodetest.StartNode(t, c.addrs[1], &p)
+	second := nodetest.StartNode(t, c.addrs[1], p)
 	line := waitLine("appeared", "NEW")
 	secondID := strings.Fields(line)[1]
 	r.ok("node", "approve", secondID)

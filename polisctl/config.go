@@ -77,8 +77,12 @@ func newConfig(dir string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuration directory %s: %w", dir, err)
 	}
+	// Plain: the operator's files are read by other tools too (the JSON
+	// by scripts, the DER by openssl or curl), and each carries its own
+	// check: the certificate and key must match, the CA is pinned by
+	// fingerprint.
 	f := func(name string, secret bool) localstorage.File {
-		return localstorage.File{Path: filepath.Join(abs, name), Secret: secret}
+		return localstorage.File{Path: filepath.Join(abs, name), Secret: secret, Plain: true}
 	}
 	return &config{
 		dir:     abs,

@@ -500,11 +500,13 @@ secret all the same; polisctl ticket rotate replaces it.`,
 					RegisterTicket:   resp.RegisterTicket,
 					ClusterDirectory: resp.ClusterDirectory,
 				}}}
+				// Plain: the node reads them as they are, from fw_cfg or
+				// --parameters.
 				abs, err := filepath.Abs(parameters)
 				if err != nil {
 					return fmt.Errorf("--parameters %s: %w", parameters, err)
 				}
-				if err := (localstorage.File{Path: abs, Secret: true}).WriteProto(p); err != nil {
+				if err := (localstorage.File{Path: abs, Secret: true, Plain: true}).WriteProto(p); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Wrote the parameters of a new node to %s.\n", parameters)

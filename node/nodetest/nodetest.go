@@ -121,7 +121,11 @@ func (n *Node) Start(t testing.TB) {
 		t.Fatal(err)
 	}
 	n.Agent = a
-	n.stop = supervisor.TestHarness(t, a.Run)
+	s, cancel := supervisor.TestHarnessTree(t, a.Run)
+	n.stop = func() {
+		cancel()
+		s.Wait()
+	}
 }
 
 // Stop stops the agent Start started and waits until it has returned.
