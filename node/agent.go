@@ -49,8 +49,9 @@ type Config struct {
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
 	// its defaults. Tests shorten them.
 	LeaseTTL, HeartbeatInterval time.Duration
-	// NodeAPIPort is the node API's port; zero means nodeapi.DefaultPort.
-	NodeAPIPort uint16
+	// NodeAPIPort is the node API's port and MetricsPort that of its
+	// /metrics; zero means nodeapi's defaults.
+	NodeAPIPort, MetricsPort uint16
 	// LogRing holds the agent's log lines for the node API's Logs; the
 	// caller tees its logger into it. Optional.
 	LogRing *logring.Ring
@@ -184,12 +185,14 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	api, err := nodeapi.New(nodeapi.Config{
-		Address:     n.cfg.Address,
-		Port:        n.cfg.NodeAPIPort,
-		Credentials: &n.values.Credentials,
-		Logs:        n.cfg.LogRing,
-		RoleServer:  &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values)},
-		Power:       n.cfg.Power,
+		Address:           n.cfg.Address,
+		Port:              n.cfg.NodeAPIPort,
+		MetricsPort:       n.cfg.MetricsPort,
+		Credentials:       &n.values.Credentials,
+		LocalControlPlane: &n.values.LocalControlPlane,
+		Logs:              n.cfg.LogRing,
+		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values)},
+		Power:             n.cfg.Power,
 	})
 	if err != nil {
 		return err

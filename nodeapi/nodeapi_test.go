@@ -5,12 +5,17 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,6 +69,21 @@ func dial(t *testing.T, c *nodetest.Cluster, addr netip.Addr, nodeID string, cer
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// scrape reads url's metrics with Prometheus' own parser.
+func scrape(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
 }
 
 // waitServing waits until the node API answers health checks.
@@ -138,6 +158,44 @@ func TestNodeAPI(t *testing.T) {
 			t.Errorf("a refused caller got the node to %s", a)
 		default:
 		}
+	})
+
+	t.Run("Metrics", func(t *testing.T) {
+		url := "http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/metrics"
+		nodetest.Eventually(t, "every kind of metric scraped", func() error {
+			fams, err := scrape(url)
+			if err != nil {
+				return err
+			}
+			for _, want := range []struct{ family, label, value string }{
+				{"etcd_server_has_leader", "", ""},
+				{"polis_curator_grpc_server_handled_total", "grpc_method", "Heartbeat"},
+				{"polis_curator_grpc_server_handling_seconds", "grpc_service", "polis.curator.v1.ManagementService"},
+				{"polis_supervisor_runnables", "state", "healthy"},
+				{"polis_supervisor_runnable_restarts", "runnable", "root.roleserve.heartbeat"},
+				{"polis_event_sets_total", "value", "credentials"},
+				{"polis_event_watchers", "value", "localRoles"},
+				{"polis_curator_node_heartbeat_age_seconds", "node", c.IDs[0]},
+			} {
+				f := fams[want.family]
+				if f == nil {
+					return fmt.Errorf("no %s", want.family)
+				}
+				if want.label == "" {
+					continue
+				}
+				found := false
+				for _, m := range f.Metric {
+					for _, l := range m.Label {
+						found = found || l.GetName() == want.label && l.GetValue() == want.value
+					}
+				}
+				if !found {
+					return fmt.Errorf("%s has no %s=%q", want.family, want.label, want.value)
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("SupervisorTree", func(t *testing.T) {

@@ -36,6 +36,12 @@ type Config struct {
 	Address netip.Addr
 	// Port defaults to DefaultPort; tests may give any free port.
 	Port uint16
+	// MetricsPort is where /metrics is served (see metrics.go); it
+	// defaults to DefaultMetricsPort.
+	MetricsPort uint16
+	// LocalControlPlane is the node's control plane, for the metrics of
+	// its curator. Optional.
+	LocalControlPlane event.ValueWatch[*roleserve.LocalControlPlane]
 	// Credentials are the node's; the API serves once they are set,
 	// presenting the node certificate. Required.
 	Credentials event.ValueWatch[*roleserve.Credentials]
@@ -96,6 +102,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Port == 0 {
 		cfg.Port = DefaultPort
 	}
+	if cfg.MetricsPort == 0 {
+		cfg.MetricsPort = DefaultMetricsPort
+	}
 	return &Service{cfg: cfg}, nil
 }
 
@@ -119,6 +128,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	if err := supervisor.Run(ctx, "grpc", s.serve(creds, tree)); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "metrics", s.serveMetrics(creds, tree)); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)

@@ -72,7 +72,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		o                       options
 		address                 string
 		consensusPort, curPort  uint
-		apiPort                 uint
+		apiPort, metricsPort    uint
 		level                   = zapcore.InfoLevel
 		leaseTTL, heartbeatIntv time.Duration
 	)
@@ -82,6 +82,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.UintVar(&consensusPort, "consensus-port", roleserve.DefaultConsensusPort, "the consensus member's peer port")
 	fs.UintVar(&curPort, "curator-port", roleserve.DefaultCuratorPort, "the curator's port")
 	fs.UintVar(&apiPort, "node-api-port", nodeapi.DefaultPort, "the node API's port (polisctl node ...)")
+	fs.UintVar(&metricsPort, "metrics-port", nodeapi.DefaultMetricsPort, "the port of /metrics (plain HTTP on a loopback address, else HTTPS with the cluster's mTLS)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
 	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
@@ -111,7 +112,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		name string
 		v    uint
 		dst  *uint16
-	}{{"consensus-port", consensusPort, &o.cfg.ConsensusPort}, {"curator-port", curPort, &o.cfg.CuratorPort}, {"node-api-port", apiPort, &o.cfg.NodeAPIPort}} {
+	}{{"consensus-port", consensusPort, &o.cfg.ConsensusPort}, {"curator-port", curPort, &o.cfg.CuratorPort}, {"node-api-port", apiPort, &o.cfg.NodeAPIPort}, {"metrics-port", metricsPort, &o.cfg.MetricsPort}} {
 		if p.v == 0 || p.v > 65535 {
 			return nil, fmt.Errorf("--%s %d: not a port", p.name, p.v)
 		}
