@@ -151,7 +151,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(creds),
 		// No request needs more; the stored parts of requests have
 		// tighter limits of their own (validate.go).
@@ -159,13 +159,16 @@ func (s *Service) Run(ctx context.Context) error {
 		// Clients ping idle connections to notice a hung curator (see
 		// curator/client); allow that, and refuse anything more eager.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinClientPingInterval, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.streamInterceptor),
-	)
+	}, s.serverOptions()...)...)
 	rpc := &rpcServer{s: s, ca: ca, self: &cpb.CuratorEndpoint{NodeId: s.nodeID, Address: addr.Addr().String(), Port: uint32(addr.Port())}}
 	cpb.RegisterCuratorServiceServer(srv, rpc)
 	cpb.RegisterManagementServiceServer(srv, rpc)
 	cpb.RegisterAAAServiceServer(srv, rpc)
+	// Health, reflection and metrics (observability.go).
+	hs := registerStandard(srv)
+	if err := supervisor.Run(ctx, "health", s.trackHealth(hs)); err != nil {
+		return err
+	}
 
 	s.status.Set(&Status{NodeID: s.nodeID, Address: addr, CACertificate: ca.Certificate().Raw})
 	// Withdrawn as soon as this run stops serving, however it ends: a
@@ -178,6 +181,8 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { served <- srv.Serve(lis) }()
 	select {
 	case <-ctx.Done():
+		// Health checkers see the stop before the connections go.
+		hs.Shutdown()
 		// Streams (Watch) never end by themselves: stop, do not drain.
 		srv.Stop()
 		<-served

@@ -20,6 +20,8 @@ import (
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/localstorage"
+	"github.com/polis-os/polis/logring"
+	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -48,6 +50,15 @@ type Config struct {
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
 	// its defaults. Tests shorten them.
 	LeaseTTL, HeartbeatInterval time.Duration
+	// NodeAPIPort is the node API's port and MetricsPort that of its
+	// /metrics; zero means nodeapi's defaults.
+	NodeAPIPort, MetricsPort uint16
+	// LogRing holds the agent's log lines for the node API's Logs; the
+	// caller tees its logger into it. Optional.
+	LogRing *logring.Ring
+	// Power reboots or powers off the node for the node API; optional
+	// (without it the node API refuses both).
+	Power nodeapi.PowerFunc
 }
 
 // Node is a node agent. Make it with New and run it with Run under a
@@ -182,10 +193,26 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	api, err := nodeapi.New(nodeapi.Config{
+		Address:           n.cfg.Address,
+		Port:              n.cfg.NodeAPIPort,
+		MetricsPort:       n.cfg.MetricsPort,
+		Credentials:       &n.values.Credentials,
+		LocalControlPlane: &n.values.LocalControlPlane,
+		Logs:              n.cfg.LogRing,
+		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values)},
+		Power:             n.cfg.Power,
+	})
+	if err != nil {
+		return err
+	}
 	if err := supervisor.Run(ctx, "enrolment", en.run); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "roleserve", rs.Run); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "nodeapi", api.Run); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)

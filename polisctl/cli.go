@@ -23,6 +23,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/nodeapi"
 )
 
 // Command returns polisctl's root command. cmd/polisctl executes it; tests
@@ -37,6 +38,8 @@ func Command() *cobra.Command {
 type cli struct {
 	configDir string
 	timeout   time.Duration
+	// nodeAPIPort is where the node commands reach a node's own API.
+	nodeAPIPort uint16
 	// terminal says whether the reader is an interactive terminal, where
 	// take-ownership may ask its question. A field so that tests can
 	// answer the question through a pipe.
@@ -87,6 +90,7 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	}
 	root.PersistentFlags().StringVar(&c.configDir, "config", "", "configuration directory (default $POLISCTL_CONFIG, $XDG_CONFIG_HOME/polisctl or ~/.config/polisctl)")
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
+	root.PersistentFlags().Uint16Var(&c.nodeAPIPort, "node-api-port", nodeapi.DefaultPort, "the port of the nodes' own API (node logs, services, graph, reboot)")
 	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd())
 	return root
 }

@@ -26,6 +26,7 @@ func (c *cli) nodeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "List, admit, change and remove nodes"}
 	cmd.AddCommand(c.nodeList(), c.nodeDescribe(), c.nodeApprove(), c.nodeRole(true), c.nodeRole(false),
 		c.nodeLabel(), c.nodeDecommission(), c.nodeDelete(), c.nodeWatch())
+	cmd.AddCommand(c.nodeAPICommands()...)
 	return cmd
 }
 

@@ -151,6 +151,7 @@ func (g *group) runOnce(parentCtx context.Context, bo backoff.BackOff, attempt i
 	now = time.Now()
 	s.mu.Lock()
 	for _, m := range g.members {
+		m.backoffUntil = now.Add(wait)
 		m.setState(StateBackoff, now)
 	}
 	s.publishLocked()

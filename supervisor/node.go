@@ -26,6 +26,8 @@ type node struct {
 	since    time.Time
 	restarts int
 	lastErr  string
+	// backoffUntil is when a node in StateBackoff restarts.
+	backoffUntil time.Time
 	// cur is the latest run of the runnable; nil before the first one.
 	cur *run
 	// kids are the children started by cur, sorted by name.

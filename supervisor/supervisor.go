@@ -73,6 +73,17 @@ func (s *Supervisor) Tree() event.ValueWatch[TreeState] {
 	return treeWatch{&s.tree}
 }
 
+// TreeOf returns the Tree of the supervisor that runs the runnable owning
+// ctx, so that a runnable can show the tree it is part of (the node API
+// does), or false for a context that belongs to no runnable.
+func TreeOf(ctx context.Context) (event.ValueWatch[TreeState], bool) {
+	r := runFrom(ctx)
+	if r == nil {
+		return nil, false
+	}
+	return r.node.sup.Tree(), true
+}
+
 // treeWatch hides the Set of the underlying value: only the supervisor
 // may write the tree.
 type treeWatch struct{ v *memory.Value[TreeState] }
@@ -113,6 +124,9 @@ func (n *node) rebuild() *snapNode {
 		restarts:  n.restarts,
 		lastError: n.lastErr,
 		since:     n.since,
+	}
+	if n.state == StateBackoff {
+		sn.until = n.backoffUntil
 	}
 	if len(n.kids) > 0 {
 		sn.children = make([][]*snapNode, (len(n.kids)+chunkSize-1)/chunkSize)

@@ -89,6 +89,8 @@ type NodeState struct {
 	LastError string
 	// Since is when the node entered State.
 	Since time.Time
+	// Until is, in StateBackoff, when the restart is due; zero otherwise.
+	Until time.Time
 
 	snap *snapNode
 }
@@ -100,6 +102,7 @@ type snapNode struct {
 	restarts  int
 	lastError string
 	since     time.Time
+	until     time.Time
 	// children are sorted by name and cut into chunks of at most
 	// chunkSize, so that a change below a wide node copies one chunk and
 	// the chunk index rather than every sibling.
@@ -117,6 +120,7 @@ func (n *snapNode) public() NodeState {
 		Restarts:  n.restarts,
 		LastError: n.lastError,
 		Since:     n.since,
+		Until:     n.until,
 		snap:      n,
 	}
 }

@@ -10,8 +10,12 @@
 // its storage is enough to rejoin, and --parameters is ignored.
 //
 // Logs are structured (zap); every line names the runnable that wrote it
-// (root.roleserve.heartbeat, ...). SIGINT or SIGTERM stops the node: every
-// runnable is cancelled and waited for, then the process exits with 0.
+// (root.roleserve.heartbeat, ...). The same lines are kept in memory, a
+// ring per runnable (logring), for the node API (polisctl node logs).
+// SIGINT or SIGTERM stops the node: every runnable is cancelled and waited
+// for, then the process exits with 0. The node API's PowerOff does the
+// same; its Reboot stops the node the same way and then executes the agent
+// again in the same process (same PID, same arguments).
 package main
 
 import (
@@ -23,13 +27,16 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
+	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -39,6 +46,11 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)
 	switch {
+	case errors.Is(err, errReboot):
+		stop()
+		err = reexec()
+		fmt.Fprintln(os.Stderr, "polis-node: rebooting:", err)
+		os.Exit(2)
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	default:
 		fmt.Fprintln(os.Stderr, "polis-node:", err)
@@ -60,6 +72,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		o                       options
 		address                 string
 		consensusPort, curPort  uint
+		apiPort, metricsPort    uint
 		level                   = zapcore.InfoLevel
 		leaseTTL, heartbeatIntv time.Duration
 	)
@@ -68,6 +81,8 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.StringVar(&o.cfg.ParametersFile, "parameters", "", "a node parameters file (NodeParameters, binary protobuf); needed until the node has joined a cluster")
 	fs.UintVar(&consensusPort, "consensus-port", roleserve.DefaultConsensusPort, "the consensus member's peer port")
 	fs.UintVar(&curPort, "curator-port", roleserve.DefaultCuratorPort, "the curator's port")
+	fs.UintVar(&apiPort, "node-api-port", nodeapi.DefaultPort, "the node API's port (polisctl node ...)")
+	fs.UintVar(&metricsPort, "metrics-port", nodeapi.DefaultMetricsPort, "the port of /metrics (plain HTTP on a loopback address, else HTTPS with the cluster's mTLS)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
 	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
@@ -97,7 +112,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		name string
 		v    uint
 		dst  *uint16
-	}{{"consensus-port", consensusPort, &o.cfg.ConsensusPort}, {"curator-port", curPort, &o.cfg.CuratorPort}} {
+	}{{"consensus-port", consensusPort, &o.cfg.ConsensusPort}, {"curator-port", curPort, &o.cfg.CuratorPort}, {"node-api-port", apiPort, &o.cfg.NodeAPIPort}, {"metrics-port", metricsPort, &o.cfg.MetricsPort}} {
 		if p.v == 0 || p.v > 65535 {
 			return nil, fmt.Errorf("--%s %d: not a port", p.name, p.v)
 		}
@@ -114,9 +129,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	return &o, nil
 }
 
-// newLogger writes to out; the logger's name (the runnable's place in the
-// tree) is part of every line in both formats.
-func newLogger(format string, level zapcore.Level, out io.Writer) *zap.Logger {
+// newLogger writes to out, and to ring if it is not nil; the logger's name
+// (the runnable's place in the tree) is part of every line in both formats.
+func newLogger(format string, level zapcore.Level, out io.Writer, ring *logring.Ring) *zap.Logger {
 	ec := zap.NewProductionEncoderConfig()
 	ec.EncodeTime = zapcore.ISO8601TimeEncoder
 	var enc zapcore.Encoder
@@ -126,7 +141,25 @@ func newLogger(format string, level zapcore.Level, out io.Writer) *zap.Logger {
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder
 		enc = zapcore.NewConsoleEncoder(ec)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), level), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel))
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), level)
+	if ring != nil {
+		core = zapcore.NewTee(core, ring.Core(level))
+	}
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel))
+}
+
+// errReboot is what run returns when the node API asked for a reboot: the
+// node has stopped, and main executes the agent again.
+var errReboot = errors.New("reboot requested")
+
+// reexec replaces the process with a new run of the same executable and
+// arguments; it returns only on failure.
+func reexec() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(exe, os.Args, os.Environ())
 }
 
 func run(ctx context.Context, args []string, logOut io.Writer) error {
@@ -134,13 +167,24 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	base := newLogger(o.logFormat, o.level, logOut)
+	ring := logring.New(logring.Config{})
+	base := newLogger(o.logFormat, o.level, logOut, ring)
 	defer base.Sync() //nolint:errcheck // stderr cannot always be synced
 	// The supervisor names every runnable's logger after its place in the
 	// tree (root.roleserve...); lines from outside the tree say "main".
 	logger := base.Named("main")
 	if !o.cfg.Address.IsLoopback() {
 		logger.Warn("development mode on a non-loopback address: the node's ports are reachable from the network", zap.Stringer("address", o.cfg.Address))
+	}
+	// A power request from the node API stops the node as a signal does;
+	// main then exits or starts the agent again.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var power atomic.Int32
+	o.cfg.LogRing = ring
+	o.cfg.Power = func(a nodeapi.PowerAction) {
+		power.CompareAndSwap(0, int32(a))
+		cancel()
 	}
 	n, err := node.New(o.cfg)
 	if err != nil {
@@ -156,6 +200,10 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")
 	s.Wait()
+	if nodeapi.PowerAction(power.Load()) == nodeapi.Reboot {
+		logger.Info("stopped; rebooting: starting the agent again")
+		return errReboot
+	}
 	logger.Info("stopped")
 	return nil
 }

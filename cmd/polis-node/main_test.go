@@ -46,7 +46,7 @@ func TestParseFlags(t *testing.T) {
 // formats carry the logger's name.
 func TestLoggerNamesRunnable(t *testing.T) {
 	var buf bytes.Buffer
-	newLogger("json", zapcore.InfoLevel, &buf).Named("root").Named("roleserve").Info("hello")
+	newLogger("json", zapcore.InfoLevel, &buf, nil).Named("root").Named("roleserve").Info("hello")
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatalf("%q: %v", buf.String(), err)
@@ -55,7 +55,7 @@ func TestLoggerNamesRunnable(t *testing.T) {
 		t.Errorf("json line %q has no logger root.roleserve", buf.String())
 	}
 	buf.Reset()
-	newLogger("console", zapcore.InfoLevel, &buf).Named("root").Named("heartbeat").Info("hello")
+	newLogger("console", zapcore.InfoLevel, &buf, nil).Named("root").Named("heartbeat").Info("hello")
 	if !strings.Contains(buf.String(), "root.heartbeat") {
 		t.Errorf("console line %q does not name the runnable", buf.String())
 	}

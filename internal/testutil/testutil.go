@@ -15,7 +15,7 @@
 // or the tests of two packages that go test runs in parallel, never meet on
 // an address, each package owns one second octet of 127.0.0.0/8 and each
 // test takes a fresh /24 of it (Subnets). The octets in use: consensus 24,
-// curator 25, curator/client 26, node 27, polisctl 28, roleserve 29,
+// curator 25, curator/client 26, node 27, polisctl 28, roleserve 29, nodeapi 31,
 // event/etcd 61, identity 62, test/e2e 78; launch uses 127.77 (its default)
 // and 127.79.
 package testutil

@@ -15,6 +15,7 @@ package nodetest
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -25,6 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -35,7 +39,9 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
+	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -72,13 +78,18 @@ type Node struct {
 	Addr netip.Addr
 	// Agent is the running agent, set by Start.
 	Agent *node.Node
+	// Logs holds the agent's log lines (the node API's Logs), set by Start.
+	Logs *logring.Ring
+	// PowerRequests receives the node API's Reboot and PowerOff requests;
+	// nothing else happens to the agent (the test decides).
+	PowerRequests chan nodeapi.PowerAction
 
 	stop func()
 }
 
 // NewNode returns a node on addr with a fresh directory, not started.
 func NewNode(t testing.TB, addr netip.Addr) *Node {
-	return &Node{Dir: t.TempDir(), Addr: addr}
+	return &Node{Dir: t.TempDir(), Addr: addr, PowerRequests: make(chan nodeapi.PowerAction, 8)}
 }
 
 // StartNode writes p as a new node's parameters and starts it on addr.
@@ -110,18 +121,27 @@ func (n *Node) WriteParameters(t testing.TB, p *nodev1.NodeParameters) {
 // supervisor test harness until Stop or the end of the test.
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
+	n.Logs = logring.New(logring.Config{})
 	a, err := node.New(node.Config{
 		StorageRoot:       filepath.Join(n.Dir, "storage"),
 		Address:           n.Addr,
 		ParametersFile:    n.ParametersFile(),
 		LeaseTTL:          LeaseTTL,
 		HeartbeatInterval: HeartbeatInterval,
+		LogRing:           n.Logs,
+		Power: func(a nodeapi.PowerAction) {
+			select {
+			case n.PowerRequests <- a:
+			default:
+			}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.Agent = a
-	s, cancel := supervisor.TestHarnessTree(t, a.Run)
+	logger := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), n.Logs.Core(zapcore.DebugLevel)))
+	s, cancel := supervisor.TestHarnessTree(t, a.Run, supervisor.WithLogger(logger))
 	n.stop = func() {
 		cancel()
 		s.Wait()
@@ -184,6 +204,10 @@ type Cluster struct {
 	IDs []string
 	// OwnerKey is the key the cluster was bootstrapped for.
 	OwnerKey ed25519.PrivateKey
+	// OwnerCertificate is the owner's certificate with OwnerKey, and CA
+	// the cluster CA's certificate, to call the node API as the owner.
+	OwnerCertificate tls.Certificate
+	CA               *x509.Certificate
 	// Management is a Management client acting as the owner, following the
 	// curator leader.
 	Management cpb.ManagementServiceClient
@@ -212,8 +236,9 @@ func FormCluster(t testing.TB, n int, subnets *testutil.Subnets) *Cluster {
 	nodes[0].Start(t)
 	first := nodes[0].Credentials(t)
 	curators := []*cpb.CuratorEndpoint{{NodeId: first.NodeID, Address: addrs[0].String(), Port: roleserve.DefaultCuratorPort}}
-	mgmt := Owner(t, ownerKey, first.CACertificate, curators)
-	c := &Cluster{Nodes: nodes, IDs: []string{first.NodeID}, OwnerKey: ownerKey, Management: mgmt}
+	ownerCert := OwnerCertificate(t, ownerKey, first.CACertificate, curators)
+	mgmt := management(t, ownerCert, first.CACertificate, curators)
+	c := &Cluster{Nodes: nodes, IDs: []string{first.NodeID}, OwnerKey: ownerKey, OwnerCertificate: ownerCert, CA: first.CACertificate, Management: mgmt}
 	if n == 1 {
 		return c
 	}
@@ -254,6 +279,13 @@ func FormCluster(t testing.TB, n int, subnets *testutil.Subnets) *Cluster {
 // returns a Management client acting as the owner that follows the leader.
 func Owner(t testing.TB, ownerKey ed25519.PrivateKey, ca *x509.Certificate, curators []*cpb.CuratorEndpoint) cpb.ManagementServiceClient {
 	t.Helper()
+	return management(t, OwnerCertificate(t, ownerKey, ca, curators), ca, curators)
+}
+
+// OwnerCertificate takes ownership of the cluster whose CA is ca through
+// curators and returns the owner certificate.
+func OwnerCertificate(t testing.TB, ownerKey ed25519.PrivateKey, ca *x509.Certificate, curators []*cpb.CuratorEndpoint) tls.Certificate {
+	t.Helper()
 	v, err := identity.NewVerifier(ca)
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +304,16 @@ func Owner(t testing.TB, ownerKey ed25519.PrivateKey, ca *x509.Certificate, cura
 		t.Fatal(err)
 	}
 	tc, err := identity.TLSCertificate(cert, ownerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+// management is a Management client presenting the owner certificate tc.
+func management(t testing.TB, tc tls.Certificate, ca *x509.Certificate, curators []*cpb.CuratorEndpoint) cpb.ManagementServiceClient {
+	t.Helper()
+	v, err := identity.NewVerifier(ca)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,98 @@
+package nodeapi
+
+import (
+	"context"
+	"strings"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/identity"
+)
+
+// openServices answer any caller with a TLS connection: the standard
+// health and reflection services, which tell which services exist and
+// whether they serve, and nothing about the node's state.
+var openServices = []string{
+	"/grpc.health.v1.Health/",
+	"/grpc.reflection.v1.ServerReflection/",
+	"/grpc.reflection.v1alpha.ServerReflection/",
+}
+
+// authorize checks the caller of method against the method's declared
+// requirement.
+func authorize(ctx context.Context, method string) (identity.Identity, error) {
+	for _, prefix := range openServices {
+		if strings.HasPrefix(method, prefix) {
+			return identity.Identity{}, nil
+		}
+	}
+	req, err := nodev1.MethodRequirement(method)
+	if err != nil {
+		return identity.Identity{}, status.Errorf(codes.PermissionDenied, "%s: %v", method, err)
+	}
+	caller, err := identity.PeerIdentity(ctx)
+	if err != nil {
+		return identity.Identity{}, status.Errorf(codes.Unauthenticated, "%s: %v", method, err)
+	}
+	switch req.Caller {
+	case cpb.Caller_CALLER_USER:
+		if caller.Kind != identity.KindUser {
+			return caller, status.Errorf(codes.PermissionDenied, "%s: only users may make this call; the caller is %s", method, caller)
+		}
+		if !userHolds(caller.UserName, req.Permission) {
+			return caller, status.Errorf(codes.PermissionDenied, "%s: user %q does not hold %s", method, caller.UserName, req.Permission)
+		}
+	case cpb.Caller_CALLER_NODE:
+		if caller.Kind != identity.KindNode {
+			return caller, status.Errorf(codes.PermissionDenied, "%s: only nodes may make this call; the caller is %s", method, caller)
+		}
+	default:
+		return caller, status.Errorf(codes.PermissionDenied, "%s: unknown caller requirement %v", method, req.Caller)
+	}
+	return caller, nil
+}
+
+// userHolds says whether a user holds a node permission: as in the
+// curator, the owner holds every permission and there are no other users
+// yet.
+func userHolds(user string, _ nodev1.NodePermission) bool {
+	return user == curator.OwnerUserName
+}
+
+// logCall leaves a line for every call that changes something or was
+// refused: who rebooted a node is worth knowing; who read its logs is
+// not worth a line per call.
+func logCall(log *zap.Logger, method string, caller identity.Identity, err error) {
+	if err == nil && method != nodev1.NodeService_Reboot_FullMethodName && method != nodev1.NodeService_PowerOff_FullMethodName {
+		return
+	}
+	log.Info("call", zap.String("method", method), zap.Stringer("caller", caller), zap.Stringer("code", status.Code(err)), zap.NamedError("error", err))
+}
+
+func unaryAuthz(log *zap.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		caller, err := authorize(ctx, info.FullMethod)
+		defer func() { logCall(log, info.FullMethod, caller, err) }()
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+func streamAuthz(log *zap.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		caller, err := authorize(ss.Context(), info.FullMethod)
+		if err != nil {
+			logCall(log, info.FullMethod, caller, err)
+			return err
+		}
+		return handler(srv, ss)
+	}
+}

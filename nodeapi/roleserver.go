@@ -1,0 +1,198 @@
+package nodeapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/roleserve"
+)
+
+// RoleServer is what GetRoleServerGraph shows of a role server: its
+// declared edges, its values, and (where the role server records them)
+// each worker's last reaction.
+type RoleServer struct {
+	// Edges returns the graph's declared edges (roleserve.Graph.Edges).
+	Edges func() []roleserve.Edge
+	// Values are the role server's values, by name.
+	Values []ValueView
+	// Reactions tells each worker's last reaction; nil while the role
+	// server records none.
+	Reactions Reactions
+}
+
+// ValueView shows one value: its bookkeeping and a one-line summary of its
+// current data.
+type ValueView struct {
+	Name string
+	// Info reports the value's version and watchers.
+	Info func() event.Info
+	// Summary renders the current data, "unset" before the first Set.
+	Summary func() string
+}
+
+// Reactions is the read-only record of the workers' last reactions that
+// the role server keeps.
+type Reactions interface {
+	// LastReaction returns worker's last reaction, or false if it has not
+	// reacted since it started.
+	LastReaction(worker string) (Reaction, bool)
+}
+
+// Reaction is one wake-up of a worker.
+type Reaction struct {
+	// Time is when the worker's wait returned.
+	Time time.Time
+	// Why says which inputs changed, as event.Why renders it.
+	Why string
+	// Count is how many times the worker has reacted.
+	Count uint64
+}
+
+// outside is the writer shown for values written outside the role server.
+const outside = "(outside)"
+
+// Snapshot renders the graph as it is now.
+func (r *RoleServer) Snapshot() *nodev1.GetRoleServerGraphResponse {
+	values := map[string]*nodev1.GraphValue{}
+	workers := map[string]*nodev1.GraphWorker{}
+	value := func(name string) *nodev1.GraphValue {
+		v := values[name]
+		if v == nil {
+			v = &nodev1.GraphValue{Name: name, Summary: "unset"}
+			values[name] = v
+		}
+		return v
+	}
+	for _, e := range r.Edges() {
+		w := workers[e.Worker]
+		if w == nil {
+			w = &nodev1.GraphWorker{Name: e.Worker}
+			workers[e.Worker] = w
+		}
+		v := value(e.Value)
+		if e.Writes {
+			w.Writes = append(w.Writes, e.Value)
+			v.Writers = append(v.Writers, e.Worker)
+		} else {
+			w.Reads = append(w.Reads, e.Value)
+			v.Readers = append(v.Readers, e.Worker)
+		}
+	}
+	for _, vv := range r.Values {
+		v := value(vv.Name)
+		info := vv.Info()
+		v.Version, v.Watchers = info.Version, uint32(info.Watchers)
+		v.Summary = vv.Summary()
+	}
+	out := &nodev1.GetRoleServerGraphResponse{}
+	for _, v := range values {
+		if len(v.Writers) == 0 {
+			v.Writers = []string{outside}
+		}
+		out.Values = append(out.Values, v)
+	}
+	for _, w := range workers {
+		if r.Reactions != nil {
+			if re, ok := r.Reactions.LastReaction(w.Name); ok {
+				w.LastReaction = &nodev1.WorkerReaction{Time: timestamppb.New(re.Time), Why: re.Why, Count: re.Count}
+			}
+		}
+		out.Workers = append(out.Workers, w)
+	}
+	slices.SortFunc(out.Values, func(a, b *nodev1.GraphValue) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Workers, func(a, b *nodev1.GraphWorker) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// RoleServerValues are the views of every value of v, with summaries made
+// for people reading polisctl node graph.
+func RoleServerValues(v *roleserve.Values) []ValueView {
+	return []ValueView{
+		view(&v.Credentials, func(c *roleserve.Credentials) string {
+			if c == nil {
+				return "none"
+			}
+			return fmt.Sprintf("node %s, certificate until %s", c.NodeID, c.Certificate.NotAfter.UTC().Format(time.RFC3339))
+		}),
+		view(&v.Membership, func(m *roleserve.ClusterMembership) string {
+			if m == nil {
+				return "none"
+			}
+			return "connected as node " + m.Credentials.NodeID
+		}),
+		view(&v.LocalRoles, func(r *cpb.Roles) string {
+			if r == nil {
+				return "not known yet"
+			}
+			var roles []string
+			r.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+				roles = append(roles, string(fd.Name()))
+				return true
+			})
+			if len(roles) == 0 {
+				return "no roles"
+			}
+			return strings.Join(roles, ", ")
+		}),
+		view(&v.LocalControlPlane, func(l *roleserve.LocalControlPlane) string {
+			switch {
+			case l == nil:
+				return "none running"
+			case l.Curator == nil:
+				return "consensus only"
+			}
+			return "consensus and curator"
+		}),
+		view(&v.Directory, func(d []*cpb.CuratorEndpoint) string {
+			eps := make([]string, len(d))
+			for i, e := range d {
+				eps[i] = fmt.Sprintf("%s:%d", e.Address, e.Port)
+			}
+			return fmt.Sprintf("%d curators: %s", len(d), strings.Join(eps, ", "))
+		}),
+		view(&v.Kubernetes, func(k *roleserve.KubernetesStatus) string {
+			if k == nil {
+				return "none"
+			}
+			return fmt.Sprintf("controller=%t worker=%t: %s", k.Controller, k.Worker, k.Note)
+		}),
+	}
+}
+
+// watchable is what view needs of a value.
+type watchable[T any] interface {
+	event.ValueWatch[T]
+	event.Describer
+}
+
+// view makes the ValueView of v. Summary reads the current data without
+// waiting: an unset value is "unset".
+func view[T any](v watchable[T], render func(T) string) ValueView {
+	return ValueView{
+		Name: v.Info().Name,
+		Info: v.Info,
+		Summary: func() string {
+			w := v.Watch()
+			defer w.Close()
+			select {
+			case <-w.Ready():
+			default:
+				return "unset"
+			}
+			d, err := w.Get(context.Background())
+			if err != nil {
+				return "unset"
+			}
+			return render(d)
+		},
+	}
+}

@@ -1,0 +1,150 @@
+package polisctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/nodeapi"
+)
+
+// The node commands over the node API against a running node: logs with
+// their filters and follow, services, graph in every format, reboot.
+func TestNodeAPICommands(t *testing.T) {
+	c := bootstrap(t)
+	id := c.first.Credentials(t).NodeID
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+
+	// The tree: the node API itself runs, so it is there and healthy.
+	var services string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		services = r.ok("node", "services", id)
+		if grpcHealthy.MatchString(services) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+	for _, want := range []string{"RUNNABLE", "root", "\n  roleserve ", "\n    heartbeat ", "\n  nodeapi "} {
+		if !strings.Contains(services, want) {
+			t.Errorf("node services lacks %q:\n%s", want, services)
+		}
+	}
+	if !grpcHealthy.MatchString(services) {
+		t.Errorf("node services does not show the node API's server healthy:\n%s", services)
+	}
+	var tree nodev1.GetSupervisorTreeResponse
+	if err := protojson.Unmarshal([]byte(r.ok("node", "services", id, "-o", "json")), &tree); err != nil || len(tree.Runnables) < 5 {
+		t.Errorf("node services -o json: %v, %d runnables", err, len(tree.Runnables))
+	}
+
+	graph := r.ok("node", "graph", id)
+	for _, want := range []string{"VALUE", "credentials", "(outside)", "localRoles", "rolefetch", "WORKER"} {
+		if !strings.Contains(graph, want) {
+			t.Errorf("node graph lacks %q:\n%s", want, graph)
+		}
+	}
+	dot := r.ok("node", "graph", id, "-o", "dot")
+	if !strings.HasPrefix(dot, "digraph roleserver {") || !strings.Contains(dot, `"worker/rolefetch" -> "value/localRoles";`) {
+		t.Errorf("node graph -o dot:\n%s", dot)
+	}
+	var g nodev1.GetRoleServerGraphResponse
+	if err := protojson.Unmarshal([]byte(r.ok("node", "graph", id, "-o", "json")), &g); err != nil || len(g.Values) == 0 {
+		t.Errorf("node graph -o json: %v, %d values", err, len(g.Values))
+	}
+	r.fails([]string{"node", "graph", id, "-o", "yaml"}, "table, dot or json")
+
+	logs := r.ok("node", "logs", id, "--runnable", "root.roleserve")
+	if logs == "" {
+		t.Fatal("node logs --runnable root.roleserve printed nothing")
+	}
+	for line := range strings.Lines(logs) {
+		if f := strings.Fields(line); len(f) < 3 || !strings.HasPrefix(f[2], "root.roleserve") {
+			t.Errorf("a line not under root.roleserve: %q", line)
+		}
+	}
+	for line := range strings.Lines(r.ok("node", "logs", id, "-o", "json", "-n", "5", "--since", "1h")) {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e["runnable"] == nil {
+			t.Errorf("node logs -o json line %q: %v", line, err)
+		}
+	}
+	r.fails([]string{"node", "logs", id, "--since", "yesterday"}, "--since", "duration")
+	r.fails([]string{"node", "logs", "node-nope"}, "not a node ID")
+
+	// Follow: start, wait until the backlog is out, reboot the node, and
+	// see its warning about it arrive.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	out := &syncBuffer{}
+	followed := make(chan error, 1)
+	go func() {
+		followed <- r.runTo(ctx, strings.NewReader(""), out, &bytes.Buffer{}, "node", "logs", id, "-f", "--runnable", "root.nodeapi", "--level", "warn")
+	}()
+	if got := r.ok("node", "reboot", id); !strings.Contains(got, "is rebooting") {
+		t.Errorf("node reboot printed %q", got)
+	}
+	if a := <-c.first.PowerRequests; a != nodeapi.Reboot {
+		t.Errorf("the node was asked to %s", a)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "going down on request") {
+		if time.Now().After(deadline) {
+			t.Fatalf("node logs -f did not show the reboot warning:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+	cancel()
+	if err := <-followed; err != nil {
+		t.Errorf("node logs -f ended with %v after an interrupt", err)
+	}
+}
+
+// grpcHealthy finds the node API's server, healthy, in node services.
+var grpcHealthy = regexp.MustCompile(`(?m)^    grpc +healthy `)
+
+// syncBuffer is a bytes.Buffer that one goroutine writes while another
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"10m":                  now.Add(-10 * time.Minute),
+		"2026-11-24T07:00:00Z": now.Add(-time.Hour),
+	} {
+		if got, err := parseSince(in, now); err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"-5m", "yesterday", ""} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Errorf("parseSince(%q) succeeded", bad)
+		}
+	}
+}
