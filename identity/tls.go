@@ -15,8 +15,11 @@ import (
 // short-lived: CuratorCertificateLifetime). Make it with
 // NewServingCertificate; it is safe for concurrent use.
 type ServingCertificate struct {
-	v   *Verifier
-	cur atomic.Pointer[tls.Certificate]
+	v *Verifier
+	// node says the server is a node's own API (NewNodeServingCertificate),
+	// presenting the node certificate, instead of a curator.
+	node bool
+	cur  atomic.Pointer[tls.Certificate]
 }
 
 // NewServingCertificate returns a ServingCertificate presenting cert, a
@@ -32,11 +35,36 @@ func NewServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCertifica
 	return s, nil
 }
 
+// NewNodeServingCertificate returns a ServingCertificate for a node's own
+// API (not the curator), presenting cert, the node's certificate from v's
+// CA, valid now. Clients of the node API accept it only for the node ID
+// they dialled (NodeAPIClientConfig); curator clients never accept it.
+func NewNodeServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCertificate, error) {
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	s := &ServingCertificate{v: v, node: true}
+	if err := s.Replace(cert); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Replace makes the server present cert from the next handshake on, after
-// checking that it is a curator certificate from the CA, valid now.
-// Connections already made keep the certificate they were made with.
+// checking that it is a curator certificate (a node certificate, for
+// NewNodeServingCertificate) from the CA, valid now. Connections already
+// made keep the certificate they were made with.
 func (s *ServingCertificate) Replace(cert tls.Certificate) error {
-	leaf, err := checkOwnCurator(s.v, cert, time.Now())
+	var leaf *x509.Certificate
+	var err error
+	if s.node {
+		leaf, err = ownLeaf(cert)
+		if err == nil {
+			err = checkOwn(s.v, cert, KindNode, time.Now())
+		}
+	} else {
+		leaf, err = checkOwnCurator(s.v, cert, time.Now())
+	}
 	if err != nil {
 		return fmt.Errorf("server certificate: %w", err)
 	}
@@ -126,6 +154,54 @@ func KeyHolderClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, er
 		return nil, fmt.Errorf("ephemeral certificate: %w", err)
 	}
 	return clientConfig(v, tc), nil
+}
+
+// NodeAPIClientConfig returns the TLS configuration of a user or node
+// calling the own API of node nodeID (not the curator), presenting cert, a
+// user or node certificate from v's CA. The server must present the node
+// certificate of nodeID from v's CA: node certificates name no host, so the
+// TLS stack's host name check is replaced by checking the node ID the
+// certificate proves, with the same chain verification the curator applies
+// to nodes calling it.
+func NodeAPIClientConfig(v *Verifier, cert tls.Certificate, nodeID string) (*tls.Config, error) {
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	if err := ValidateNodeID(nodeID); err != nil {
+		return nil, err
+	}
+	leaf, err := ownLeaf(cert)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	id, err := v.Identify([]*x509.Certificate{leaf}, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	if id.Kind != KindNode && id.Kind != KindUser {
+		return nil, fmt.Errorf("client certificate: %s is a %s certificate, want a node or user certificate", id, id.Kind)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		// The chain is verified below, by Identify, against v's roots
+		// only; the default verification would also demand a host name
+		// that node certificates do not carry.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("%w: node %s presented no certificate", ErrUntrusted, nodeID)
+			}
+			got, err := v.Identify(cs.PeerCertificates, time.Now())
+			if err != nil {
+				return err
+			}
+			if got.Kind != KindNode || got.NodeID != nodeID {
+				return fmt.Errorf("%w: dialled node %s, but the server is %s", ErrUntrusted, nodeID, got)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // clientConfig presents cert and accepts only servers with a curator

@@ -149,7 +149,11 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, tree event.ValueWat
 				lis.Close()
 				return err
 			}
-			tc, err := identity.ServerConfig(v, creds.TLSCertificate())
+			sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
+			if err != nil {
+				return err
+			}
+			tc, err := identity.ServerConfig(v, sc)
 			if err != nil {
 				lis.Close()
 				return err

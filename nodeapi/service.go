@@ -149,7 +149,11 @@ func (s *Service) serve(creds *roleserve.Credentials, tree event.ValueWatch[supe
 		if err != nil {
 			return err
 		}
-		tc, err := identity.ServerCredentials(v, creds.TLSCertificate())
+		sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
+		if err != nil {
+			return err
+		}
+		tc, err := identity.ServerCredentials(v, sc)
 		if err != nil {
 			return err
 		}

@@ -389,15 +389,31 @@ func Dial(dir string) (*grpc.ClientConn, error) {
 }
 
 // ownerTLS reads the owner's credentials saved in dir: the TLS
-// configuration that presents them and pins the cluster CA, and the saved
-// curators.
+// configuration that presents them to the curator and pins the cluster CA,
+// and the saved curators.
 func ownerTLS(dir string) (*tls.Config, []*cpb.CuratorEndpoint, error) {
-	cfg, err := newConfig(dir)
+	v, tc, eps, err := ownerCredentials(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	uc, err := identity.UserClientConfig(v, tc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return uc, eps, nil
+}
+
+// ownerCredentials reads the owner's credentials saved in dir: a verifier
+// pinning the cluster CA, the owner's certificate with its key, and the
+// saved curators.
+func ownerCredentials(dir string) (*identity.Verifier, tls.Certificate, []*cpb.CuratorEndpoint, error) {
+	var none tls.Certificate
+	cfg, err := newConfig(dir)
+	if err != nil {
+		return nil, none, nil, err
+	}
 	if _, err := os.Stat(cfg.dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("the configuration directory %s does not exist: run polisctl take-ownership --curator IP:PORT --owner-key FILE (with --config %s) first", cfg.dir, cfg.dir)
+		return nil, none, nil, fmt.Errorf("the configuration directory %s does not exist: run polisctl take-ownership --curator IP:PORT --owner-key FILE (with --config %s) first", cfg.dir, cfg.dir)
 	}
 	read := func(f localstorage.File) ([]byte, error) {
 		b, err := f.Read()
@@ -408,49 +424,45 @@ func ownerTLS(dir string) (*tls.Config, []*cpb.CuratorEndpoint, error) {
 	}
 	keyDER, err := read(cfg.key)
 	if err != nil {
-		return nil, nil, err
+		return nil, none, nil, err
 	}
 	certDER, err := read(cfg.cert)
 	if err != nil {
-		return nil, nil, err
+		return nil, none, nil, err
 	}
 	caDER, err := read(cfg.ca)
 	if err != nil {
-		return nil, nil, err
+		return nil, none, nil, err
 	}
 	if _, err := read(cfg.cluster); err != nil {
-		return nil, nil, err
+		return nil, none, nil, err
 	}
 	eps, err := cfg.readCurators()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w; run polisctl take-ownership again to rewrite it", err)
+		return nil, none, nil, fmt.Errorf("%w; run polisctl take-ownership again to rewrite it", err)
 	}
 	key, err := identity.ParsePrivateKey(keyDER)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", cfg.key.Path, err)
+		return nil, none, nil, fmt.Errorf("%s: %w", cfg.key.Path, err)
 	}
 	cert, err := x509.ParseCertificate(certDER)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w; run polisctl take-ownership again", cfg.cert.Path, err)
+		return nil, none, nil, fmt.Errorf("%s: %w; run polisctl take-ownership again", cfg.cert.Path, err)
 	}
 	if now := time.Now(); now.After(cert.NotAfter) {
-		return nil, nil, fmt.Errorf("the owner certificate in %s expired at %s; run polisctl take-ownership again for a new one", cfg.cert.Path, cert.NotAfter.Format(time.RFC3339))
+		return nil, none, nil, fmt.Errorf("the owner certificate in %s expired at %s; run polisctl take-ownership again for a new one", cfg.cert.Path, cert.NotAfter.Format(time.RFC3339))
 	}
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
+		return nil, none, nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
 	}
 	v, err := identity.NewVerifier(caCert)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
+		return nil, none, nil, fmt.Errorf("%s: %w", cfg.ca.Path, err)
 	}
 	tc, err := identity.TLSCertificate(cert, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s and %s do not belong together: %w; run polisctl take-ownership again", cfg.cert.Path, cfg.key.Path, err)
+		return nil, none, nil, fmt.Errorf("%s and %s do not belong together: %w; run polisctl take-ownership again", cfg.cert.Path, cfg.key.Path, err)
 	}
-	uc, err := identity.UserClientConfig(v, tc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return uc, eps, nil
+	return v, tc, eps, nil
 }

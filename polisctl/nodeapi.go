@@ -19,6 +19,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/nodeapi"
 )
 
@@ -58,14 +59,16 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	if err != nil {
 		return err
 	}
-	uc, _, err := ownerTLS(c.configDir)
+	v, cert, _, err := ownerCredentials(c.configDir)
 	if err != nil {
 		return err
 	}
-	tc := uc.Clone()
-	// The node's certificate names its ID: a server at that address that
+	// The node's certificate proves its ID: a server at that address that
 	// is another node is refused.
-	tc.ServerName = id
+	tc, err := identity.NodeAPIClientConfig(v, cert, id)
+	if err != nil {
+		return err
+	}
 	ap := netip.AddrPortFrom(addr, c.nodeAPIPort)
 	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 	if err != nil {
