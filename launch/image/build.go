@@ -37,7 +37,7 @@ const nodePackage = "github.com/polis-os/polis/cmd/polis-node"
 
 // formatVersion changes when the initramfs layout changes, so that a
 // cached initramfs of an older layout is rebuilt.
-const formatVersion = "polis-initramfs-1"
+const formatVersion = "polis-initramfs-2"
 
 // Config says what to build and where.
 type Config struct {
@@ -210,6 +210,11 @@ func writeInitramfs(out string, agent []byte, modulesDir string, mods []*Module)
 		if err := cw.Mkdir(d, 0o755); err != nil {
 			return err
 		}
+	}
+	// /dev/console (5, 1): the kernel gives it to init as stdin, stdout
+	// and stderr, before anything is mounted.
+	if err := cw.CharDevice("dev/console", 0o600, 5, 1); err != nil {
+		return err
 	}
 	var list strings.Builder
 	for _, m := range mods {

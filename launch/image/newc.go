@@ -13,6 +13,7 @@ const (
 	newcTypeDir     = 0o040000
 	newcTypeRegular = 0o100000
 	newcTypeSymlink = 0o120000
+	newcTypeCharDev = 0o020000
 )
 
 // newcMagic opens every entry of a newc archive ("new ASCII" cpio without
@@ -91,6 +92,22 @@ func (w *NewcWriter) Symlink(target, name string) error {
 	return w.entry(name, newcTypeSymlink|0o777, 1, []byte(target))
 }
 
+// CharDevice adds a character device node. The kernel opens /dev/console
+// for init before init can mount devtmpfs, so the archive must carry it.
+func (w *NewcWriter) CharDevice(name string, perm fs.FileMode, major, minor uint32) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := w.mkdirAll(path.Dir(name), 0o755); err != nil {
+		return err
+	}
+	if w.closed {
+		return fmt.Errorf("initramfs entry %q: the archive is already closed", name)
+	}
+	w.ino++
+	return w.writeDev(name, w.ino, newcTypeCharDev|uint32(perm.Perm()), 1, nil, major, minor)
+}
+
 // Close ends the archive with its trailer entry.
 func (w *NewcWriter) Close() error {
 	if w.closed {
@@ -111,13 +128,17 @@ func (w *NewcWriter) entry(name string, mode, nlink uint32, data []byte) error {
 // write emits one header, the NUL-terminated name and the data, each of
 // the two padded to a multiple of four bytes as newc requires.
 func (w *NewcWriter) write(name string, ino, mode, nlink uint32, data []byte) error {
+	return w.writeDev(name, ino, mode, nlink, data, 0, 0)
+}
+
+func (w *NewcWriter) writeDev(name string, ino, mode, nlink uint32, data []byte, rdevMajor, rdevMinor uint32) error {
 	if uint64(len(data)) > 0xffffffff {
 		return fmt.Errorf("initramfs entry %q: %d bytes is more than newc can describe", name, len(data))
 	}
 	// Fields: ino mode uid gid nlink mtime filesize devmajor devminor
 	// rdevmajor rdevminor namesize check.
 	hdr := fmt.Sprintf("%s%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x",
-		newcMagic, ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
+		newcMagic, ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdevMajor, rdevMinor, len(name)+1, 0)
 	buf := make([]byte, 0, len(hdr)+len(name)+4)
 	buf = append(buf, hdr...)
 	buf = append(buf, name...)

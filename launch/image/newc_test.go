@@ -13,6 +13,7 @@ type newcEntry struct {
 	name  string
 	mode  uint32
 	nlink uint32
+	rdev  [2]uint32
 	data  []byte
 }
 
@@ -41,6 +42,7 @@ func readNewc(t *testing.T, b []byte) []newcEntry {
 			return uint32(v)
 		}
 		mode, nlink, size, namesize := field(1), field(4), int(field(6)), int(field(11))
+		rdev := [2]uint32{field(9), field(10)}
 		if field(2) != 0 || field(3) != 0 || field(5) != 0 {
 			t.Errorf("entry at %d: uid, gid and mtime should be 0", off)
 		}
@@ -55,7 +57,7 @@ func readNewc(t *testing.T, b []byte) []newcEntry {
 				t.Fatalf("entry %q: non-zero name padding", name)
 			}
 		}
-		e := newcEntry{name: string(name[:len(name)-1]), mode: mode, nlink: nlink, data: b[dataStart : dataStart+size]}
+		e := newcEntry{name: string(name[:len(name)-1]), mode: mode, nlink: nlink, rdev: rdev, data: b[dataStart : dataStart+size]}
 		off = dataStart + size + pad4(size)
 		if e.name == newcTrailer {
 			if off != len(b) {
@@ -85,6 +87,9 @@ func TestNewcRoundTrip(t *testing.T) {
 	if err := w.Symlink("init", "sbin/init"); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.CharDevice("dev/console", 0o600, 5, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +98,7 @@ func TestNewcRoundTrip(t *testing.T) {
 	for _, e := range got {
 		names = append(names, e.name)
 	}
-	want := []string{"lib", "lib/modules", "lib/modules/m.ko", "lib/modules/mx.ko", "lib/modules/mxx.ko", "lib/modules/mxxx.ko", "lib/modules/mxxxx.ko", "init", "dev", "sbin", "sbin/init"}
+	want := []string{"lib", "lib/modules", "lib/modules/m.ko", "lib/modules/mx.ko", "lib/modules/mxx.ko", "lib/modules/mxxx.ko", "lib/modules/mxxxx.ko", "init", "dev", "sbin", "sbin/init", "dev/console"}
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Fatalf("entries %q, want %q (parents first, each once)", names, want)
 	}
@@ -109,6 +114,9 @@ func TestNewcRoundTrip(t *testing.T) {
 	}
 	if e := byName["dev"]; e.mode != newcTypeDir|0o755 || len(e.data) != 0 {
 		t.Errorf("dev: %+v", e)
+	}
+	if e := byName["dev/console"]; e.mode != newcTypeCharDev|0o600 || e.rdev != [2]uint32{5, 1} {
+		t.Errorf("dev/console: %+v", e)
 	}
 	if e := byName["sbin/init"]; e.mode != newcTypeSymlink|0o777 || string(e.data) != "init" {
 		t.Errorf("sbin/init: %+v", e)
