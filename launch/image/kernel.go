@@ -58,11 +58,19 @@ func fetchKernel(ctx context.Context, pkg, dir string, progress func(string, ...
 	}
 	if deb == "" {
 		progress("fetching %s with apt-get download", pkg)
-		cmd := exec.CommandContext(ctx, "apt-get", "download", pkg)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := aptDownload(ctx, dir, pkg)
+		if err != nil && unknownPackage(out) && os.Geteuid() == 0 {
+			// A fresh machine's package lists may predate the pinned
+			// kernel; root may refresh them (a user cannot).
+			progress("apt does not know %s yet; updating its package lists (apt-get update)", pkg)
+			if uout, uerr := exec.CommandContext(ctx, "apt-get", "update").CombinedOutput(); uerr != nil {
+				return nil, fmt.Errorf("apt-get update: %w\n%s", uerr, strings.TrimSpace(string(uout)))
+			}
+			out, err = aptDownload(ctx, dir, pkg)
+		}
+		if err != nil {
 			hint := ""
-			if bytes.Contains(out, []byte("Couldn't find")) || bytes.Contains(out, []byte("Unable to locate")) {
+			if unknownPackage(out) {
 				hint = "\napt does not know the package: its lists may be old (run apt-get update as root)"
 			}
 			return nil, fmt.Errorf("apt-get download %s: %w\n%s%s", pkg, err, strings.TrimSpace(string(out)), hint)
@@ -91,6 +99,17 @@ func fetchKernel(ctx context.Context, pkg, dir string, progress func(string, ...
 		return nil, fmt.Errorf("kernel cache: %w", err)
 	}
 	return k, nil
+}
+
+func aptDownload(ctx context.Context, dir, pkg string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "apt-get", "download", pkg)
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
+}
+
+// unknownPackage recognises apt's answer for a package it has no record of.
+func unknownPackage(out []byte) bool {
+	return bytes.Contains(out, []byte("Couldn't find")) || bytes.Contains(out, []byte("Unable to locate"))
 }
 
 // findDeb returns the downloaded .deb of pkg in dir, or "" if there is none.
