@@ -42,6 +42,11 @@ import (
 )
 
 func main() {
+	if os.Getpid() == 1 {
+		// The machine's init, in the node image (node/pid1).
+		runAsInit()
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)

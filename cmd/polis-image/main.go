@@ -1,0 +1,71 @@
+// Command polis-image builds the Polis node image: Debian's kernel and an
+// initramfs with the node agent as /init and the kernel modules it needs,
+// for qemu's -kernel and -initrd. It prints each step; run again with
+// nothing changed, it takes seconds.
+//
+//	go run ./cmd/polis-image [--out DIR] [--cache DIR] [--agent FILE]
+//
+// It needs apt-get and dpkg-deb (Debian) for the kernel package, and Go
+// to build the agent; no root. The work is done by package launch/image.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/polis-os/polis/launch/image"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, "polis-image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("polis-image", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var (
+		cfg     image.Config
+		modules string
+	)
+	fs.StringVar(&cfg.OutDir, "out", "", "where to write vmlinuz and initramfs.cpio.gz (default: CACHE/out)")
+	fs.StringVar(&cfg.CacheDir, "cache", "", "the cache for the kernel package and the agent (default: the user's cache directory + polis/image)")
+	fs.StringVar(&cfg.Agent, "agent", "", "a prebuilt static polis-node (default: built from this repository)")
+	fs.StringVar(&modules, "modules", strings.Join(image.DefaultModules, ","), "the kernel modules wanted, comma-separated; their dependencies are added")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Modules = nil
+	for m := range strings.SplitSeq(modules, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Modules = append(cfg.Modules, m)
+		}
+	}
+	if len(cfg.Modules) == 0 {
+		return errors.New("--modules: name at least one module")
+	}
+	cfg.Progress = out
+	img, err := image.Build(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "kernel:    %s\ninitramfs: %s\n", img.Kernel, img.Initramfs)
+	return nil
+}

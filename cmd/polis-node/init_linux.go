@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/polis-os/polis/node"
+	"github.com/polis-os/polis/node/pid1"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// stopTimeout bounds how long a halt waits for the agent's runnables.
+const stopTimeout = 30 * time.Second
+
+// runAsInit is the agent as the node image's init: pid1.Boot prepares the
+// machine, the agent runs until the power button asks for a halt, and
+// pid1 halts the machine. It never returns normally: PID 1 must not exit.
+func runAsInit() {
+	console := func(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args...) }
+	m, err := pid1.Boot(console)
+	if err != nil {
+		pid1.Fatal(console, err)
+	}
+	// The same flags a development node gets, so the defaults (ports,
+	// lease, heartbeat) are the same; the parameters come from fw_cfg.
+	o, err := parseFlags([]string{"--storage", m.StorageRoot, "--address", m.Address.Addr().String()}, os.Stdout)
+	if err != nil {
+		pid1.Fatal(console, err)
+	}
+	o.cfg.FWCfg = node.FWCfgParametersPath
+	n, err := node.New(o.cfg)
+	if err != nil {
+		pid1.Fatal(console, err)
+	}
+	console("%s (version %s, address %v)", pid1.BootedMessage, node.Version, m.Address)
+	base := newLogger("console", zapcore.InfoLevel, os.Stdout)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
+	action := <-m.Requests()
+	base.Named("main").Info("stopping the node agent", zap.Stringer("then", action))
+	cancel()
+	stopped := make(chan struct{})
+	go func() { s.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(stopTimeout):
+		console("polis: the node agent did not stop within %v; halting anyway", stopTimeout)
+	}
+	m.Halt(action)
+}

@@ -1,0 +1,35 @@
+// Package vm runs Polis node machines under qemu: the node image (built by
+// launch/image) booted with the agent as PID 1 (node/pid1), networked
+// through a virtual switch this package owns.
+//
+// # The model
+//
+// A Machine is one boot: Start launches qemu, and the Machine ends when
+// qemu exits. What outlives a boot lives in the machine's directory: its
+// two disks (esp.img and data.img, created sparse and blank; the node
+// formats them on first boot and finds its state on them afterwards) and
+// its console log, to which every boot appends, each line stamped with the
+// host's time. Booting a node again is calling Start again with the same
+// Config.
+//
+// qemu runs with -nodefaults (no device we did not ask for, in particular
+// no NIC with outbound NAT) and -no-reboot with panic=-1 (a guest reboot or
+// panic ends qemu instead of looping or hanging, so the caller sees it and
+// decides). Node parameters go through fw_cfg, the node's address on the
+// kernel command line, the disks are told apart by their virtio serials.
+// PowerOff presses the ACPI power button through QMP: the agent stops,
+// PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
+//
+// The Switch is a learning ethernet switch in the launcher's process that
+// qemu reaches with its stream netdev over a unix socket: per run, no
+// root, no host-wide state, and a place to cut a machine off and plug it
+// back in (Cut, Reconnect) for partition tests.
+//
+// # What it does not do (yet)
+//
+// It does not reach the machines from the host: polisctl cannot talk to a
+// VM cluster until a proxy into the switch's network exists. TCG is the
+// only accelerator used by default; KVM is a Config option for hosts where
+// it works. The launcher's --vm mode and the e2e suites on VMs are still
+// to come (see docs/architecture.md).
+package vm

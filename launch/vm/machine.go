@@ -1,0 +1,266 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polis-os/polis/node/pid1"
+)
+
+// Disk sizes of a new node. The files are sparse: a new node costs what
+// its file systems hold, not these sizes.
+const (
+	ESPSize  = 64 << 20
+	DataSize = 2 << 30
+)
+
+// Config describes one node machine.
+type Config struct {
+	// Name names the machine in logs and errors.
+	Name string
+	// Kernel and Initramfs are the node image (launch/image).
+	Kernel, Initramfs string
+	// Dir holds the machine's disks (esp.img, data.img, made sparse and
+	// blank on first start: the node formats them), its console log
+	// (console.log, appended to on every boot), its parameters and its QMP
+	// socket. The disks persist across boots.
+	Dir string
+	// Address is the node's cluster address and prefix.
+	Address netip.Prefix
+	// Parameters are the node parameters (binary NodeParameters), given
+	// through fw_cfg; nil gives none (a node that has joined needs none).
+	Parameters []byte
+	// SwitchSocket is the unix socket of the virtual switch the NIC is
+	// plugged into (Switch.Socket). Empty: a NIC with no peer.
+	SwitchSocket string
+	// MAC is the NIC's address; default derived from Address.
+	MAC string
+	// MemoryMB is the guest's memory; default 256.
+	MemoryMB int
+	// Accel is qemu's accelerator; default "tcg" (see ProbeKVM).
+	Accel string
+	// QEMU is the qemu binary; default qemu-system-x86_64 from PATH.
+	QEMU string
+}
+
+// Machine is one boot of a node machine: Start makes it, and it ends when
+// qemu exits (power-off, reboot, or Kill). Boot it again with another
+// Start on the same Config: the disks keep its state.
+type Machine struct {
+	cfg     Config
+	cmd     *exec.Cmd
+	console *console
+	logFile *os.File
+	started time.Time
+
+	done    chan struct{}
+	waitErr error
+}
+
+// qmpSocket is where qemu listens for QMP. Unix socket paths are short
+// (108 bytes), hence a short name.
+func (c *Config) qmpSocket() string { return filepath.Join(c.Dir, "qmp.sock") }
+
+// ConsoleLog is the path of the machine's console log.
+func (c *Config) ConsoleLog() string { return filepath.Join(c.Dir, "console.log") }
+
+func (c *Config) withDefaults() (Config, error) {
+	o := *c
+	if o.Name == "" {
+		o.Name = "node"
+	}
+	if o.Kernel == "" || o.Initramfs == "" {
+		return o, fmt.Errorf("vm %s: Kernel and Initramfs are required (build them with launch/image)", o.Name)
+	}
+	if o.Dir == "" {
+		return o, fmt.Errorf("vm %s: Dir is required", o.Name)
+	}
+	if !o.Address.IsValid() {
+		return o, fmt.Errorf("vm %s: Address is required", o.Name)
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 256
+	}
+	if o.Accel == "" {
+		o.Accel = "tcg"
+	}
+	if o.QEMU == "" {
+		o.QEMU = "qemu-system-x86_64"
+	}
+	if o.MAC == "" {
+		a := o.Address.Addr().As16()
+		// Locally administered unicast (52:54:00 is qemu's own prefix).
+		o.MAC = fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", a[12], a[13], a[14], a[15])
+	}
+	if n := len(o.qmpSocket()); n > 100 {
+		return o, fmt.Errorf("vm %s: the directory %s is too long for a unix socket path (%d bytes); use a shorter one", o.Name, o.Dir, n)
+	}
+	return o, nil
+}
+
+// args is qemu's command line. -nodefaults: no NIC or other devices we did
+// not ask for (qemu would add a NIC with outbound NAT); -no-reboot and
+// panic=-1: a guest reboot or panic ends qemu instead of looping or
+// hanging, and the launcher decides what comes next.
+func (c *Config) args() []string {
+	a := []string{
+		"-nodefaults", "-no-reboot", "-nographic",
+		"-name", c.Name,
+		"-accel", c.Accel,
+		"-m", strconv.Itoa(c.MemoryMB),
+		"-smp", "1",
+		"-kernel", c.Kernel,
+		"-initrd", c.Initramfs,
+		"-append", strings.Join([]string{"console=ttyS0", "panic=-1", "quiet", pid1.AddressParameter + "=" + c.Address.String()}, " "),
+		"-serial", "stdio",
+		"-monitor", "none",
+		"-qmp", "unix:" + c.qmpSocket() + ",server=on,wait=off",
+		"-drive", "file=" + filepath.Join(c.Dir, "esp.img") + ",if=none,format=raw,id=esp",
+		"-device", "virtio-blk-pci,drive=esp,serial=" + pid1.SerialESP,
+		"-drive", "file=" + filepath.Join(c.Dir, "data.img") + ",if=none,format=raw,id=data",
+		"-device", "virtio-blk-pci,drive=data,serial=" + pid1.SerialData,
+	}
+	if c.SwitchSocket != "" {
+		a = append(a, "-netdev", "stream,id=net0,server=off,addr.type=unix,addr.path="+c.SwitchSocket)
+	} else {
+		a = append(a, "-netdev", "user,id=net0,restrict=on")
+	}
+	a = append(a, "-device", "virtio-net-pci,netdev=net0,mac="+c.MAC)
+	if c.Parameters != nil {
+		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+filepath.Join(c.Dir, "parameters.pb"))
+	}
+	return a
+}
+
+// Start boots the machine: it creates missing disks, writes the
+// parameters, and starts qemu with the console copied to the log.
+func Start(cfg Config) (*Machine, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
+	}
+	for _, d := range []struct {
+		name string
+		size int64
+	}{{"esp.img", ESPSize}, {"data.img", DataSize}} {
+		p := filepath.Join(c.Dir, d.name)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("vm %s: creating %s: %w", c.Name, d.name, err)
+		}
+		err = f.Truncate(d.size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vm %s: creating %s: %w", c.Name, d.name, err)
+		}
+	}
+	if c.Parameters != nil {
+		if err := os.WriteFile(filepath.Join(c.Dir, "parameters.pb"), c.Parameters, 0o600); err != nil {
+			return nil, fmt.Errorf("vm %s: writing the parameters: %w", c.Name, err)
+		}
+	}
+	os.Remove(c.qmpSocket())
+	logFile, err := os.OpenFile(c.ConsoleLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
+	}
+	cmd := exec.Command(c.QEMU, c.args()...)
+	setProcAttr(cmd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
+	}
+	cmd.Stderr = cmd.Stdout // qemu's own complaints go to the console log too
+	m := &Machine{cfg: c, cmd: cmd, console: newConsole(), logFile: logFile, done: make(chan struct{})}
+	fmt.Fprintf(logFile, "%s === %s: starting qemu (%s)\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), c.Name, c.Accel)
+	m.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("vm %s: starting %s: %w", c.Name, c.QEMU, err)
+	}
+	copied := make(chan struct{})
+	go func() { m.console.copy(stdout, logFile); close(copied) }()
+	go func() {
+		<-copied // all output read before Wait closes the pipe
+		m.waitErr = cmd.Wait()
+		logFile.Close()
+		close(m.done)
+	}()
+	return m, nil
+}
+
+// Started is when qemu was started.
+func (m *Machine) Started() time.Time { return m.started }
+
+// WaitConsole waits for a console line of this boot containing substr and
+// returns it. If qemu ends first, the error carries the console's last
+// lines.
+func (m *Machine) WaitConsole(ctx context.Context, substr string) (string, error) {
+	l, _, err := m.console.wait(ctx, 0, substr)
+	if err != nil {
+		return "", fmt.Errorf("vm %s: %w; the console's last lines:\n%s", m.cfg.Name, err, m.console.tail(20))
+	}
+	return l, nil
+}
+
+// PowerOff presses the machine's power button (ACPI, through QMP) and
+// waits for qemu to exit: the agent stops, PID 1 syncs and unmounts the
+// disks, then powers off. A clean power-off is qemu exiting with 0.
+func (m *Machine) PowerOff(ctx context.Context) error {
+	if err := qmpCommand(ctx, m.cfg.qmpSocket(), "system_powerdown"); err != nil {
+		select {
+		case <-m.done: // already off
+		default:
+			return fmt.Errorf("vm %s: pressing the power button: %w", m.cfg.Name, err)
+		}
+	}
+	return m.Wait(ctx)
+}
+
+// Kill ends qemu at once, as pulling the plug would: what the guest had
+// not synced is lost.
+func (m *Machine) Kill() error {
+	if m.cmd.Process != nil {
+		m.cmd.Process.Kill()
+	}
+	<-m.done
+	return nil
+}
+
+// Done is closed when qemu has exited.
+func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// Wait waits for qemu to exit. An exit status other than 0 is an error.
+func (m *Machine) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("vm %s: waiting for qemu to exit: %w", m.cfg.Name, ctx.Err())
+	case <-m.done:
+	}
+	if m.waitErr != nil {
+		var ee *exec.ExitError
+		if errors.As(m.waitErr, &ee) {
+			return fmt.Errorf("vm %s: qemu exited with %v; the console's last lines:\n%s", m.cfg.Name, ee, m.console.tail(20))
+		}
+		return fmt.Errorf("vm %s: %w", m.cfg.Name, m.waitErr)
+	}
+	return nil
+}

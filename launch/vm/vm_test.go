@@ -1,0 +1,142 @@
+package vm
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/launch/image"
+	"github.com/polis-os/polis/node/pid1"
+)
+
+// needQEMU returns qemu's path, or skips the test where qemu is missing;
+// in CI (CI=true), where scripts/test installs it, a missing qemu fails.
+func needQEMU(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("qemu-system-x86_64 is missing; scripts/test installs it (apt-get install qemu-system-x86): %v", err)
+		}
+		t.Skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86); skipping the VM tests")
+	}
+	return p
+}
+
+// testLog sends progress lines to t.Log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// buildImage builds the node image from this repository into the user's
+// cache, so that test runs after the first reuse it.
+func buildImage(ctx context.Context, t *testing.T) *image.Image {
+	t.Helper()
+	start := time.Now()
+	img, err := image.Build(ctx, image.Config{SourceDir: "../..", Progress: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("phase: image built in %v (reused: %v)", time.Since(start).Round(10*time.Millisecond), img.Reused)
+	return img
+}
+
+// shortTempDir is a temporary directory with a path short enough for the
+// unix sockets inside it.
+func shortTempDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "polis-vm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s for inspection", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
+	return d
+}
+
+// TestBootBootstrapRebootPowerOff boots one node machine from the image:
+// the agent is PID 1, formats its disks, bootstraps a cluster; a press of
+// the power button stops it cleanly (qemu exits 0); booted again with no
+// parameters, it rejoins its cluster from what its disks kept.
+func TestBootBootstrapRebootPowerOff(t *testing.T) {
+	qemu := needQEMU(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	img := buildImage(ctx, t)
+	dir := shortTempDir(t)
+	sw, err := NewSwitch(filepath.Join(dir, "sw.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+
+	owner, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := proto.Marshal(&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
+		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: owner},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Name: "node1", Kernel: img.Kernel, Initramfs: img.Initramfs, QEMU: qemu,
+		Dir:          filepath.Join(dir, "node1"),
+		Address:      netip.MustParsePrefix("10.77.0.1/24"),
+		Parameters:   params,
+		SwitchSocket: sw.Socket(),
+	}
+	boot := func(cfg Config, wants ...string) {
+		t.Helper()
+		m, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Kill()
+		for _, w := range append([]string{pid1.BootedMessage}, wants...) {
+			if _, err := m.WaitConsole(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("phase: qemu start → %q: %v", w, time.Since(m.Started()).Round(10*time.Millisecond))
+		}
+		offAt := time.Now()
+		if err := m.PowerOff(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.WaitConsole(ctx, pid1.HaltMessage+": power off"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("phase: power button → qemu exited 0: %v", time.Since(offAt).Round(10*time.Millisecond))
+	}
+	// "new roles": the node saved its roles (consensus member); powered
+	// off before that, it could not tell after a reboot that it must
+	// start its own control plane.
+	boot(cfg, "bootstrapping a new cluster", "enrolled", "new roles")
+	cfg.Parameters = nil
+	os.Remove(filepath.Join(cfg.Dir, "parameters.pb"))
+	boot(cfg, "rejoining the cluster", "taking over as leader")
+	log, err := os.ReadFile(cfg.ConsoleLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(log), "formatted the blank"); n != 2 {
+		t.Errorf("the console log shows %d disks formatted; want 2, on the first boot only", n)
+	}
+}

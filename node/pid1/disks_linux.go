@@ -1,0 +1,155 @@
+package pid1
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/disk"
+	"github.com/diskfs/go-diskfs/filesystem"
+	"golang.org/x/sys/unix"
+)
+
+// diskTimeout bounds the wait for the disks to appear (virtio_blk probes
+// asynchronously).
+const diskTimeout = 60 * time.Second
+
+// blankProbe is how much of a disk must read as zeros for it to count as
+// blank. A disk that is neither blank nor a file system we know is never
+// formatted: it may hold data that a wrong guess would destroy.
+const blankProbe = 1 << 20
+
+// storageDisk is one disk of the node's storage.
+type storageDisk struct {
+	serial, fstype, label string
+	// dir is the mount point under the storage root.
+	dir  string
+	data string
+}
+
+// mountStorage mounts the ESP and data disks, formatting blank ones, and
+// a tmpfs for the ephemeral part.
+func (m *Machine) mountStorage(step func(string, ...any)) error {
+	disks := []storageDisk{
+		// The ESP is FAT: owner-only modes (localstorage keeps secrets
+		// there), and quiet, because FAT cannot store modes and
+		// localstorage's chmod must not fail for it.
+		{serial: SerialESP, fstype: "vfat", label: "POLIS-ESP", dir: "esp", data: "uid=0,gid=0,fmask=0177,dmask=0077,quiet,codepage=437,iocharset=ascii"},
+		{serial: SerialData, fstype: "ext4", label: "polis-data", dir: "data"},
+	}
+	for _, d := range disks {
+		dev, err := waitForDisk(d.serial)
+		if err != nil {
+			return err
+		}
+		kind, err := probe(dev)
+		if err != nil {
+			return err
+		}
+		switch {
+		case kind == "blank":
+			t := time.Now()
+			if err := format(dev, d.fstype, d.label); err != nil {
+				return err
+			}
+			step("formatted the blank %s disk %s as %s in %v", d.dir, dev, d.fstype, time.Since(t).Round(time.Millisecond))
+		case kind != d.fstype:
+			return fmt.Errorf("the %s disk %s (serial %s) holds %s, not %s; refusing to format a disk that is not blank", d.dir, dev, d.serial, kind, d.fstype)
+		}
+		target := filepath.Join(m.StorageRoot, d.dir)
+		if err := os.MkdirAll(target, 0o700); err != nil {
+			return fmt.Errorf("mounting %s: %w", dev, err)
+		}
+		if err := unix.Mount(dev, target, d.fstype, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, d.data); err != nil {
+			return fmt.Errorf("mounting the %s disk %s (%s) on %s: %w", d.dir, dev, d.fstype, target, err)
+		}
+		m.mounts = append(m.mounts, target)
+		if err := os.Chmod(target, 0o700); err != nil && d.fstype != "vfat" {
+			return fmt.Errorf("restricting %s to its owner: %w", target, err)
+		}
+		step("mounted %s (%s) on %s", dev, d.fstype, target)
+	}
+	eph := m.ephemeralDir()
+	if err := os.MkdirAll(eph, 0o700); err != nil {
+		return fmt.Errorf("mounting %s: %w", eph, err)
+	}
+	if err := unix.Mount("tmpfs", eph, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", eph, err)
+	}
+	m.mounts = append(m.mounts, eph)
+	return nil
+}
+
+// waitForDisk returns the /dev path of the virtio disk with the serial.
+func waitForDisk(serial string) (string, error) {
+	deadline := time.Now().Add(diskTimeout)
+	for {
+		blocks, _ := filepath.Glob("/sys/block/*/serial")
+		for _, p := range blocks {
+			b, err := os.ReadFile(p)
+			if err == nil && strings.TrimSpace(string(b)) == serial {
+				return "/dev/" + filepath.Base(filepath.Dir(p)), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no disk with serial %s appeared within %v (qemu: -drive ...,if=virtio,serial=%s)", serial, diskTimeout, serial)
+		}
+		time.Sleep(50 * time.Millisecond) // polling sysfs: nothing to wait on without udev
+	}
+}
+
+// probe says what dev holds: "ext4", "vfat", "blank", or a description of
+// something else.
+func probe(dev string) (string, error) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return "", fmt.Errorf("probing %s: %w", dev, err)
+	}
+	defer f.Close()
+	b := make([]byte, blankProbe)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", fmt.Errorf("probing %s: %w", dev, err)
+	}
+	b = b[:n]
+	switch {
+	case n >= 1082 && b[1080] == 0x53 && b[1081] == 0xEF:
+		return "ext4", nil // the ext superblock's magic, at 1024+56
+	case n >= 512 && b[510] == 0x55 && b[511] == 0xAA && (bytes.HasPrefix(b[82:], []byte("FAT32")) || bytes.HasPrefix(b[54:], []byte("FAT"))):
+		return "vfat", nil
+	case len(bytes.Trim(b, "\x00")) == 0:
+		return "blank", nil
+	}
+	return "an unknown file system or data", nil
+}
+
+// format makes a file system on the whole of dev.
+func format(dev, fstype, label string) error {
+	d, err := diskfs.Open(dev, diskfs.WithOpenMode(diskfs.ReadWriteExclusive))
+	if err != nil {
+		return fmt.Errorf("formatting %s: %w", dev, err)
+	}
+	defer d.Close()
+	t := filesystem.TypeExt4
+	if fstype == "vfat" {
+		t = filesystem.TypeFat32
+	}
+	if _, err := d.CreateFilesystem(disk.FilesystemSpec{Partition: 0, FSType: t, VolumeLabel: label}); err != nil {
+		return fmt.Errorf("formatting %s as %s: %w", dev, fstype, err)
+	}
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("formatting %s: %w", dev, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("formatting %s: syncing: %w", dev, err)
+	}
+	return nil
+}
