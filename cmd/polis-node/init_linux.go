@@ -9,8 +9,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/pid1"
+	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -33,12 +35,21 @@ func runAsInit() {
 		pid1.Fatal(console, err)
 	}
 	o.cfg.FWCfg = node.FWCfgParametersPath
+	ring := logring.New(logring.Config{})
+	o.cfg.LogRing = ring
+	o.cfg.Power = func(a nodeapi.PowerAction) {
+		if a == nodeapi.Reboot {
+			m.Request(pid1.Reboot)
+			return
+		}
+		m.Request(pid1.PowerOff)
+	}
 	n, err := node.New(o.cfg)
 	if err != nil {
 		pid1.Fatal(console, err)
 	}
 	console("%s (version %s, address %v)", pid1.BootedMessage, node.Version, m.Address)
-	base := newLogger("console", zapcore.InfoLevel, os.Stdout)
+	base := newLogger("console", zapcore.InfoLevel, os.Stdout, ring)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	action := <-m.Requests()

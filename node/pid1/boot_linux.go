@@ -93,7 +93,8 @@ func parseAddress(cmdline string) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("kernel command line: no %s=IP/PREFIX (have %q)", AddressParameter, strings.TrimSpace(cmdline))
 }
 
-// Requests delivers power-off requests (the ACPI power button).
+// Requests delivers power requests: the ACPI power button (power off) and
+// Request (the node API's Reboot and PowerOff).
 func (m *Machine) Requests() <-chan Action { return m.requests }
 
 // ephemeralDir is the tmpfs for localstorage's ephemeral part.

@@ -118,3 +118,14 @@ func (m *Machine) watchInput(dev string) {
 		}
 	}
 }
+
+// Request asks for the machine to be powered off or rebooted once the agent
+// has stopped, as the power button does; the node API's Reboot and PowerOff
+// come through here. A request while another is pending is dropped: the
+// first one decides.
+func (m *Machine) Request(a Action) {
+	select {
+	case m.requests <- a:
+	default:
+	}
+}
