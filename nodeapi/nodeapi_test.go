@@ -47,22 +47,18 @@ func dial(t *testing.T, c *nodetest.Cluster, addr netip.Addr, nodeID string, cer
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg *tls.Config
-	if cert != nil {
-		cfg, err = identity.UserClientConfig(v, *cert)
-		if err != nil {
-			// Not a user certificate: present it anyway, as an attacker
-			// would.
-			kh, _ := identity.KeyHolderClientConfig(v, c.OwnerKey)
-			cfg = kh.Clone()
-			cfg.Certificates = []tls.Certificate{*cert}
-		}
-	} else {
-		kh, _ := identity.KeyHolderClientConfig(v, c.OwnerKey)
-		cfg = kh.Clone()
-		cfg.Certificates = nil
+	// The owner's configuration checks that the server is nodeID; the
+	// certificate presented is then whatever the test says, as an
+	// attacker would present it.
+	cfg, err := identity.NodeAPIClientConfig(v, c.OwnerCertificate, nodeID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.ServerName = nodeID
+	cfg = cfg.Clone()
+	cfg.Certificates = nil
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
 	conn, err := grpc.NewClient(netip.AddrPortFrom(addr, nodeapi.DefaultPort).String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
