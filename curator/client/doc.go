@@ -27,8 +27,10 @@
 // different one each round and asking the last-known leader last, and
 // points the connection at the leader it is told of. The connection dials
 // the leader by IP and checks its certificate against the leader's node ID,
-// which every node certificate carries, so TLS verification holds whichever
-// curator leads. A round runs when gRPC asks (the connection to the leader
+// which every curator certificate carries, so TLS verification holds
+// whichever curator leads. Only a curator certificate (identity's client
+// configurations insist on one) passes: a node that is not a curator, or no
+// longer one, cannot pose as the leader, whatever GetLeader answers name. A round runs when gRPC asks (the connection to the leader
 // broke), when an interceptor asks (a call failed with UNAVAILABLE), or when
 // the directory changes while no leader is known. A curator that hangs
 // without closing the connection is noticed by keepalive pings
