@@ -22,8 +22,8 @@ type BootstrapParams struct {
 	OwnerKey ed25519.PublicKey
 	// NodeKey is the first node's public key.
 	NodeKey ed25519.PublicKey
-	// NodeStatus is the first node's status; its external address goes
-	// into the node's certificate.
+	// NodeStatus is the first node's status, checked as every status the
+	// curator stores.
 	NodeStatus *cpb.NodeStatus
 }
 

@@ -122,9 +122,12 @@ func TestNewNodeLimit(t *testing.T) {
 // TestRegisterRetriesRewriteStatusRarely: a key's Register retries replace
 // its stored status at most once per RegisterStatusInterval.
 func TestRegisterRetriesRewriteStatusRarely(t *testing.T) {
+	// A clock that moves only when the test says, so that the retries
+	// below fall within one interval however slow the machine is.
 	var offset atomic.Int64
+	base := time.Now()
 	c := newTestCluster(t, func(cfg *Config) {
-		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	})
 	key := mustKey(t)
 	id := identity.NodeID(key.Public().(ed25519.PublicKey))

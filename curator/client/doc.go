@@ -31,8 +31,10 @@
 // timeout, probeTimeout, before the others are asked). The others are
 // asked starting with a different one each round. The connection dials
 // the leader by IP and checks its certificate against the leader's node ID,
-// which every node certificate carries, so TLS verification holds whichever
-// curator leads. A round runs when gRPC asks (the connection to the leader
+// which every curator certificate carries, so TLS verification holds
+// whichever curator leads. Only a curator certificate (identity's client
+// configurations insist on one) passes: a node that is not a curator, or no
+// longer one, cannot pose as the leader, whatever GetLeader answers name. A round runs when gRPC asks (the connection to the leader
 // broke), when an interceptor asks (a call failed with UNAVAILABLE), or when
 // the directory changes while no leader is known. A curator that hangs
 // without closing the connection is noticed by keepalive pings

@@ -297,7 +297,7 @@ func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
 	addr := resolver.Address{
 		Addr: addrPort(leader).String(),
 		// The connection's target names no host, so the TLS name must
-		// come with the address: the node ID, which every node
+		// come with the address: the node ID, which every curator
 		// certificate carries as a DNS name, whichever leader it is.
 		ServerName: leader.NodeId,
 	}
@@ -344,7 +344,7 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 	conn, ok := lr.probes[ap]
 	if !ok {
 		var err error
-		// The probe reaches the curator by IP, which its node
+		// The probe reaches the curator by IP, which its curator
 		// certificate names, so the target's host is the TLS name.
 		conn, err = grpc.NewClient("passthrough:///"+ap.String(),
 			grpc.WithTransportCredentials(lr.r.creds),
