@@ -91,9 +91,13 @@ func (f File) Encode(content []byte) []byte {
 	if f.Plain {
 		return content
 	}
+	return append([]byte(header(content)), content...)
+}
+
+// header is the checksum header line of content, newline included.
+func header(content []byte) string {
 	sum := sha256.Sum256(content)
-	header := headerPrefix + hex.EncodeToString(sum[:]) + " size=" + strconv.Itoa(len(content)) + "\n"
-	return append([]byte(header), content...)
+	return headerPrefix + hex.EncodeToString(sum[:]) + " size=" + strconv.Itoa(len(content)) + "\n"
 }
 
 // Decode checks data as Read finds it on disk and returns the content Write
@@ -131,6 +135,11 @@ func (f File) Decode(data []byte) ([]byte, error) {
 	}
 	if got := sha256.Sum256(content); !bytes.Equal(got[:], want) {
 		return nil, corrupt("checksum mismatch: the content changed after it was written")
+	}
+	// Only the header Write writes: upper-case digits or a size of "+0"
+	// match too, but were not written by Write.
+	if string(data[:end+1]) != header(content) {
+		return nil, corrupt("malformed checksum header")
 	}
 	return content, nil
 }
