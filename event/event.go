@@ -45,8 +45,8 @@
 // one of them changed since the previous Wait. It then reports why it woke up
 // ([Why]: which inputs changed, from which version to which), so a worker can
 // log the cause of each reaction. This works for every backend because every
-// [Watcher] exposes [Watcher.Ready], a channel that is closed once Get would
-// return without blocking.
+// [Watcher] exposes [Watcher.Ready], a channel that becomes ready to receive
+// once Get would return without blocking.
 //
 // # What this package does not do
 //
@@ -98,12 +98,15 @@ type Watcher[T any] interface {
 	// current data, on the first call), blocking until there is some. See the
 	// package documentation for the exact semantics.
 	Get(ctx context.Context, opts ...GetOption[T]) (T, error)
-	// Ready returns a channel that is closed once a Get without options would
-	// return without blocking: newer data is available, or the watcher is
-	// closed. It lets one goroutine wait on many watchers at once (see
-	// Inputs). The channel must not be kept across Gets, and one obtained
-	// before Close need not be closed by Close: whoever closes a watcher
-	// it selects on must wake itself (Inputs does, through its own Close).
+	// Ready returns a channel that becomes ready to receive (it is closed,
+	// or it receives a value) once a Get without options would return
+	// without blocking: newer data is available, or the watcher is closed.
+	// It lets one goroutine wait on many watchers at once (see Inputs).
+	// A receive may consume the signal: call Ready again rather than
+	// receive twice. The channel must not be kept across Gets, and one
+	// obtained before Close need not be signalled by Close: whoever closes
+	// a watcher it selects on must wake itself (Inputs does, through its
+	// own Close).
 	Ready() <-chan struct{}
 	// Close releases the watcher and wakes a Get blocked on it. It is safe to
 	// call more than once and from any goroutine.

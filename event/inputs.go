@@ -45,6 +45,7 @@ import (
 type Inputs struct {
 	waited bool
 	busy   bool
+	chans  []<-chan struct{} // Wait's select list, kept between Waits
 
 	mu     sync.Mutex // guards inputs (appends), closed and done
 	inputs []input
@@ -208,7 +209,12 @@ func (in *Inputs) Wait(ctx context.Context) (Why, error) {
 	if err != nil {
 		return Why{}, err
 	}
-	chans := make([]<-chan struct{}, len(inputs)+2)
+	// Reused from Wait to Wait: waiting allocates nothing of its own.
+	if cap(in.chans) < len(inputs)+2 {
+		in.chans = make([]<-chan struct{}, len(inputs)+2)
+	}
+	chans := in.chans[:len(inputs)+2]
+	defer clear(chans)
 	for {
 		all := true
 		for _, i := range inputs {

@@ -105,35 +105,59 @@ func BenchmarkWakeLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkPingPong bounces a counter between two goroutines through two
-// values: one op is two Sets and two wake-ups.
+// BenchmarkPingPong bounces a counter between two goroutines: one op is a
+// round trip, two hand-offs. "value" goes through two Values (two Sets, two
+// wake-ups), "channel" through two bare unbuffered channels, in the same
+// run, as the floor a value's wake-up is measured against.
 func BenchmarkPingPong(b *testing.B) {
-	var ping, pong Value[int]
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pingW, pongW := ping.Watch(), pong.Watch()
-	defer pingW.Close()
-	defer pongW.Close()
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			d, err := pingW.Get(ctx)
-			if err != nil {
-				return
+	b.Run("value", func(b *testing.B) {
+		var ping, pong Value[int]
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		pingW, pongW := ping.Watch(), pong.Watch()
+		defer pingW.Close()
+		defer pongW.Close()
+		exited := make(chan struct{})
+		go func() {
+			defer close(exited)
+			for {
+				d, err := pingW.Get(ctx)
+				if err != nil {
+					return
+				}
+				pong.Set(d)
 			}
-			pong.Set(d)
+		}()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ping.Set(i)
+			// One Set per round: the next Get returns exactly i.
+			if d, err := pongW.Get(ctx); err != nil || d != i {
+				b.Fatalf("Get = %d, %v; want %d", d, err, i)
+			}
 		}
-	}()
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		ping.Set(i)
-		if _, err := pongW.Get(ctx, event.Filter(func(d int) bool { return d == i })); err != nil {
-			b.Fatal(err)
+		cancel()
+		<-exited
+	})
+	b.Run("channel", func(b *testing.B) {
+		ping, pong := make(chan int), make(chan int)
+		exited := make(chan struct{})
+		go func() {
+			defer close(exited)
+			for d := range ping {
+				pong <- d
+			}
+		}()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ping <- i
+			if d := <-pong; d != i {
+				b.Fatalf("got %d, want %d", d, i)
+			}
 		}
-	}
-	cancel()
-	<-exited
+		close(ping)
+		<-exited
+	})
 }
 
 // BenchmarkIdleWatcher reports the memory one idle watcher costs (B/op).

@@ -1,12 +1,13 @@
 // Package memory implements event values that live in the memory of one
 // process.
 //
-// A [Value] keeps only the newest data and its version. Set stores them and,
-// if any Get is blocked, closes one broadcast channel that all blocked Gets
-// wait on; it never looks at individual watchers. An idle watcher is a small
-// cursor (a pointer to the value and the version it last returned), so
-// creating thousands of them costs little and a watcher nobody reads never
-// slows anybody down.
+// A [Value] keeps only the newest data and its version. Set stores them and
+// wakes the watchers blocked in Get (or selecting on Ready), and only those:
+// each has a one-slot channel of its own, made once and reused for every
+// wake-up, so a wake-up allocates nothing. An idle watcher is a small cursor
+// (a pointer to the value and the version it last returned) that Set never
+// looks at, so creating thousands of them costs little and a watcher nobody
+// reads never slows anybody down.
 //
 // The zero Value is ready to use. Its Name and Equal fields configure it and
 // must be set before the value is shared:
@@ -24,6 +25,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -43,9 +45,9 @@ type Value[T any] struct {
 	mu      sync.Mutex
 	data    T
 	version uint64 // 0 while unset
-	// wake is closed (and cleared) by the next Set. It is created lazily by a
-	// Get that has to block, so a Set with no blocked Get allocates nothing.
-	wake chan struct{}
+	// waiting are the watchers blocked in Get or selecting on Ready, which
+	// the next Set wakes (and forgets). Idle watchers are not in it.
+	waiting []*watcher[T]
 
 	watchers atomic.Int64
 	metrics  atomic.Pointer[valueMetrics]
@@ -69,12 +71,17 @@ func (v *Value[T]) Set(data T) {
 	}
 	v.data = data
 	v.version++
-	wake := v.wake
-	v.wake = nil
-	v.mu.Unlock()
-	if wake != nil {
-		close(wake)
+	for i, w := range v.waiting {
+		w.queued = false
+		// The slot holds at most one wake-up; one is enough.
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		v.waiting[i] = nil
 	}
+	v.waiting = v.waiting[:0]
+	v.mu.Unlock()
 	v.getMetrics().sets.Inc()
 }
 
@@ -93,18 +100,42 @@ func (v *Value[T]) Info() event.Info {
 	return event.Info{Name: v.Name, Version: version, Watchers: int(v.watchers.Load())}
 }
 
-// load returns the current data and version, and, if the version is not newer
-// than seen, a channel closed by the next Set.
-func (v *Value[T]) load(seen uint64, wantWake bool) (T, uint64, <-chan struct{}) {
+// load returns the current data and version of v if they are newer than
+// what w last returned. Otherwise it queues w for the next Set and returns
+// the channel that Set will signal.
+func (v *Value[T]) load(w *watcher[T]) (T, uint64, <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.version > seen || !wantWake {
+	if v.version > w.seen {
 		return v.data, v.version, nil
 	}
-	if v.wake == nil {
-		v.wake = make(chan struct{})
+	if !w.queued {
+		if w.wake == nil {
+			w.wake = make(chan struct{}, 1)
+		}
+		// A wake-up left over from an earlier wait (one that ended for
+		// another reason) would be a false alarm now.
+		select {
+		case <-w.wake:
+		default:
+		}
+		w.queued = true
+		v.waiting = append(v.waiting, w)
 	}
-	return v.data, v.version, v.wake
+	return v.data, v.version, w.wake
+}
+
+// forget takes w out of the queue of waiting watchers.
+func (v *Value[T]) forget(w *watcher[T]) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !w.queued {
+		return
+	}
+	w.queued = false
+	if i := slices.Index(v.waiting, w); i >= 0 {
+		v.waiting = slices.Delete(v.waiting, i, i+1)
+	}
 }
 
 // watcher is kept small on purpose: an idle watcher is this struct and
@@ -112,11 +143,16 @@ func (v *Value[T]) load(seen uint64, wantWake bool) (T, uint64, <-chan struct{})
 type watcher[T any] struct {
 	v    *Value[T]
 	seen uint64 // version last returned by Get
-	busy atomic.Bool
 
-	mu     sync.Mutex // guards closed and done
+	mu   sync.Mutex    // guards closed and done
+	done chan struct{} // created when a Get first blocks; closed by Close
+	// wake is the one-slot channel Set signals while the watcher is
+	// queued; made on the first wait and reused. Guarded, with queued,
+	// by the value's mutex.
+	wake   chan struct{}
+	busy   atomic.Bool
 	closed bool
-	done   chan struct{} // created when a Get first blocks; closed by Close
+	queued bool
 }
 
 func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, error) {
@@ -132,7 +168,7 @@ func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, er
 		return zero, err
 	}
 	for {
-		data, version, wake := w.v.load(w.seen, true)
+		data, version, wake := w.v.load(w)
 		if wake == nil {
 			w.seen = version
 			if o.Accepts(data) {
@@ -172,7 +208,7 @@ func (w *watcher[T]) Ready() <-chan struct{} {
 	if closed {
 		return event.ClosedChan()
 	}
-	_, _, wake := w.v.load(w.seen, true)
+	_, _, wake := w.v.load(w)
 	if wake == nil {
 		return event.ClosedChan()
 	}
@@ -191,6 +227,7 @@ func (w *watcher[T]) Close() error {
 	if w.done != nil {
 		close(w.done)
 	}
+	w.v.forget(w)
 	w.v.watchers.Add(-1)
 	w.v.getMetrics().watchers.Dec()
 	return nil
