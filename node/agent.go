@@ -200,7 +200,7 @@ func (n *Node) Run(ctx context.Context) error {
 		Credentials:       &n.values.Credentials,
 		LocalControlPlane: &n.values.LocalControlPlane,
 		Logs:              n.cfg.LogRing,
-		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values)},
+		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values), Reactions: rs.Graph().Workers},
 		Power:             n.cfg.Power,
 	})
 	if err != nil {

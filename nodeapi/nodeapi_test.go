@@ -247,6 +247,13 @@ func TestNodeAPI(t *testing.T) {
 			if w.Name == "rolefetch" && !strings.Contains(strings.Join(w.Writes, ","), "localRoles") {
 				t.Errorf("rolefetch writes %v", w.Writes)
 			}
+			// The controlplane worker reacted at least once (to the
+			// node's credentials and roles) for the node to serve.
+			if w.Name == "controlplane" {
+				if r := w.LastReaction; r == nil || r.Count == 0 || r.Why == "" || r.Time.AsTime().IsZero() {
+					t.Errorf("controlplane's last reaction = %v, want one with its reason", r)
+				}
+			}
 		}
 		if !strings.Contains(strings.Join(workers, ","), "controlplane,heartbeat") {
 			t.Errorf("workers %v", workers)

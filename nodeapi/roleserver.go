@@ -24,9 +24,9 @@ type RoleServer struct {
 	Edges func() []roleserve.Edge
 	// Values are the role server's values, by name.
 	Values []ValueView
-	// Reactions tells each worker's last reaction; nil while the role
-	// server records none.
-	Reactions Reactions
+	// Reactions returns each worker's last reaction
+	// (roleserve.Graph.Workers); nil shows none.
+	Reactions func() []roleserve.Reaction
 }
 
 // ValueView shows one value: its bookkeeping and a one-line summary of its
@@ -37,24 +37,6 @@ type ValueView struct {
 	Info func() event.Info
 	// Summary renders the current data, "unset" before the first Set.
 	Summary func() string
-}
-
-// Reactions is the read-only record of the workers' last reactions that
-// the role server keeps.
-type Reactions interface {
-	// LastReaction returns worker's last reaction, or false if it has not
-	// reacted since it started.
-	LastReaction(worker string) (Reaction, bool)
-}
-
-// Reaction is one wake-up of a worker.
-type Reaction struct {
-	// Time is when the worker's wait returned.
-	Time time.Time
-	// Why says which inputs changed, as event.Why renders it.
-	Why string
-	// Count is how many times the worker has reacted.
-	Count uint64
 }
 
 // outside is the writer shown for values written outside the role server.
@@ -100,12 +82,14 @@ func (r *RoleServer) Snapshot() *nodev1.GetRoleServerGraphResponse {
 		}
 		out.Values = append(out.Values, v)
 	}
-	for _, w := range workers {
-		if r.Reactions != nil {
-			if re, ok := r.Reactions.LastReaction(w.Name); ok {
-				w.LastReaction = &nodev1.WorkerReaction{Time: timestamppb.New(re.Time), Why: re.Why, Count: re.Count}
+	if r.Reactions != nil {
+		for _, re := range r.Reactions() {
+			if w := workers[re.Worker]; w != nil {
+				w.LastReaction = &nodev1.WorkerReaction{Time: timestamppb.New(re.At), Why: re.Why, Count: re.Count}
 			}
 		}
+	}
+	for _, w := range workers {
 		out.Workers = append(out.Workers, w)
 	}
 	slices.SortFunc(out.Values, func(a, b *nodev1.GraphValue) int { return strings.Compare(a.Name, b.Name) })
