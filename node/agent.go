@@ -191,7 +191,7 @@ func (n *Node) Run(ctx context.Context) error {
 		Credentials:       &n.values.Credentials,
 		LocalControlPlane: &n.values.LocalControlPlane,
 		Logs:              n.cfg.LogRing,
-		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values)},
+		RoleServer:        roleServerView(rs, n.values, n.cfg.LogRing),
 		Power:             n.cfg.Power,
 	})
 	if err != nil {
@@ -209,6 +209,17 @@ func (n *Node) Run(ctx context.Context) error {
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// roleServerView is what the node API shows of the role server. Worker
+// reactions come from the log lines for now (nodeapi.LogReactions), until
+// the role server records them itself.
+func roleServerView(rs *roleserve.RoleServer, v *roleserve.Values, ring *logring.Ring) *nodeapi.RoleServer {
+	view := &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(v)}
+	if ring != nil {
+		view.Reactions = nodeapi.LogReactions{Ring: ring, Prefix: "root.roleserve"}
+	}
+	return view
 }
 
 // status is the node's status at registration or bootstrap.

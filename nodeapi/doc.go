@@ -15,8 +15,9 @@
 //     an event value; the service reads the newest snapshot);
 //   - GetRoleServerGraph: the role server's Graph (who writes and reads
 //     each value), each value's version and a one-line summary, and each
-//     worker's last reaction where the role server records one
-//     (Reactions);
+//     worker's last reaction with its reason (Reactions; for now read
+//     from the workers' own log lines by LogReactions, until the role
+//     server keeps the record itself);
 //   - Reboot and PowerOff, through a PowerFunc the caller provides: the
 //     process-mode agent restarts itself or exits; a VM's PID 1 reboots or
 //     powers off the machine.

@@ -251,6 +251,9 @@ func TestNodeAPI(t *testing.T) {
 			if w.Name == "rolefetch" && !strings.Contains(strings.Join(w.Writes, ","), "localRoles") {
 				t.Errorf("rolefetch writes %v", w.Writes)
 			}
+			if w.Name == "heartbeat" && w.LastReaction.GetWhy() == "" {
+				t.Errorf("heartbeat's last reaction %v: it reacted to its membership when it started", w.LastReaction)
+			}
 		}
 		if !strings.Contains(strings.Join(workers, ","), "controlplane,heartbeat") {
 			t.Errorf("workers %v", workers)
