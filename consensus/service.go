@@ -114,7 +114,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	// a moment; once Run returns, its logger (the supervisor's, which a
 	// test may already have torn down) must no longer be written to.
 	defer closed.Store(true)
-	defer e.Close()
+	defer closeEtcd(e)
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():

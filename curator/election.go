@@ -149,6 +149,13 @@ func (e *Election) setLeader(leader []byte) {
 	e.publish(leading, leader)
 }
 
+// resignTimeout bounds the revocation of the election lease when Run
+// ends. Revoking is a courtesy (the lease expires by itself): on a working
+// etcd it takes milliseconds, but when the whole node stops, the local
+// etcd member stops at the same moment, and the client would retry against
+// it for as long as it is allowed to.
+const resignTimeout = time.Second
+
 // Run campaigns until this curator leads, holds the leadership while its
 // lease lives, and returns an error when it is lost, so that the supervisor
 // starts a new candidacy. It resigns when ctx is cancelled, handing the
@@ -170,7 +177,7 @@ func (e *Election) Run(ctx context.Context) error {
 	defer func() {
 		// Revoking the lease deletes our key: followers see a new leader
 		// immediately rather than after the TTL.
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, resignTimeout))
 		defer cancel()
 		if _, err := e.Client.Revoke(closeCtx, session.Lease()); err != nil {
 			supervisor.Logger(ctx).Warn("revoking the election lease failed; it will expire", zap.Error(err))

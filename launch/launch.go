@@ -23,6 +23,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/polisctl"
 	"github.com/polis-os/polis/roleserve"
 )
@@ -231,7 +232,7 @@ func (c *Cluster) progress(format string, args ...any) {
 // otherwise try to talk to.
 func (c *Cluster) checkPortsFree() error {
 	for _, a := range c.opts.Addresses {
-		for _, p := range []uint16{c.opts.ConsensusPort, c.opts.CuratorPort} {
+		for _, p := range []uint16{c.opts.ConsensusPort, c.opts.CuratorPort, nodeapi.DefaultPort, nodeapi.DefaultMetricsPort} {
 			ap := netip.AddrPortFrom(a, p)
 			l, err := net.Listen("tcp", ap.String())
 			if err != nil {

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/polis-os/polis/logring"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -22,6 +25,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "::"}, wantErr: "not an unspecified one"},
 		{args: []string{"--storage", "/s", "--address", "localhost"}, wantErr: "--address"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--curator-port", "70000"}, wantErr: "not a port"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--node-api-port", "0"}, wantErr: "--node-api-port 0: not a port"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--metrics-port", "65536"}, wantErr: "--metrics-port 65536: not a port"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
 	} {
@@ -31,8 +36,8 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("%q: %v", tc.args, err)
 				continue
 			}
-			if o.cfg.ConsensusPort != 7834 || o.cfg.CuratorPort != 7835 {
-				t.Errorf("%q: ports %d/%d, want the roleserve defaults", tc.args, o.cfg.ConsensusPort, o.cfg.CuratorPort)
+			if o.cfg.ConsensusPort != 7834 || o.cfg.CuratorPort != 7835 || o.cfg.NodeAPIPort != 7836 || o.cfg.MetricsPort != 7837 {
+				t.Errorf("%q: ports %d/%d/%d/%d, want the defaults", tc.args, o.cfg.ConsensusPort, o.cfg.CuratorPort, o.cfg.NodeAPIPort, o.cfg.MetricsPort)
 			}
 			continue
 		}
@@ -58,5 +63,21 @@ func TestLoggerNamesRunnable(t *testing.T) {
 	newLogger("console", zapcore.InfoLevel, &buf, nil).Named("root").Named("heartbeat").Info("hello")
 	if !strings.Contains(buf.String(), "root.heartbeat") {
 		t.Errorf("console line %q does not name the runnable", buf.String())
+	}
+}
+
+// Lines go to the log ring as well as to the output, at the same level.
+func TestLoggerFeedsTheRing(t *testing.T) {
+	var buf bytes.Buffer
+	ring := logring.New(logring.Config{})
+	l := newLogger("console", zapcore.InfoLevel, &buf, ring).Named("root").Named("heartbeat")
+	l.Debug("below the level")
+	l.Info("hello", zap.Int("n", 1))
+	got := ring.Backlog(logring.Filter{MinLevel: zapcore.DebugLevel})
+	if len(got) != 1 || got[0].Logger != "root.heartbeat" || got[0].Message != "hello" || got[0].Fields != `{"n":1}` {
+		t.Errorf("ring holds %+v", got)
+	}
+	if !strings.Contains(buf.String(), "hello") {
+		t.Errorf("the output lost the line: %q", buf.String())
 	}
 }
