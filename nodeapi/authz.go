@@ -2,6 +2,9 @@ package nodeapi
 
 import (
 	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
 	"strings"
 
 	"go.uber.org/zap"
@@ -26,7 +29,7 @@ var openServices = []string{
 
 // authorize checks the caller of method against the method's declared
 // requirement.
-func authorize(ctx context.Context, method string) (identity.Identity, error) {
+func (s *Service) authorize(ctx context.Context, method string) (identity.Identity, error) {
 	for _, prefix := range openServices {
 		if strings.HasPrefix(method, prefix) {
 			return identity.Identity{}, nil
@@ -48,6 +51,9 @@ func authorize(ctx context.Context, method string) (identity.Identity, error) {
 		if !userHolds(caller.UserName, req.Permission) {
 			return caller, status.Errorf(codes.PermissionDenied, "%s: user %q does not hold %s", method, caller.UserName, req.Permission)
 		}
+		if err := s.ownerStands(caller); err != nil {
+			return caller, status.Errorf(codes.PermissionDenied, "%s: %v", method, err)
+		}
 	case cpb.Caller_CALLER_NODE:
 		if caller.Kind != identity.KindNode {
 			return caller, status.Errorf(codes.PermissionDenied, "%s: only nodes may make this call; the caller is %s", method, caller)
@@ -65,6 +71,28 @@ func userHolds(user string, _ nodev1.NodePermission) bool {
 	return user == curator.OwnerUserName
 }
 
+// ownerStands checks that id is the owner with a certificate for the
+// current owner key, as the curator does (curator/authz.go,
+// checkUserStanding): rotating the owner key revokes the old key's
+// certificates here too. Without Config.OwnerKey the node has no way to
+// know the current key, and any owner certificate from the CA stands.
+func (s *Service) ownerStands(id identity.Identity) error {
+	if id.Kind != identity.KindUser || id.UserName != curator.OwnerUserName {
+		return fmt.Errorf("%s is not the owner", id)
+	}
+	if s.cfg.OwnerKey == nil {
+		return nil
+	}
+	key, ok := current(s.cfg.OwnerKey)
+	switch {
+	case !ok || len(key) != ed25519.PublicKeySize:
+		return errors.New("this node does not know the current owner key yet, so it cannot tell whether this owner certificate is revoked")
+	case !key.Equal(id.PublicKey):
+		return errors.New("this owner certificate is for a key that is no longer the owner key (rotated): it is revoked")
+	}
+	return nil
+}
+
 // logCall leaves a line for every call that changes something or was
 // refused: who rebooted a node is worth knowing; who read its logs is
 // not worth a line per call.
@@ -75,9 +103,9 @@ func logCall(log *zap.Logger, method string, caller identity.Identity, err error
 	log.Info("call", zap.String("method", method), zap.Stringer("caller", caller), zap.Stringer("code", status.Code(err)), zap.NamedError("error", err))
 }
 
-func unaryAuthz(log *zap.Logger) grpc.UnaryServerInterceptor {
+func (s *Service) unaryAuthz(log *zap.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		caller, err := authorize(ctx, info.FullMethod)
+		caller, err := s.authorize(ctx, info.FullMethod)
 		defer func() { logCall(log, info.FullMethod, caller, err) }()
 		if err != nil {
 			return nil, err
@@ -86,9 +114,9 @@ func unaryAuthz(log *zap.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
-func streamAuthz(log *zap.Logger) grpc.StreamServerInterceptor {
+func (s *Service) streamAuthz(log *zap.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		caller, err := authorize(ss.Context(), info.FullMethod)
+		caller, err := s.authorize(ss.Context(), info.FullMethod)
 		if err != nil {
 			logCall(log, info.FullMethod, caller, err)
 			return err

@@ -29,7 +29,10 @@
 // node_authz option (nodev1.MethodRequirement), as the curator's do; the
 // check runs in one interceptor before any handler, and a method without a
 // declaration is refused. Users are identified by their certificate from
-// the cluster CA; the owner holds every permission, as in the curator. A
+// the cluster CA; the owner holds every permission, as in the curator, and
+// an owner certificate counts only while it is for the current owner key
+// (Config.OwnerKey; rotating the key revokes the old key's certificates).
+// /metrics off loopback answers the owner alone, by the same rule. A
 // node cannot ask the curator whether a caller node is still in good
 // standing (it may run no curator), so no method accepts nodes yet.
 // Health and reflection answer anyone with a TLS connection: they reveal

@@ -41,9 +41,10 @@ const DefaultMetricsPort = 7837
 // Where. On a loopback address (development mode, where every node of a
 // cluster is a process on one machine) /metrics is plain HTTP: only this
 // machine reaches it. On any other address it is HTTPS with the node API's
-// mTLS: the node presents its certificate, and only the owner or a node of
-// the cluster, by their certificates, are answered (a Prometheus scraper is
-// given one).
+// mTLS: the node presents its certificate, and only the owner is answered,
+// with a certificate for the current owner key (a Prometheus scraper is
+// given one). Nodes are not: a node's certificate outlives its
+// decommissioning.
 
 // processMetrics registers, once per process, the collectors that exist
 // once per process.
@@ -137,30 +138,32 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, tree event.ValueWat
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gatherer(tree), promhttp.HandlerOpts{}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
+		// TLS is set up before the port is taken: a failure here must not
+		// leave the port bound, or every restart would find it in use.
+		var tc *tls.Config
+		scheme := "http"
+		if metricsNeedTLS(s.cfg.Address) {
+			v, err := identity.NewVerifier(creds.CACertificate)
+			if err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
+			sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
+			if err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
+			if tc, err = identity.ServerConfig(v, sc); err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
+			srv.Handler = s.ownerOnly(v, mux)
+			scheme = "https"
+		}
 		ap := netip.AddrPortFrom(s.cfg.Address, s.cfg.MetricsPort)
 		lis, err := net.Listen("tcp", ap.String())
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		scheme := "http"
-		if !s.cfg.Address.IsLoopback() {
-			v, err := identity.NewVerifier(creds.CACertificate)
-			if err != nil {
-				lis.Close()
-				return err
-			}
-			sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
-			if err != nil {
-				return err
-			}
-			tc, err := identity.ServerConfig(v, sc)
-			if err != nil {
-				lis.Close()
-				return err
-			}
-			srv.Handler = ownerOrNode(v, mux)
+		if tc != nil {
 			lis = tls.NewListener(lis, tc)
-			scheme = "https"
 		}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(lis) }()
@@ -183,22 +186,29 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, tree event.ValueWat
 	}
 }
 
-// ownerOrNode answers only the owner and the cluster's nodes, by the
-// certificate of the TLS connection.
-func ownerOrNode(v *identity.Verifier, h http.Handler) http.Handler {
+// metricsNeedTLS says whether /metrics at addr is served over mTLS: off
+// loopback. A variable so that a test can have TLS on loopback.
+var metricsNeedTLS = func(addr netip.Addr) bool { return !addr.IsLoopback() }
+
+// ownerOnly answers only the owner, by the certificate of the TLS
+// connection, and only while it is for the current owner key (as the node
+// API's callers, see authorize). Nodes are not answered: a node
+// certificate stays valid after its node is decommissioned or deleted.
+func (s *Service) ownerOnly(v *identity.Verifier, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id identity.Identity
 		var err error
 		if r.TLS != nil {
 			id, err = v.Identify(r.TLS.PeerCertificates, time.Now())
 		}
-		switch {
-		case r.TLS == nil || err != nil:
+		if r.TLS == nil || err != nil {
 			http.Error(w, "metrics need a client certificate from the cluster CA", http.StatusUnauthorized)
-		case id.Kind == identity.KindNode, id.Kind == identity.KindUser && id.UserName == curator.OwnerUserName:
-			h.ServeHTTP(w, r)
-		default:
-			http.Error(w, fmt.Sprintf("%s may not read metrics: the owner or a node may", id), http.StatusForbidden)
+			return
 		}
+		if err := s.ownerStands(id); err != nil {
+			http.Error(w, fmt.Sprintf("%s may not read metrics: %v", id, err), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

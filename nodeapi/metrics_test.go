@@ -9,23 +9,36 @@ import (
 	"time"
 
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/nodeapi"
 )
 
 // Off loopback, /metrics is served over the node API's mTLS and answers
-// the owner and the cluster's nodes only.
-func TestMetricsOverMTLSAnswersOwnerAndNodesOnly(t *testing.T) {
+// the owner only, with a certificate for the current owner key: not a node
+// (a node certificate outlives its node's decommissioning), not an owner
+// certificate of a rotated-away key.
+func TestMetricsOverMTLSAnswersTheCurrentOwnerOnly(t *testing.T) {
 	now := time.Now()
 	ca, err := identity.NewCA(now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := ca.Verifier()
+	ownerPub, ownerKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	issue := func(kind string) tls.Certificate {
 		pub, key, err := ed25519.GenerateKey(nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if kind == curator.OwnerUserName {
+			pub, key = ownerPub, ownerKey
+		}
+		if kind == "rotated-away owner" {
+			kind = curator.OwnerUserName
 		}
 		var c tls.Certificate
 		switch kind {
@@ -67,7 +80,9 @@ func TestMetricsOverMTLSAnswersOwnerAndNodesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(nodeapi.OwnerOrNode(v, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var owner memory.Value[ed25519.PublicKey]
+	owner.Set(ownerPub)
+	srv := httptest.NewUnstartedServer(nodeapi.OwnerOnly(&owner, v, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("metrics"))
 	})))
 	srv.TLS = serverCfg
@@ -79,7 +94,8 @@ func TestMetricsOverMTLSAnswersOwnerAndNodesOnly(t *testing.T) {
 		want   int
 	}{
 		{curator.OwnerUserName, http.StatusOK},
-		{"node", http.StatusOK},
+		{"rotated-away owner", http.StatusForbidden},
+		{"node", http.StatusForbidden},
 		{"alice", http.StatusForbidden},
 		{"self-signed", http.StatusForbidden},
 		{"anonymous", http.StatusForbidden},

@@ -2,6 +2,7 @@ package nodeapi
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +46,12 @@ type Config struct {
 	// Credentials are the node's; the API serves once they are set,
 	// presenting the node certificate. Required.
 	Credentials event.ValueWatch[*roleserve.Credentials]
+	// OwnerKey is the cluster's current owner key: the node API and
+	// /metrics answer an owner certificate only for it, so that rotating
+	// the owner key revokes the old key's certificates on nodes as on the
+	// curators. While it is unset, owner calls are refused. Without it
+	// (nil) any owner certificate from the cluster CA is accepted.
+	OwnerKey event.ValueWatch[ed25519.PublicKey]
 	// Logs holds the node's log lines; without it Logs answers
 	// FAILED_PRECONDITION.
 	Logs *logring.Ring
@@ -162,8 +169,8 @@ func (s *Service) serve(creds *roleserve.Credentials, tree event.ValueWatch[supe
 			return fmt.Errorf("node API: %w", err)
 		}
 		srv := grpc.NewServer(grpc.Creds(tc),
-			grpc.ChainUnaryInterceptor(unaryAuthz(log)),
-			grpc.ChainStreamInterceptor(streamAuthz(log)))
+			grpc.ChainUnaryInterceptor(s.unaryAuthz(log)),
+			grpc.ChainStreamInterceptor(s.streamAuthz(log)))
 		nodev1.RegisterNodeServiceServer(srv, &server{cfg: &s.cfg, tree: tree, log: log})
 		hs := health.NewServer()
 		hs.SetServingStatus(nodev1.NodeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
