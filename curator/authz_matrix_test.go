@@ -74,6 +74,7 @@ var (
 var authzMatrix = map[string]map[callerKind]bool{
 	cpb.CuratorService_GetLeader_FullMethodName:          anyoneConnected,
 	cpb.CuratorService_GetCACertificate_FullMethodName:   anyoneConnected,
+	cpb.CuratorService_GetOwnerKey_FullMethodName:        onlyUpNode,
 	cpb.CuratorService_Register_FullMethodName:           liveKeyHolders,
 	cpb.CuratorService_CommitRegistration_FullMethodName: liveKeyHolders,
 	cpb.CuratorService_Join_FullMethodName:               liveKeyHolders,

@@ -61,6 +61,16 @@ func (r *rpcServer) GetCACertificate(ctx context.Context, _ *cpb.GetCACertificat
 	return &cpb.GetCACertificateResponse{CaCertificate: r.ca.Certificate().Raw}, nil
 }
 
+// GetOwnerKey returns the current owner key, read from etcd as
+// checkUserStanding reads it, for nodes to check owner certificates with.
+func (r *rpcServer) GetOwnerKey(ctx context.Context, _ *cpb.GetOwnerKeyRequest) (*cpb.GetOwnerKeyResponse, error) {
+	key, err := r.s.ownerKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.GetOwnerKeyResponse{OwnerKey: key}, nil
+}
+
 // checkTicket compares ticket with the cluster's register ticket in
 // constant time, so that the answer's timing tells nothing about how much
 // of a guess was right.

@@ -199,6 +199,7 @@ func (n *Node) Run(ctx context.Context) error {
 		MetricsPort:       n.cfg.MetricsPort,
 		Credentials:       &n.values.Credentials,
 		LocalControlPlane: &n.values.LocalControlPlane,
+		OwnerKey:          nodeapi.CuratorOwnerKey(&n.values.Membership),
 		Logs:              n.cfg.LogRing,
 		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values), Reactions: rs.Graph().Workers},
 		Power:             n.cfg.Power,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -15,7 +16,9 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/roleserve"
 )
 
 // openServices answer any caller with a TLS connection: the standard
@@ -51,7 +54,7 @@ func (s *Service) authorize(ctx context.Context, method string) (identity.Identi
 		if !userHolds(caller.UserName, req.Permission) {
 			return caller, status.Errorf(codes.PermissionDenied, "%s: user %q does not hold %s", method, caller.UserName, req.Permission)
 		}
-		if err := s.ownerStands(caller); err != nil {
+		if err := s.ownerStands(ctx, caller); err != nil {
 			return caller, status.Errorf(codes.PermissionDenied, "%s: %v", method, err)
 		}
 	case cpb.Caller_CALLER_NODE:
@@ -74,23 +77,56 @@ func userHolds(user string, _ nodev1.NodePermission) bool {
 // ownerStands checks that id is the owner with a certificate for the
 // current owner key, as the curator does (curator/authz.go,
 // checkUserStanding): rotating the owner key revokes the old key's
-// certificates here too. Without Config.OwnerKey the node has no way to
-// know the current key, and any owner certificate from the CA stands.
-func (s *Service) ownerStands(id identity.Identity) error {
+// certificates here too. The node asks the curator for the key
+// (GetOwnerKey) on every owner call; when no curator answers in time it
+// goes by the key the curator last gave, so that the node API still
+// serves the owner while the control plane is down, which is when it is
+// needed most (a rotation takes effect on a node at its first owner call
+// a curator answers). A node that never got an answer refuses the owner.
+// Without Config.OwnerKey any owner certificate from the CA stands.
+func (s *Service) ownerStands(ctx context.Context, id identity.Identity) error {
 	if id.Kind != identity.KindUser || id.UserName != curator.OwnerUserName {
 		return fmt.Errorf("%s is not the owner", id)
 	}
 	if s.cfg.OwnerKey == nil {
 		return nil
 	}
-	key, ok := current(s.cfg.OwnerKey)
-	switch {
-	case !ok || len(key) != ed25519.PublicKeySize:
-		return errors.New("this node does not know the current owner key yet, so it cannot tell whether this owner certificate is revoked")
-	case !key.Equal(id.PublicKey):
+	qctx, cancel := context.WithTimeout(ctx, ownerKeyTimeout)
+	defer cancel()
+	key, err := s.cfg.OwnerKey(qctx)
+	if err == nil && len(key) == ed25519.PublicKeySize {
+		s.ownerKey.Store(&key)
+	} else if last := s.ownerKey.Load(); last != nil {
+		key = *last
+	} else {
+		return fmt.Errorf("this node cannot tell whether this owner certificate is revoked: no curator has told it the owner key yet (%v)", err)
+	}
+	if !key.Equal(id.PublicKey) {
 		return errors.New("this owner certificate is for a key that is no longer the owner key (rotated): it is revoked")
 	}
 	return nil
+}
+
+// ownerKeyTimeout bounds the wait for the curator's answer in ownerStands.
+const ownerKeyTimeout = 3 * time.Second
+
+// CuratorOwnerKey is an OwnerKeyFunc that asks the curator through the
+// node's membership, if it has one.
+func CuratorOwnerKey(membership event.ValueWatch[*roleserve.ClusterMembership]) OwnerKeyFunc {
+	return func(ctx context.Context) (ed25519.PublicKey, error) {
+		m, ok := current(membership)
+		if !ok || m == nil {
+			return nil, errors.New("the node is not connected to the cluster")
+		}
+		resp, err := cpb.NewCuratorServiceClient(m.Curator).GetOwnerKey(ctx, &cpb.GetOwnerKeyRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("asking the curator for the owner key: %w", err)
+		}
+		if len(resp.OwnerKey) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("the curator's owner key has %d bytes, want %d", len(resp.OwnerKey), ed25519.PublicKeySize)
+		}
+		return ed25519.PublicKey(resp.OwnerKey), nil
+	}
 }
 
 // logCall leaves a line for every call that changes something or was

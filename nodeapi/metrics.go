@@ -205,7 +205,7 @@ func (s *Service) ownerOnly(v *identity.Verifier, h http.Handler) http.Handler {
 			http.Error(w, "metrics need a client certificate from the cluster CA", http.StatusUnauthorized)
 			return
 		}
-		if err := s.ownerStands(id); err != nil {
+		if err := s.ownerStands(r.Context(), id); err != nil {
 			http.Error(w, fmt.Sprintf("%s may not read metrics: %v", id, err), http.StatusForbidden)
 			return
 		}

@@ -1,6 +1,7 @@
 package nodeapi_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/tls"
 	"net/http"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/polis-os/polis/curator"
-	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/nodeapi"
 )
@@ -80,9 +80,8 @@ func TestMetricsOverMTLSAnswersTheCurrentOwnerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var owner memory.Value[ed25519.PublicKey]
-	owner.Set(ownerPub)
-	srv := httptest.NewUnstartedServer(nodeapi.OwnerOnly(&owner, v, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	currentOwner := func(context.Context) (ed25519.PublicKey, error) { return ownerPub, nil }
+	srv := httptest.NewUnstartedServer(nodeapi.OwnerOnly(currentOwner, v, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("metrics"))
 	})))
 	srv.TLS = serverCfg

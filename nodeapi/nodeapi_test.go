@@ -2,7 +2,9 @@ package nodeapi_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,11 +25,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator/client"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node/nodetest"
 	"github.com/polis-os/polis/nodeapi"
+	"github.com/polis-os/polis/roleserve"
 )
 
 // The tests run real node agents (nodetest), so they are in package
@@ -342,6 +347,60 @@ func TestNodeAPI(t *testing.T) {
 		}
 		if e := resp.Entries[0]; e.Message != "going down on request" || !strings.HasPrefix(e.Runnable, "root.nodeapi") || !strings.Contains(e.FieldsJson, "reboot") {
 			t.Errorf("followed %v", e)
+		}
+	})
+
+	// Last, as it retires the owner certificate the other subtests use:
+	// after the owner key is rotated (at the curator), the node API
+	// refuses an owner certificate of the old key, as the curator does,
+	// and answers one of the new key.
+	t.Run("CallerRules/RotatedAwayOwner", func(t *testing.T) {
+		v, err := identity.NewVerifier(c.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc, err := identity.UserClientConfig(v, c.OwnerCertificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		curators := []*cpb.CuratorEndpoint{{NodeId: c.IDs[0], Address: n.Addr.String(), Port: roleserve.DefaultCuratorPort}}
+		conn, err := client.New(client.Config{Endpoints: curators, TLS: uc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		newKey, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := cpb.OwnerKeyRotationMessage(c.CA.Raw, c.OwnerKey.Public().(ed25519.PublicKey))
+		resp, err := cpb.NewAAAServiceClient(conn).RotateOwnerKey(nodetest.Context(t), &cpb.RotateOwnerKeyRequest{
+			NewOwnerKey:          newKey.Public().(ed25519.PublicKey),
+			NewOwnerKeySignature: ed25519.Sign(newKey, msg),
+		})
+		if err != nil {
+			t.Fatalf("RotateOwnerKey: %v", err)
+		}
+		cert, err := x509.ParseCertificate(resp.OwnerCertificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newOwner, err := identity.TLSCertificate(cert, newKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, tc := range map[string]struct {
+			cert *tls.Certificate
+			want codes.Code
+		}{
+			"the rotated-away owner": {&c.OwnerCertificate, codes.PermissionDenied},
+			"the new owner":          {&newOwner, codes.OK},
+		} {
+			api := nodev1.NewNodeServiceClient(dial(t, c, n.Addr, c.IDs[0], tc.cert))
+			_, err := api.GetSupervisorTree(nodetest.Context(t), &nodev1.GetSupervisorTreeRequest{})
+			if code := status.Code(err); code != tc.want {
+				t.Errorf("GetSupervisorTree as %s: %v, want %v", name, err, tc.want)
+			}
 		}
 	})
 }

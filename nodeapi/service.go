@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,12 +47,13 @@ type Config struct {
 	// Credentials are the node's; the API serves once they are set,
 	// presenting the node certificate. Required.
 	Credentials event.ValueWatch[*roleserve.Credentials]
-	// OwnerKey is the cluster's current owner key: the node API and
-	// /metrics answer an owner certificate only for it, so that rotating
-	// the owner key revokes the old key's certificates on nodes as on the
-	// curators. While it is unset, owner calls are refused. Without it
-	// (nil) any owner certificate from the cluster CA is accepted.
-	OwnerKey event.ValueWatch[ed25519.PublicKey]
+	// OwnerKey tells the cluster's current owner key (CuratorOwnerKey asks
+	// the curator): the node API and /metrics answer an owner certificate
+	// only for it, so that rotating the owner key revokes the old key's
+	// certificates on nodes as on the curators (see ownerStands). Without
+	// it any owner certificate from the cluster CA is accepted; only tests
+	// leave it out.
+	OwnerKey OwnerKeyFunc
 	// Logs holds the node's log lines; without it Logs answers
 	// FAILED_PRECONDITION.
 	Logs *logring.Ring
@@ -62,6 +64,9 @@ type Config struct {
 	// answer UNIMPLEMENTED.
 	Power PowerFunc
 }
+
+// OwnerKeyFunc returns the cluster's current owner key.
+type OwnerKeyFunc func(ctx context.Context) (ed25519.PublicKey, error)
 
 // PowerAction is what Reboot and PowerOff ask for.
 type PowerAction int
@@ -96,6 +101,8 @@ type PowerFunc func(PowerAction)
 // supervisor.
 type Service struct {
 	cfg Config
+	// ownerKey is the owner key OwnerKey last returned.
+	ownerKey atomic.Pointer[ed25519.PublicKey]
 }
 
 // New checks cfg.

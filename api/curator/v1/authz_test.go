@@ -75,6 +75,7 @@ var wantRequirements = map[string]Requirement{
 	CuratorService_Join_FullMethodName:               keyHolder,
 	CuratorService_GetLeader_FullMethodName:          unauthenticated,
 	CuratorService_GetCACertificate_FullMethodName:   unauthenticated,
+	CuratorService_GetOwnerKey_FullMethodName:        anyNode,
 
 	ManagementService_GetClusterInfo_FullMethodName:       user(Permission_PERMISSION_READ_CLUSTER),
 	ManagementService_ListNodes_FullMethodName:            user(Permission_PERMISSION_READ_CLUSTER),

@@ -1000,6 +1000,89 @@ func (x *GetCACertificateResponse) GetCaCertificate() []byte {
 	return nil
 }
 
+// GetOwnerKeyRequest is empty.
+type GetOwnerKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOwnerKeyRequest) Reset() {
+	*x = GetOwnerKeyRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOwnerKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOwnerKeyRequest) ProtoMessage() {}
+
+func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
+func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
+}
+
+// GetOwnerKeyResponse carries the current owner key.
+type GetOwnerKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ed25519 public key of the cluster's owner.
+	OwnerKey      []byte `protobuf:"bytes,1,opt,name=owner_key,json=ownerKey,proto3" json:"owner_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetOwnerKeyResponse) Reset() {
+	*x = GetOwnerKeyResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetOwnerKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetOwnerKeyResponse) ProtoMessage() {}
+
+func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
+func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
+	if x != nil {
+		return x.OwnerKey
+	}
+	return nil
+}
+
 var File_polis_curator_v1_curator_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_curator_proto_rawDesc = "" +
@@ -1046,7 +1129,10 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\tresponder\x18\x02 \x01(\v2!.polis.curator.v1.CuratorEndpointR\tresponder\"\x19\n" +
 	"\x17GetCACertificateRequest\"A\n" +
 	"\x18GetCACertificateResponse\x12%\n" +
-	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate2\x9c\a\n" +
+	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
+	"\x12GetOwnerKeyRequest\"2\n" +
+	"\x13GetOwnerKeyResponse\x12\x1b\n" +
+	"\towner_key\x18\x01 \x01(\fR\bownerKey2\x80\b\n" +
 	"\x0eCuratorService\x12R\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\x06\xe2\xa6\x19\x02\b\x030\x01\x12q\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\x06\xe2\xa6\x19\x02\b\x04\x12\\\n" +
@@ -1056,7 +1142,8 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12M\n" +
 	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12\\\n" +
 	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\x06\xe2\xa6\x19\x02\b\x01\x12q\n" +
-	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\x06\xe2\xa6\x19\x02\b\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\x06\xe2\xa6\x19\x02\b\x01\x12b\n" +
+	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\x06\xe2\xa6\x19\x02\b\x03B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_curator_proto_rawDescOnce sync.Once
@@ -1070,7 +1157,7 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*WatchRequest)(nil),               // 0: polis.curator.v1.WatchRequest
 	(*AllNodes)(nil),                   // 1: polis.curator.v1.AllNodes
@@ -1092,23 +1179,25 @@ var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*GetLeaderResponse)(nil),          // 17: polis.curator.v1.GetLeaderResponse
 	(*GetCACertificateRequest)(nil),    // 18: polis.curator.v1.GetCACertificateRequest
 	(*GetCACertificateResponse)(nil),   // 19: polis.curator.v1.GetCACertificateResponse
-	(*Node)(nil),                       // 20: polis.curator.v1.Node
-	(*NodeStatus)(nil),                 // 21: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),        // 22: google.protobuf.Duration
-	(*ClusterDirectory)(nil),           // 23: polis.curator.v1.ClusterDirectory
-	(*CuratorEndpoint)(nil),            // 24: polis.curator.v1.CuratorEndpoint
+	(*GetOwnerKeyRequest)(nil),         // 20: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),        // 21: polis.curator.v1.GetOwnerKeyResponse
+	(*Node)(nil),                       // 22: polis.curator.v1.Node
+	(*NodeStatus)(nil),                 // 23: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),        // 24: google.protobuf.Duration
+	(*ClusterDirectory)(nil),           // 25: polis.curator.v1.ClusterDirectory
+	(*CuratorEndpoint)(nil),            // 26: polis.curator.v1.CuratorEndpoint
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	20, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	22, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
 	3,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	21, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	22, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	21, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	23, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	23, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	24, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	24, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	23, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	24, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	23, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	25, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	25, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	26, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	26, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
 	0,  // 10: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
 	4,  // 11: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
 	6,  // 12: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
@@ -1118,17 +1207,19 @@ var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	14, // 16: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
 	16, // 17: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
 	18, // 18: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	2,  // 19: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	5,  // 20: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	7,  // 21: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	9,  // 22: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	11, // 23: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	13, // 24: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	15, // 25: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	17, // 26: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	19, // 27: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
+	20, // 19: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	2,  // 20: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	5,  // 21: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	7,  // 22: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	9,  // 23: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	11, // 24: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	13, // 25: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	15, // 26: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	17, // 27: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	19, // 28: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	21, // 29: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1151,7 +1242,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	CuratorService_Join_FullMethodName               = "/polis.curator.v1.CuratorService/Join"
 	CuratorService_GetLeader_FullMethodName          = "/polis.curator.v1.CuratorService/GetLeader"
 	CuratorService_GetCACertificate_FullMethodName   = "/polis.curator.v1.CuratorService/GetCACertificate"
+	CuratorService_GetOwnerKey_FullMethodName        = "/polis.curator.v1.CuratorService/GetOwnerKey"
 )
 
 // CuratorServiceClient is the client API for CuratorService service.
@@ -126,6 +127,11 @@ type CuratorServiceClient interface {
 	// trusts before relying on it (a cluster directory it kept, a
 	// fingerprint an operator gave it).
 	GetCACertificate(ctx context.Context, in *GetCACertificateRequest, opts ...grpc.CallOption) (*GetCACertificateResponse, error)
+	// GetOwnerKey returns the cluster's current owner key, so that a node
+	// accepts on its own API an owner certificate only for it, as the
+	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
+	// key's certificates on nodes too.
+	GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error)
 }
 
 type curatorServiceClient struct {
@@ -235,6 +241,16 @@ func (c *curatorServiceClient) GetCACertificate(ctx context.Context, in *GetCACe
 	return out, nil
 }
 
+func (c *curatorServiceClient) GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetOwnerKeyResponse)
+	err := c.cc.Invoke(ctx, CuratorService_GetOwnerKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CuratorServiceServer is the server API for CuratorService service.
 // All implementations must embed UnimplementedCuratorServiceServer
 // for forward compatibility.
@@ -331,6 +347,11 @@ type CuratorServiceServer interface {
 	// trusts before relying on it (a cluster directory it kept, a
 	// fingerprint an operator gave it).
 	GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error)
+	// GetOwnerKey returns the cluster's current owner key, so that a node
+	// accepts on its own API an owner certificate only for it, as the
+	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
+	// key's certificates on nodes too.
+	GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error)
 	mustEmbedUnimplementedCuratorServiceServer()
 }
 
@@ -367,6 +388,9 @@ func (UnimplementedCuratorServiceServer) GetLeader(context.Context, *GetLeaderRe
 }
 func (UnimplementedCuratorServiceServer) GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCACertificate not implemented")
+}
+func (UnimplementedCuratorServiceServer) GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetOwnerKey not implemented")
 }
 func (UnimplementedCuratorServiceServer) mustEmbedUnimplementedCuratorServiceServer() {}
 func (UnimplementedCuratorServiceServer) testEmbeddedByValue()                        {}
@@ -544,6 +568,24 @@ func _CuratorService_GetCACertificate_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CuratorService_GetOwnerKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetOwnerKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServiceServer).GetOwnerKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CuratorService_GetOwnerKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServiceServer).GetOwnerKey(ctx, req.(*GetOwnerKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CuratorService_ServiceDesc is the grpc.ServiceDesc for CuratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -582,6 +624,10 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCACertificate",
 			Handler:    _CuratorService_GetCACertificate_Handler,
+		},
+		{
+			MethodName: "GetOwnerKey",
+			Handler:    _CuratorService_GetOwnerKey_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
