@@ -148,6 +148,17 @@ func TestNodeAPI(t *testing.T) {
 					return err
 				},
 			}
+			// Every RPC the server registers has its row, from the
+			// service's descriptor: a new RPC without one fails here.
+			sd := nodev1.File_polis_node_v1_nodeapi_proto.Services().ByName("NodeService")
+			for i := range sd.Methods().Len() {
+				if m := string(sd.Methods().Get(i).Name()); calls[m] == nil {
+					t.Errorf("NodeService.%s has no row in CallerRules: decide who may call it and test it", m)
+				}
+			}
+			if len(calls) != sd.Methods().Len() {
+				t.Errorf("CallerRules has %d rows, NodeService %d methods", len(calls), sd.Methods().Len())
+			}
 			for method, call := range calls {
 				if code := status.Code(call(nodetest.Context(t))); code != codes.PermissionDenied {
 					t.Errorf("%s as %s: code %v, want PermissionDenied", method, name, code)
