@@ -10,6 +10,9 @@
 //		}})
 //	}
 //
+// Ranges (event.RangeWatch) have a suite of their own, RunRange, which
+// every range backend runs the same way.
+//
 // The suite works with values of int. A backend's set function must store
 // the given int so that watchers eventually see exactly that int; the suite
 // only ever sets strictly increasing numbers, so that monotonicity can be
