@@ -207,6 +207,12 @@ func Start(cfg Config) (*Machine, error) {
 	return m, nil
 }
 
+// PID is qemu's process ID.
+func (m *Machine) PID() int { return m.cmd.Process.Pid }
+
+// ConsoleLog is the path of the machine's console log.
+func (m *Machine) ConsoleLog() string { return m.cfg.ConsoleLog() }
+
 // Started is when qemu was started.
 func (m *Machine) Started() time.Time { return m.started }
 
