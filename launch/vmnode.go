@@ -62,6 +62,32 @@ func (c *Cluster) Switch() *vm.Switch {
 	return c.vmnet.sw
 }
 
+// Cut unplugs n's VM from the switch, as a pulled cable would: nothing it
+// sends arrives, nothing reaches it, until Reconnect. Only VM clusters can
+// be partitioned.
+func (c *Cluster) Cut(n *Node) error {
+	if n.vm == nil || c.vmnet == nil {
+		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be cut off", n)
+	}
+	if err := c.vmnet.sw.Cut(n.vm.MAC); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: cut off from the switch", n)
+	return nil
+}
+
+// Reconnect plugs n's VM back into the switch.
+func (c *Cluster) Reconnect(n *Node) error {
+	if n.vm == nil || c.vmnet == nil {
+		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be reconnected", n)
+	}
+	if err := c.vmnet.sw.Reconnect(n.vm.MAC); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: reconnected to the switch", n)
+	return nil
+}
+
 // vmAddresses are the nodes' addresses in the network.
 func vmAddresses(network netip.Prefix, n int) ([]netip.Addr, error) {
 	var out []netip.Addr
@@ -155,6 +181,7 @@ func (c *Cluster) vmConfig(n *Node, img *image.Image) vm.Config {
 		Initramfs:    img.Initramfs,
 		Dir:          n.Dir,
 		Address:      netip.PrefixFrom(n.Address, o.Network.Bits()),
+		MAC:          vm.DefaultMAC(n.Address),
 		SwitchSocket: c.vmnet.sw.Socket(),
 		MemoryMB:     o.MemoryMB,
 		Accel:        o.Accel,
