@@ -29,7 +29,9 @@ type VMOptions struct {
 	Network netip.Prefix
 	// MemoryMB is each VM's memory; default 256.
 	MemoryMB int
-	// Accel is qemu's accelerator; default tcg.
+	// Accel is qemu's accelerator: tcg (the default), kvm, or auto, which
+	// boots a probe VM under KVM and uses KVM only if it runs (see
+	// vm.ProbeKVM).
 	Accel string
 }
 
@@ -236,7 +238,18 @@ func (n *Node) stopVM(p *process, sig syscall.Signal, timeout time.Duration) err
 	return nil
 }
 
+// kvmProbeTimeout bounds the KVM probe: a KVM guest prints its first line
+// in about a second where KVM works.
+const kvmProbeTimeout = 15 * time.Second
+
 func (o *VMOptions) setDefaults() error {
+	switch o.Accel {
+	case "":
+		o.Accel = "tcg"
+	case "tcg", "kvm", "auto":
+	default:
+		return fmt.Errorf("launch: accelerator %q: want tcg, kvm or auto", o.Accel)
+	}
 	if !o.Network.IsValid() {
 		o.Network = DefaultVMNetwork
 	}
@@ -258,6 +271,14 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 	img, err := c.vmImage(ctx)
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
+	}
+	if c.opts.VM.Accel == "auto" {
+		c.opts.VM.Accel = "tcg"
+		c.progress("probing KVM: booting the image under KVM for at most %v", kvmProbeTimeout)
+		if vm.ProbeKVM(ctx, img.Kernel, img.Initramfs, c.BaseDir, kvmProbeTimeout) {
+			c.opts.VM.Accel = "kvm"
+		}
+		c.progress("accelerator: %s", c.opts.VM.Accel)
 	}
 	if err := c.startVMNetwork(); err != nil {
 		return err

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default)")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 0, "the nodes' heartbeat interval (0: the curator's default)")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
+	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("--nodes %d: want at least one", o.Nodes)
 	}
 	if *vmMode {
-		o.VM = &launch.VMOptions{} // addresses from its network
+		o.VM = &launch.VMOptions{Accel: *accel} // addresses from its network
 	} else {
 		for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
 			o.Addresses = append(o.Addresses, a)
