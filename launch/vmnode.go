@@ -226,6 +226,9 @@ func (n *Node) startVM() error {
 // presses the power button and waits for a clean power-off, pulling the
 // plug after timeout.
 func (n *Node) stopVM(p *process, sig syscall.Signal, timeout time.Duration) error {
+	// Like a process's stop, return only once the node's own record of
+	// the run has ended, so that a Start right after sees it stopped.
+	defer func() { <-p.exited }()
 	if sig == syscall.SIGKILL {
 		return p.machine.Kill()
 	}

@@ -42,10 +42,12 @@ func (l testLog) Write(b []byte) (int, error) {
 
 // TestVMCluster: three VMs form a cluster, all UP and healthy with three
 // consensus members; a node rebooted (power button, then booted again
-// from its disks) comes back UP and healthy with the same identity.
+// from its disks) comes back UP and healthy with the same identity; the
+// leader's node cut off from the switch, another curator leads, and
+// reconnected the cluster is whole again.
 func TestVMCluster(t *testing.T) {
 	needQEMU(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
 	img, err := image.Build(ctx, image.Config{SourceDir: "../..", Progress: testLog{t}})
@@ -118,6 +120,43 @@ func TestVMCluster(t *testing.T) {
 	t.Logf("phase: %v booted again → UP and healthy (new boot ID) in %v", n, time.Since(start).Round(10*time.Millisecond))
 	if n.ID() != id {
 		t.Errorf("the rebooted node is %s, was %s", n.ID(), id)
+	}
+
+	// Partition: the curator leader's node is cut off from the switch;
+	// another curator must lead; reconnected, the node is UP and healthy
+	// again beside the others.
+	leader := waitLeader(ctx, t, c, nil)
+	start = time.Now()
+	if err := c.Cut(leader); err != nil {
+		t.Fatal(err)
+	}
+	next := waitLeader(ctx, t, c, leader)
+	t.Logf("phase: %v (the leader) cut off → %v leads: %v", leader, next, time.Since(start).Round(10*time.Millisecond))
+	start = time.Now()
+	if err := c.Reconnect(leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if err := c.WaitHealthy(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("phase: %v reconnected → all UP and healthy: %v", leader, time.Since(start).Round(10*time.Millisecond))
+}
+
+// waitLeader polls until a curator names a leader other than not.
+func waitLeader(ctx context.Context, t *testing.T, c *launch.Cluster, not *launch.Node) *launch.Node {
+	t.Helper()
+	for {
+		l, err := c.Leader(ctx)
+		if err == nil && l != not {
+			return l
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for a curator leader other than %v: %v (last answer %v, %v)", not, ctx.Err(), l, err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
