@@ -67,6 +67,10 @@ func Fingerprint(der []byte) string {
 type config struct {
 	dir                    string
 	key, cert, ca, cluster localstorage.File
+	// newKey is where owner rotate-key keeps the new owner key while the
+	// rotation is under way (see rotateOwnerKey). Plain like key: its
+	// recovery is take-ownership --owner-key, which reads a bare key.
+	newKey localstorage.File
 }
 
 func newConfig(dir string) (*config, error) {
@@ -90,6 +94,7 @@ func newConfig(dir string) (*config, error) {
 		cert:    f(certificateFile, false),
 		ca:      f(caFile, false),
 		cluster: f(clusterFile, false),
+		newKey:  f(newKeyFile, true),
 	}, nil
 }
 
