@@ -14,6 +14,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrDatabaseDamaged is returned (wrapped, with the details) when etcd's
@@ -79,7 +80,7 @@ func checkDatabaseHere(path string, out io.Writer) int {
 	// here yet, but an operator's tool may be).
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			fmt.Fprintf(out, "another process holds its lock")
 			return dbCheckFailed
 		}
