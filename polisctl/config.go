@@ -72,6 +72,10 @@ type config struct {
 	// proxy, when present, names the HTTP CONNECT proxy the cluster is
 	// reached through (SaveProxy).
 	proxy localstorage.File
+	// newKey is where owner rotate-key keeps the new owner key while the
+	// rotation is under way (see rotateOwnerKey). Plain like key: its
+	// recovery is take-ownership --owner-key, which reads a bare key.
+	newKey localstorage.File
 }
 
 func newConfig(dir string) (*config, error) {
@@ -96,6 +100,7 @@ func newConfig(dir string) (*config, error) {
 		ca:      f(caFile, false),
 		cluster: f(clusterFile, false),
 		proxy:   f(proxyFile, false),
+		newKey:  f(newKeyFile, true),
 	}, nil
 }
 
