@@ -20,6 +20,16 @@
 // (Election.Resign) when another curator stands, and the curator client
 // carries the call to the new leader.
 //
+// # Where each call is served
+//
+// Each RPC declares, beside who may call it, which curators serve it
+// (the serve field of its authz option; curatorv1.Requirement.Serve), and
+// the one interceptor (authz.go) enforces it: SERVE_LEADER calls (every
+// mutation, and what only the leader knows) are answered by the leader and
+// sent on by the others with UNAVAILABLE naming it; SERVE_ANY calls are
+// answered by whichever curator they reach. A test calls every RPC at a
+// follower and checks both halves (TestServedWhereDeclared).
+//
 // # The calls nodes make
 //
 // CuratorService (rpc_curator.go) acts only on the caller: the node whose
