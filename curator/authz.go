@@ -27,7 +27,9 @@ import (
 //     permissions (the owner holds all);
 //  4. where the method is served, as declared beside the caller rule
 //     (Requirement.Serve): a SERVE_ANY method is answered by whichever
-//     curator it reached; a SERVE_LEADER method only by the leader, after
+//     curator it reached, from its node cache once that has caught up
+//     with etcd (nodeCache.fenced; before step 3, so that the caller's
+//     record is current too); a SERVE_LEADER method only by the leader, after
 //     it confirmed its leadership with etcd, and the others answer
 //     UNAVAILABLE naming the leader, which the curator client follows
 //     (a follower does so before step 3: the leader judges the callers
@@ -41,6 +43,15 @@ import (
 
 type callerKey struct{}
 type leaderKey struct{}
+type fencedKey struct{}
+
+// fencedFrom returns the node snapshot a SERVE_ANY call was fenced on
+// (nodeCache.fenced): it holds every write acknowledged before the call
+// arrived. Nil for calls that were not fenced.
+func fencedFrom(ctx context.Context) *nodeSnapshot {
+	s, _ := ctx.Value(fencedKey{}).(*nodeSnapshot)
+	return s
+}
 
 // callerFrom returns the authorised caller of an RPC.
 func callerFrom(ctx context.Context) identity.Identity {
@@ -117,12 +128,22 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", method, err)
 	}
 	var l *leaderState
-	if !req.ServedByAny() {
+	switch {
+	case !req.ServedByAny():
 		// A follower sends the caller on before judging it: the leader
 		// judges callers of what it serves, from its own view.
 		if l, _ = event.Get(ctx, &s.leader); l == nil {
 			return nil, s.notLeader()
 		}
+	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED:
+		// Served here from this curator's view, which may lag etcd:
+		// bring it up to every write acknowledged so far, for the
+		// caller's standing and for the handler (fencedFrom).
+		snap, err := s.nodes.fenced(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, fencedKey{}, snap)
 	}
 	if err := s.checkCaller(ctx, req, caller); err != nil {
 		return nil, err
@@ -196,9 +217,12 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 // or holds another key: their certificate may still be valid, but they are
 // no longer part of the cluster.
 func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identity) error {
-	snap, err := s.nodes.current(ctx)
-	if err != nil {
-		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	snap := fencedFrom(ctx)
+	if snap == nil {
+		var err error
+		if snap, err = s.nodes.current(ctx); err != nil {
+			return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+		}
 	}
 	n := snap.nodes[caller.NodeID]
 	switch {

@@ -30,6 +30,15 @@
 // answered by whichever curator they reach. A test calls every RPC at a
 // follower and checks both halves (TestServedWhereDeclared).
 //
+// The SERVE_ANY calls that read node records (Watch, GetClusterInfo) are
+// linearizable wherever they land: the interceptor first reads from etcd,
+// with one quorum read, how many node records there are and the newest
+// revision any was written at, and waits until the curator's node cache
+// has caught up with that (nodeCache.fenced). So a follower never answers
+// with data older than a write acknowledged before the call; a Watch
+// stream then trails etcd by one watch event. ListNodes stays with the
+// leader while node health lives in the leader's memory (health.go).
+//
 // # The calls nodes make
 //
 // CuratorService (rpc_curator.go) acts only on the caller: the node whose
@@ -52,8 +61,8 @@
 // of immutable snapshots and finds what changed by comparing record
 // pointers, so a thousand watching nodes cost one etcd watch, and a slow
 // watcher skips to the newest state instead of queueing. A stream ends with
-// UNAVAILABLE when its curator stops leading, and with PERMISSION_DENIED
-// when its caller stops being an UP node.
+// UNAVAILABLE when its curator stops following etcd, and with
+// PERMISSION_DENIED when its caller stops being an UP node.
 //
 // # Management and ownership
 //

@@ -201,6 +201,13 @@ func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificat
 // value, not an etcd watch. The cache's snapshots are immutable and share
 // unchanged records, so what changed since the last message is exactly the
 // records whose pointers differ.
+//
+// Every curator serves it (SERVE_ANY). The initial state holds every write
+// acknowledged before the call (the interceptor fenced the cache); after
+// that the stream trails etcd by the time a watch event takes to reach
+// this curator. A stream whose curator stops following etcd ends with
+// UNAVAILABLE, so that its node watches again, elsewhere if need be,
+// instead of waiting on a view that no longer moves.
 func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServer[cpb.WatchResponse]) error {
 	ctx := stream.Context()
 	var only string // the one node watched; "" for all
@@ -215,12 +222,12 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 		return status.Error(codes.InvalidArgument, "target is required: node_id or all_nodes")
 	}
 	caller := callerFrom(ctx)
-	term := leaderFrom(ctx)
 
 	var in event.Inputs
 	defer in.Close()
-	leader := event.Input(&in, event.ValueWatch[*leaderState](&r.s.leader), nil)
+	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
 	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
+	wasFollowing := false
 	var sent map[string]*cpb.Node // the snapshot the watcher has, nil before the initial state
 	for {
 		if _, err := in.Wait(ctx); err != nil {
@@ -229,13 +236,15 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 			}
 			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
 		}
-		// A stream outlives neither the term it started in (another
-		// curator now decides what is true; the node watches again and
-		// reaches it) nor the caller's standing: a node decommissioned or
-		// deleted while it watches is cut off like every other call of
-		// it.
-		if leader.Latest() != term {
-			return status.Error(codes.Unavailable, "this curator stepped down; watch again (at the leader)")
+		// A stream outlives neither its curator's following of etcd
+		// (the cache would stop moving; the node watches again and
+		// reaches a curator that follows) nor the caller's standing: a
+		// node decommissioned or deleted while it watches is cut off like
+		// every other call of it.
+		if following.Latest().Connected {
+			wasFollowing = true
+		} else if wasFollowing {
+			return status.Errorf(codes.Unavailable, "this curator lost its watch of etcd (%v); watch again", following.Latest().Err)
 		}
 		snap := nodes.Latest()
 		if err := nodeStillUp(caller.NodeID, snap.nodes[caller.NodeID]); err != nil {
@@ -383,13 +392,17 @@ func (r *rpcServer) issueNodeCertificate(ctx context.Context, n *cpb.Node) (*x50
 	return cert, nil
 }
 
-// clusterDirectory is the cluster directory as the node cache has it now.
+// clusterDirectory is the cluster directory as the node cache has it: at
+// the snapshot the call was fenced on, if it was, or now.
 func (r *rpcServer) clusterDirectory(ctx context.Context) (*cpb.ClusterDirectory, error) {
-	snap, err := r.s.nodes.current(ctx)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	snap := fencedFrom(ctx)
+	if snap == nil {
+		var err error
+		if snap, err = r.s.nodes.current(ctx); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+		}
 	}
-	return directoryOf(snap, leaderFrom(ctx).ca.Certificate().Raw), nil
+	return directoryOf(snap, r.ca.Certificate().Raw), nil
 }
 
 // directoryOf lists the curators in snap, by node ID: the UP nodes that

@@ -34,8 +34,14 @@ const (
 	// only the leader knows (node health, from the heartbeats it receives).
 	// The leader confirms its leadership with etcd before it answers.
 	Serve_SERVE_LEADER Serve = 1
-	// Every curator, leader or follower, from what it knows itself: where
-	// the leader is, which CA the cluster uses.
+	// Every curator, leader or follower. Calls that read node records are
+	// linearizable: before it authorises the call, the curator reads from
+	// etcd, with a quorum read, how far the node records have moved, and
+	// waits until its own view of them has caught up; so the answer is
+	// never older than a write acknowledged before the call began. A stream
+	// (Watch) then follows the curator's view, which trails etcd by the
+	// time a watch event takes to arrive. Calls that read nothing stored
+	// (GetLeader, GetCACertificate) answer from what the curator knows.
 	Serve_SERVE_ANY Serve = 2
 )
 
