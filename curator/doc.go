@@ -58,9 +58,12 @@
 //
 // Watch streams are served from the node cache, the curator's one etcd
 // watch over all node records. A stream is a cursor on an in-memory value
-// of immutable snapshots and finds what changed by comparing record
-// pointers, so a thousand watching nodes cost one etcd watch, and a slow
-// watcher skips to the newest state instead of queueing. A stream ends with
+// of immutable snapshots; each snapshot lists the records it changed and
+// points to the next, so a stream learns what changed by following that
+// chain and comparing only the records named (work in proportion to the
+// change, not to the cluster). A thousand watching nodes cost one etcd
+// watch, and a slow watcher skips to the newest state instead of
+// queueing. A stream ends with
 // UNAVAILABLE when its curator stops following etcd, and with
 // PERMISSION_DENIED when its caller stops being an UP node.
 //

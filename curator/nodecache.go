@@ -3,6 +3,8 @@ package curator
 import (
 	"context"
 	"maps"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,6 +32,34 @@ type nodeSnapshot struct {
 	// keys is how many node keys etcd held at revision, corrupt records
 	// (which nodes leaves out) included.
 	keys int
+	// changed lists, sorted, the IDs whose records differ from the
+	// previous snapshot's (new, changed or gone); in the first snapshot
+	// of a run, every ID.
+	changed []string
+	// next is the snapshot published after this one, nil until then. A
+	// watcher holding this one follows next to the newest and learns what
+	// changed from their changed lists: work in proportion to the change,
+	// not to the cluster. Only snapshots some watcher still holds stay in
+	// memory (the chain points forward only).
+	next atomic.Pointer[nodeSnapshot]
+}
+
+// changedSince returns, sorted, the IDs whose records may differ between
+// from and s, from the changed lists of the snapshots published after from
+// up to s; false if s does not follow from in one run of the cache, or if
+// the changes are more than limit (comparing every record is cheaper
+// then).
+func (s *nodeSnapshot) changedSince(from *nodeSnapshot, limit int) ([]string, bool) {
+	var ids []string
+	for at := from; at != s; {
+		at = at.next.Load()
+		if at == nil || len(ids)+len(at.changed) > limit {
+			return nil, false
+		}
+		ids = append(ids, at.changed...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), true
 }
 
 // nodeCache is the curator's one view of all node records: one etcd watch,
@@ -116,6 +146,7 @@ func (c *nodeCache) run(ctx context.Context) error {
 	w := c.source.Watch()
 	defer w.Close()
 	var nodes map[string]*cpb.Node
+	var prev *nodeSnapshot
 	for {
 		// The first snapshot holds every record that existed: the cache
 		// is published complete from the start.
@@ -129,18 +160,25 @@ func (c *nodeCache) run(ctx context.Context) error {
 		} else {
 			nodes = maps.Clone(nodes)
 		}
+		changed := make([]string, 0, len(snap.Changed))
 		for _, key := range snap.Changed {
-			apply(ctx, nodes, key, snap.Entries)
+			changed = append(changed, apply(ctx, nodes, key, snap.Entries))
 		}
-		c.value.Set(&nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries)})
+		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed}
+		if prev != nil {
+			prev.next.Store(next)
+		}
+		prev = next
+		c.value.Set(next)
 		if first {
 			supervisor.Signal(ctx, supervisor.SignalHealthy)
 		}
 	}
 }
 
-// apply brings nodes in line with the range's entry for key.
-func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries map[string]event.Entry[*cpb.Node]) {
+// apply brings nodes in line with the range's entry for key, and returns
+// the ID key names.
+func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries map[string]event.Entry[*cpb.Node]) string {
 	id, _ := nodeIDFromKey(key)
 	e, ok := entries[key]
 	switch {
@@ -152,4 +190,5 @@ func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries 
 	default:
 		nodes[id] = e.Data
 	}
+	return id
 }

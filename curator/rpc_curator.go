@@ -200,7 +200,8 @@ func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificat
 // watch of the curator: a watching node costs a cursor on an in-memory
 // value, not an etcd watch. The cache's snapshots are immutable and share
 // unchanged records, so what changed since the last message is exactly the
-// records whose pointers differ.
+// records whose pointers differ, among those the snapshots in between list
+// as changed (watchChanges).
 //
 // Every curator serves it (SERVE_ANY). The initial state holds every write
 // acknowledged before the call (the interceptor fenced the cache); after
@@ -228,7 +229,7 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
 	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
 	wasFollowing := false
-	var sent map[string]*cpb.Node // the snapshot the watcher has, nil before the initial state
+	var sent *nodeSnapshot // the snapshot the watcher has, nil before the initial state
 	for {
 		if _, err := in.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -250,9 +251,9 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 		if err := nodeStillUp(caller.NodeID, snap.nodes[caller.NodeID]); err != nil {
 			return err
 		}
-		changed, deleted := diffNodes(sent, snap.nodes, only)
+		changed, deleted := watchChanges(sent, snap, only)
 		initial := sent == nil
-		sent = snap.nodes
+		sent = snap
 		if !initial && len(changed) == 0 && len(deleted) == 0 {
 			continue
 		}
@@ -262,6 +263,31 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 			}
 		}
 	}
+}
+
+// watchChanges is what a watcher that has snapshot sent (nil: nothing
+// yet) must be sent to have snap: from the snapshots' change lists when
+// they are fewer than the records, so that one record change costs each
+// watcher a look at that record, not a walk over the cluster.
+func watchChanges(sent, snap *nodeSnapshot, only string) (changed []*cpb.Node, deleted []string) {
+	if sent == nil {
+		return diffNodes(nil, snap.nodes, only)
+	}
+	if only == "" {
+		if ids, ok := snap.changedSince(sent, len(snap.nodes)); ok {
+			for _, id := range ids {
+				p, n := sent.nodes[id], snap.nodes[id]
+				switch {
+				case n != nil && n != p:
+					changed = append(changed, n)
+				case n == nil && p != nil:
+					deleted = append(deleted, id)
+				}
+			}
+			return changed, deleted
+		}
+	}
+	return diffNodes(sent.nodes, snap.nodes, only)
 }
 
 // diffNodes lists the records in next that are new or differ from prev, and
