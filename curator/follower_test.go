@@ -2,10 +2,12 @@ package curator
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -105,4 +107,24 @@ func TestFollowerReads(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A Watch stream ends with UNAVAILABLE when its curator's node cache stops
+// following etcd, so that its node watches again (elsewhere) instead of
+// waiting on a view that no longer moves. Here etcd stops under both
+// curators.
+func TestWatchEndsWhenCuratorLosesEtcd(t *testing.T) {
+	c := newTestCluster(t)
+	follower := c.at(followerAddress(t, c.startFollower()))
+	var streams []*watchStream
+	for _, at := range []*testCluster{c, follower} {
+		w := at.watch(at.asFirstNode(), allNodes())
+		w.initial()
+		streams = append(streams, w)
+	}
+	c.stopConsensus()
+	for i, w := range streams {
+		_, err := w.s.Recv()
+		wantCode(t, fmt.Sprintf("Watch %d after etcd stopped", i), err, codes.Unavailable)
+	}
 }

@@ -35,6 +35,8 @@ type testCluster struct {
 	// target is the curator the dial helpers call: the first one, the
 	// leader, when unset (see at).
 	target netip.AddrPort
+	// stopConsensus stops the etcd member, without waiting.
+	stopConsensus func()
 }
 
 // newTestCluster bootstraps a cluster and starts its curator, with the
@@ -46,7 +48,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, svc.Run)
+	stopConsensus := supervisor.TestHarness(t, svc.Run)
 	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
 	if err != nil {
 		t.Fatalf("waiting for consensus: %v", err)
@@ -57,7 +59,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	}
 	t.Cleanup(func() { cli.Close() })
 
-	c := &testCluster{t: t, etcd: cli, consensus: svc, ownerKey: mustKey(t), nodeKey: mustKey(t)}
+	c := &testCluster{t: t, etcd: cli, consensus: svc, ownerKey: mustKey(t), nodeKey: mustKey(t), stopConsensus: stopConsensus}
 	ip := netip.MustParseAddrPort(peer).Addr()
 	c.nodeCert, err = Bootstrap(ctxT(t), cli, BootstrapParams{
 		OwnerKey:   c.ownerKey.Public().(ed25519.PublicKey),
