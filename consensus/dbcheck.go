@@ -1,14 +1,20 @@
 package consensus
 
 import (
-	"encoding/binary"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // ErrDatabaseDamaged is returned (wrapped, with the details) when etcd's
@@ -22,124 +28,154 @@ var ErrDatabaseDamaged = errors.New("etcd's database file is damaged")
 // dbFile is where etcd keeps its bbolt database under its data directory.
 func (l layout) dbFile() string { return filepath.Join(l.etcdDir(), "member", "snap", "db") }
 
-// bbolt's on-disk format (go.etcd.io/bbolt, format version 2): the file's
-// first two pages are meta pages, each a 16-byte page header followed by
+// The check reads the database with bbolt itself, not with a parser of
+// bbolt's format of our own, so that it judges the file exactly as the
+// bbolt etcd links does, whatever version that is. It runs in a child
+// process: this binary again (see init), told by dbCheckEnv what to check.
 //
-//	magic u32, version u32, pageSize u32, flags u32, root bucket (pgid u64,
-//	sequence u64), freelist pgid u64, pgid (high-water mark) u64, txid u64,
-//	checksum u64 (FNV-64a of the fields before it)
-//
-// in the machine's byte order (little-endian everywhere Polis runs).
+// Why a child: bbolt reads the file through a memory mapping, so a page it
+// follows past the end of the file (a truncated file, or a corrupt page
+// pointer) is a SIGBUS or SIGSEGV, which Go cannot turn into an error here.
+// debug.SetPanicOnFault would, but only on the goroutine that sets it, and
+// bbolt's Tx.Check walks the pages on a goroutine of its own. Comparing the
+// file's size with the size bbolt's meta gives (Tx.Size) catches a
+// truncation without a fault, since opening read-only touches only the two
+// meta pages, which bbolt reads with ReadAt first; but a corrupt pointer in
+// a page would still fault the checking process. In a child, any fault
+// kills the child only, and it is reported as ErrDatabaseDamaged.
+const dbCheckEnv = "POLIS_CONSENSUS_CHECK_DATABASE"
+
+// Exit codes of the checking child.
 const (
-	boltMagic         = 0xED0CDAED
-	boltVersion       = 2
-	boltPageHeader    = 16
-	boltMetaSize      = 64
-	boltChecksumStart = 56
-	boltNoFreelist    = ^uint64(0)
+	dbCheckDamaged = 3 // bbolt refused the file; the reason is on stdout
+	dbCheckFailed  = 4 // the file could not be checked (not damage)
 )
 
-// boltMeta is the part of a meta page the check needs.
-type boltMeta struct {
-	pageSize uint32
-	root     uint64
-	freelist uint64
-	pgid     uint64
-	txid     uint64
-}
-
-// parseBoltMeta reads the meta at the start of page, nil if it is not a
-// valid one (wrong magic, version or checksum).
-func parseBoltMeta(page []byte) *boltMeta {
-	if len(page) < boltPageHeader+boltMetaSize {
-		return nil
-	}
-	m := page[boltPageHeader : boltPageHeader+boltMetaSize]
-	le := binary.LittleEndian
-	if le.Uint32(m[0:]) != boltMagic || le.Uint32(m[4:]) != boltVersion {
-		return nil
-	}
-	h := fnv.New64a()
-	h.Write(m[:boltChecksumStart])
-	if h.Sum64() != le.Uint64(m[boltChecksumStart:]) {
-		return nil
-	}
-	return &boltMeta{
-		pageSize: le.Uint32(m[8:]),
-		root:     le.Uint64(m[16:]),
-		freelist: le.Uint64(m[32:]),
-		pgid:     le.Uint64(m[40:]),
-		txid:     le.Uint64(m[48:]),
+// init is the checking child: a process started by checkDatabase, from any
+// binary that links this package (the node agent, a test binary), runs the
+// check and exits before main.
+func init() {
+	if path, ok := os.LookupEnv(dbCheckEnv); ok {
+		os.Exit(checkDatabaseHere(path, os.Stdout))
 	}
 }
 
-// checkDatabase refuses a bbolt file whose header is damaged or whose
-// pages reach past its end, which is what makes bbolt fault rather than
-// fail. A missing file is fine: etcd creates it. It does not read the
-// pages themselves; etcd's own corruption checks (enabled in etcdConfig)
-// compare the content with the other members.
-func checkDatabase(path string) error {
+// checkDatabaseHere checks the bbolt file at path in this process and
+// returns the child's exit code, the reason written to out. It may fault:
+// only a child runs it.
+func checkDatabaseHere(path string, out io.Writer) int {
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
+		fmt.Fprint(out, err)
+		return dbCheckFailed
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err != nil {
+		fmt.Fprint(out, err)
+		return dbCheckFailed
+	}
+	// Read-only: nothing is written, not even a new file's meta pages. The
+	// timeout is for a lock held by another process (etcd is not running
+	// here yet, but an operator's tool may be).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			fmt.Fprintf(out, "another process holds its lock")
+			return dbCheckFailed
+		}
+		fmt.Fprintf(out, "bbolt cannot open it: %v", err)
+		return dbCheckDamaged
+	}
+	defer db.Close()
+	tx, err := db.Begin(false)
+	if err != nil {
+		fmt.Fprintf(out, "bbolt cannot read it: %v", err)
+		return dbCheckDamaged
+	}
+	defer tx.Rollback()
+	// bbolt preallocates, so a file may be longer than its data, never
+	// shorter: the pages up to the high-water mark must all be in it.
+	if need := tx.Size(); need > st.Size() {
+		fmt.Fprintf(out, "%d bytes where bbolt's header says its pages take %d: truncated", st.Size(), need)
+		return dbCheckDamaged
+	}
+	var problems []string
+	for err := range tx.Check() {
+		if len(problems) < 5 {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(out, "bbolt's check finds: %s", strings.Join(problems, "; "))
+		return dbCheckDamaged
+	}
+	return 0
+}
+
+// checkDatabase refuses a bbolt file that bbolt itself finds damaged,
+// checking it in a child process (see dbCheckEnv). A missing file is fine:
+// etcd creates it. It checks the structure of the pages, not what etcd
+// stored in them; etcd's own corruption checks (enabled in etcdConfig)
+// compare the content with the other members.
+func checkDatabase(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("checking etcd's database: %w", err)
+	}
+	damaged := func(problem string) error {
+		return fmt.Errorf("%w: %s: %s; the node must not run consensus from it: if the cluster has other members, take ConsensusMember from this node (polisctl node remove-role), remove %s and give the role back, so that it copies the data from them; otherwise restore the directory from a backup",
+			ErrDatabaseDamaged, path, problem, filepath.Dir(filepath.Dir(filepath.Dir(path))))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("checking etcd's database: finding this program to run the check: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), dbCheckEnv+"="+path)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if err == nil {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("checking etcd's database: %w", err)
+	if ctx.Err() != nil {
+		return fmt.Errorf("checking etcd's database: %w", ctx.Err())
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("checking etcd's database: %w", err)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return fmt.Errorf("checking etcd's database: running the check: %w", err)
 	}
-	size := st.Size()
-	damaged := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s; the node must not run consensus from it: if the cluster has other members, take ConsensusMember from this node (polisctl node remove-role), remove %s and give the role back, so that it copies the data from them; otherwise restore the directory from a backup",
-			ErrDatabaseDamaged, path, fmt.Sprintf(format, args...), filepath.Dir(filepath.Dir(filepath.Dir(path))))
+	switch {
+	case exit.ExitCode() == dbCheckDamaged:
+		return damaged(stdout.String())
+	case crashed(stderr.String()):
+		// bbolt followed a page past the end of the file or mapping, or
+		// one of its assertions on a page failed: what would have killed
+		// the agent.
+		return damaged("reading it crashes bbolt (" + firstLine(stderr.String()) + ")")
+	default:
+		return fmt.Errorf("checking etcd's database %s: the check failed: %v: %s%s", path, err, stdout.String(), firstLine(stderr.String()))
 	}
-	// The first meta page sits at 0, the second one page size later; the
-	// page size is in the meta itself, so read the first page at the
-	// largest size bbolt uses and look for the second where the first says.
-	head := make([]byte, 64<<10)
-	n, err := f.ReadAt(head, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("checking etcd's database: %w", err)
-	}
-	head = head[:n]
-	var metas []*boltMeta
-	if m := parseBoltMeta(head); m != nil {
-		metas = append(metas, m)
-	}
-	for _, ps := range []int64{4096, 8192, 16384, 32768, 65536} {
-		if len(metas) > 0 && int64(metas[0].pageSize) != ps {
-			continue
-		}
-		page := make([]byte, boltPageHeader+boltMetaSize)
-		if _, err := f.ReadAt(page, ps); err != nil {
-			continue
-		}
-		if m := parseBoltMeta(page); m != nil && int64(m.pageSize) == ps {
-			metas = append(metas, m)
-			break
+}
+
+// crashed reports whether the child's crash output (Go prints it, then
+// exits with status 2) is that of a memory fault or of a panic: the child
+// does nothing but read the file with bbolt, which asserts on what it reads
+// (common.Assert panics) from goroutines of its own, where the child cannot
+// recover. A child that failed otherwise (out of memory, killed) says
+// nothing of the file, and is not reported as damage.
+func crashed(stderr string) bool {
+	for _, sign := range []string{"SIGBUS", "SIGSEGV", "unexpected fault address", "panic: "} {
+		if strings.Contains(stderr, sign) {
+			return true
 		}
 	}
-	if len(metas) == 0 {
-		return damaged("neither of its two meta pages is valid (%d bytes in all)", size)
-	}
-	// bbolt uses the newest valid meta.
-	m := metas[0]
-	for _, o := range metas[1:] {
-		if o.txid > m.txid {
-			m = o
-		}
-	}
-	if m.pageSize < 512 || m.pageSize&(m.pageSize-1) != 0 {
-		return damaged("page size %d", m.pageSize)
-	}
-	if m.pgid < 2 || m.root >= m.pgid || (m.freelist != boltNoFreelist && m.freelist >= m.pgid) {
-		return damaged("its header names pages beyond its end (root %d, freelist %d, %d pages)", m.root, m.freelist, m.pgid)
-	}
-	if need := int64(m.pgid) * int64(m.pageSize); m.pgid > uint64(size) || need > size {
-		return damaged("%d bytes where its header says %d pages of %d bytes: truncated", size, m.pgid, m.pageSize)
-	}
-	return nil
+	return false
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }

@@ -98,7 +98,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if id.Removed {
 		return fmt.Errorf("%w (recorded in %s)", ErrRemoved, layout(s.cfg.DataDir).identityFile())
 	}
-	if err := checkDatabase(layout(s.cfg.DataDir).dbFile()); err != nil {
+	if err := checkDatabase(ctx, layout(s.cfg.DataDir).dbFile()); err != nil {
 		return err
 	}
 	var removed, closed atomic.Bool

@@ -25,22 +25,33 @@ import (
 //  3. for nodes, their record: a node that was deleted or decommissioned is
 //     refused even though its certificate is still valid; for users, their
 //     permissions (the owner holds all);
-//  4. leadership: only the leader serves state; the others answer
-//     UNAVAILABLE naming the leader, which the curator client follows;
-//  5. for users, at the leader, their standing: an owner certificate only
-//     counts while it is for the current owner key (RotateOwnerKey revokes
-//     the old key's certificates).
+//  4. where the method is served, as declared beside the caller rule
+//     (Requirement.Serve): a SERVE_ANY method is answered by whichever
+//     curator it reached, from its node cache once that has caught up
+//     with etcd (nodeCache.fenced; before step 3, so that the caller's
+//     record is current too); a SERVE_LEADER method only by the leader, after
+//     it confirmed its leadership with etcd, and the others answer
+//     UNAVAILABLE naming the leader, which the curator client follows
+//     (a follower does so before step 3: the leader judges the callers
+//     of what it serves);
+//  5. for users, their standing: an owner certificate only counts while it
+//     is for the current owner key (RotateOwnerKey revokes the old key's
+//     certificates).
 //
-// Handlers then find the caller and the leader state in their context.
-
-// servedByAnyCurator are the methods a follower answers itself.
-var servedByAnyCurator = map[string]bool{
-	cpb.CuratorService_GetLeader_FullMethodName:        true,
-	cpb.CuratorService_GetCACertificate_FullMethodName: true,
-}
+// Handlers then find the caller, and for SERVE_LEADER methods the leader
+// state, in their context.
 
 type callerKey struct{}
 type leaderKey struct{}
+type fencedKey struct{}
+
+// fencedFrom returns the node snapshot a SERVE_ANY call was fenced on
+// (nodeCache.fenced): it holds every write acknowledged before the call
+// arrived. Nil for calls that were not fenced.
+func fencedFrom(ctx context.Context) *nodeSnapshot {
+	s, _ := ctx.Value(fencedKey{}).(*nodeSnapshot)
+	return s
+}
 
 // callerFrom returns the authorised caller of an RPC.
 func callerFrom(ctx context.Context) identity.Identity {
@@ -48,8 +59,8 @@ func callerFrom(ctx context.Context) identity.Identity {
 	return id
 }
 
-// leaderFrom returns the leader state an RPC runs under; nil only for
-// servedByAnyCurator methods on a follower.
+// leaderFrom returns the leader state an RPC runs under; nil for
+// SERVE_ANY methods, which must not depend on leading.
 func leaderFrom(ctx context.Context) *leaderState {
 	l, _ := ctx.Value(leaderKey{}).(*leaderState)
 	return l
@@ -116,16 +127,35 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	if err != nil {
 		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", method, err)
 	}
+	var l *leaderState
+	switch {
+	case !req.ServedByAny():
+		// A follower sends the caller on before judging it: the leader
+		// judges callers of what it serves, from its own view.
+		if l, _ = event.Get(ctx, &s.leader); l == nil {
+			return nil, s.notLeader()
+		}
+	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED:
+		// Served here from this curator's view, which may lag etcd:
+		// bring it up to every write acknowledged so far, for the
+		// caller's standing and for the handler (fencedFrom).
+		snap, err := s.nodes.fenced(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, fencedKey{}, snap)
+	}
 	if err := s.checkCaller(ctx, req, caller); err != nil {
 		return nil, err
 	}
 	ctx = context.WithValue(ctx, callerKey{}, caller)
-	if servedByAnyCurator[method] {
+	if req.ServedByAny() {
+		if req.Caller == cpb.Caller_CALLER_USER {
+			if err := s.checkUserStanding(ctx, caller); err != nil {
+				return nil, err
+			}
+		}
 		return ctx, nil
-	}
-	l, _ := event.Get(ctx, &s.leader)
-	if l == nil {
-		return nil, s.notLeader()
 	}
 	if !unconfirmedLeaderMethods[method] {
 		// A leader cut off from etcd believes it leads until its lease
@@ -175,9 +205,8 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 		if !userHolds(caller.UserName, req.Permission) {
 			return status.Errorf(codes.PermissionDenied, "user %q does not hold %s", caller.UserName, req.Permission)
 		}
-		// The user's standing (checkUserStanding) is checked by the
-		// leader, after the leadership: it reads etcd, which a follower
-		// cut off from it could not.
+		// The user's standing (checkUserStanding) is checked last,
+		// after the leadership where the leader serves: it reads etcd.
 		return nil
 	default:
 		return status.Errorf(codes.PermissionDenied, "unknown caller requirement %v", req.Caller)
@@ -188,9 +217,12 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 // or holds another key: their certificate may still be valid, but they are
 // no longer part of the cluster.
 func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identity) error {
-	snap, err := s.nodes.current(ctx)
-	if err != nil {
-		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	snap := fencedFrom(ctx)
+	if snap == nil {
+		var err error
+		if snap, err = s.nodes.current(ctx); err != nil {
+			return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+		}
 	}
 	n := snap.nodes[caller.NodeID]
 	switch {

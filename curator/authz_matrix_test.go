@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,7 +131,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 
 	c := newTestCluster(t)
-	conns := c.matrixCallers(t)
+	conns := c.matrixCallers(t, c)
 	for _, name := range slices.Sorted(maps.Keys(methods)) {
 		md := methods[name]
 		for _, who := range allCallers {
@@ -144,8 +145,51 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 }
 
-// matrixCallers makes a connection for every kind of caller.
-func (c *testCluster) matrixCallers(t *testing.T) map[callerKind]*grpc.ClientConn {
+// TestServedWhereDeclared is the matrix's other half: where each RPC is
+// answered. Every RPC declares SERVE_LEADER or SERVE_ANY
+// (curatorv1.Requirement.Serve; api/curator/v1 fails for one that does
+// not), and a follower called by a caller the RPC admits serves exactly the
+// SERVE_ANY ones and answers the others UNAVAILABLE, naming the leader.
+func TestServedWhereDeclared(t *testing.T) {
+	c := newTestCluster(t)
+	f := c.startFollower()
+	follower := c.at(followerAddress(t, f))
+	conns := c.matrixCallers(t, follower)
+	methods := curatorMethods()
+	for _, name := range slices.Sorted(maps.Keys(methods)) {
+		req, err := cpb.MethodRequirement(name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		// One caller the method admits (the matrix says which).
+		var who callerKind
+		for _, k := range allCallers {
+			if authzMatrix[name][k] {
+				who = k
+				break
+			}
+		}
+		err = c.callForMatrix(name, methods[name], conns[who])
+		code := status.Code(err)
+		switch req.Serve {
+		case cpb.Serve_SERVE_ANY:
+			if code == codes.PermissionDenied || code == codes.Unauthenticated || code == codes.Unavailable {
+				t.Errorf("%s (%s) as %s at a follower: %v; want it served", name, req, who, err)
+			}
+		case cpb.Serve_SERVE_LEADER:
+			if code != codes.Unavailable || !strings.Contains(err.Error(), "not the leader: the leader is "+c.curator.nodeID) {
+				t.Errorf("%s (%s) as %s at a follower: %v; want UNAVAILABLE naming the leader", name, req, who, err)
+			}
+		default:
+			t.Errorf("%s declares serve %s", name, req.Serve)
+		}
+	}
+}
+
+// matrixCallers makes a connection to the curator at's dial helpers call
+// for every kind of caller; the callers are made through c.
+func (c *testCluster) matrixCallers(t *testing.T, at *testCluster) map[callerKind]*grpc.ClientConn {
 	m := c.management()
 	register := func(key ed25519.PrivateKey) string {
 		resp, err := cpb.NewCuratorServiceClient(c.asKeyHolder(key)).Register(ctxT(t), &cpb.RegisterRequest{RegisterTicket: c.registerTicket()})
@@ -188,7 +232,7 @@ func (c *testCluster) matrixCallers(t *testing.T) map[callerKind]*grpc.ClientCon
 		}
 		pool := x509.NewCertPool()
 		pool.AddCert(c.ca.Certificate())
-		return c.dial(&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{tc}})
+		return at.dial(&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{tc}})
 	}
 	expired, err := c.ca.IssueNode(upKey.Public().(ed25519.PublicKey), time.Now().Add(-2*identity.NodeCertificateLifetime))
 	if err != nil {
@@ -203,16 +247,16 @@ func (c *testCluster) matrixCallers(t *testing.T) map[callerKind]*grpc.ClientCon
 		t.Fatal(err)
 	}
 	return map[callerKind]*grpc.ClientConn{
-		anonymousCaller:      c.anonymous(),
-		keyHolderCaller:      c.asKeyHolder(mustKey(t)),
-		newNodeCaller:        c.asKeyHolder(newKey),
-		standbyNodeCaller:    c.asKeyHolder(standbyKey),
-		upNodeCaller:         c.asNode(upCert, upKey),
-		decommissionedCaller: c.asNode(decCert, decKey),
-		deletedCaller:        c.asNode(delCert, delKey),
-		ownerCaller:          c.asOwner(),
-		revokedOwnerCaller:   c.asUserCert(former, formerKey),
-		otherUserCaller:      c.asUserCert(alice, aliceKey),
+		anonymousCaller:      at.anonymous(),
+		keyHolderCaller:      at.asKeyHolder(mustKey(t)),
+		newNodeCaller:        at.asKeyHolder(newKey),
+		standbyNodeCaller:    at.asKeyHolder(standbyKey),
+		upNodeCaller:         at.asNode(upCert, upKey),
+		decommissionedCaller: at.asNode(decCert, decKey),
+		deletedCaller:        at.asNode(delCert, delKey),
+		ownerCaller:          at.asOwner(),
+		revokedOwnerCaller:   at.asUserCert(former, formerKey),
+		otherUserCaller:      at.asUserCert(alice, aliceKey),
 		expiredCaller:        raw(expired, upKey),
 		otherCACaller:        raw(foreign, upKey),
 	}

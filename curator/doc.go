@@ -20,6 +20,25 @@
 // (Election.Resign) when another curator stands, and the curator client
 // carries the call to the new leader.
 //
+// # Where each call is served
+//
+// Each RPC declares, beside who may call it, which curators serve it
+// (the serve field of its authz option; curatorv1.Requirement.Serve), and
+// the one interceptor (authz.go) enforces it: SERVE_LEADER calls (every
+// mutation, and what only the leader knows) are answered by the leader and
+// sent on by the others with UNAVAILABLE naming it; SERVE_ANY calls are
+// answered by whichever curator they reach. A test calls every RPC at a
+// follower and checks both halves (TestServedWhereDeclared).
+//
+// The SERVE_ANY calls that read node records (Watch, GetClusterInfo) are
+// linearizable wherever they land: the interceptor first reads from etcd,
+// with one quorum read, how many node records there are and the newest
+// revision any was written at, and waits until the curator's node cache
+// has caught up with that (nodeCache.fenced). So a follower never answers
+// with data older than a write acknowledged before the call; a Watch
+// stream then trails etcd by one watch event. ListNodes stays with the
+// leader while node health lives in the leader's memory (health.go).
+//
 // # The calls nodes make
 //
 // CuratorService (rpc_curator.go) acts only on the caller: the node whose
@@ -39,11 +58,14 @@
 //
 // Watch streams are served from the node cache, the curator's one etcd
 // watch over all node records. A stream is a cursor on an in-memory value
-// of immutable snapshots and finds what changed by comparing record
-// pointers, so a thousand watching nodes cost one etcd watch, and a slow
-// watcher skips to the newest state instead of queueing. A stream ends with
-// UNAVAILABLE when its curator stops leading, and with PERMISSION_DENIED
-// when its caller stops being an UP node.
+// of immutable snapshots; each snapshot lists the records it changed and
+// points to the next, so a stream learns what changed by following that
+// chain and comparing only the records named (work in proportion to the
+// change, not to the cluster). A thousand watching nodes cost one etcd
+// watch, and a slow watcher skips to the newest state instead of
+// queueing. A stream ends with
+// UNAVAILABLE when its curator stops following etcd, and with
+// PERMISSION_DENIED when its caller stops being an UP node.
 //
 // # Management and ownership
 //

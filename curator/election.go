@@ -248,6 +248,29 @@ func (e *Election) OtherCandidates(ctx context.Context) (int, error) {
 	return max(n, 0), nil
 }
 
+// WaitOtherCandidates is OtherCandidates, waiting up to patience for a
+// count above zero. A curator stands again soon after its election key
+// expired (its lease ran out while etcd was slow to apply, or its run is
+// restarting), so a count of zero on one look does not mean that no curator
+// could take over.
+func (e *Election) WaitOtherCandidates(ctx context.Context, patience time.Duration) (int, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		n, err := e.OtherCandidates(ctx)
+		if err != nil || n > 0 || !time.Now().Before(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(candidatePoll):
+		}
+	}
+}
+
+// candidatePoll is how often WaitOtherCandidates counts again.
+const candidatePoll = 100 * time.Millisecond
+
 // Resign makes this curator hand the leadership over if it leads: its Run
 // revokes its lease and starts over as a candidate. It does not wait.
 func (e *Election) Resign() {

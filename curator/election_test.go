@@ -1,9 +1,11 @@
 package curator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -83,5 +85,50 @@ func TestElection(t *testing.T) {
 	resp, err := cli.Get(ctxT(t), "k")
 	if err != nil || string(resp.Kvs[0].Value) != "v1" {
 		t.Fatalf("k = %v, %v", resp, err)
+	}
+}
+
+// A handover waits for another candidate that is between terms instead of
+// answering at once that none could take over: the count it gets is the
+// candidate that stood while it waited.
+func TestWaitOtherCandidates(t *testing.T) {
+	cli := startConsensus(t)
+	first := &Election{Client: cli, Candidate: []byte("curator-0"), LeaseTTL: DefaultLeaseTTL}
+	supervisor.TestHarness(t, first.Run)
+	if _, err := event.Get(ctxT(t), first.Status(), event.Filter(leading)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Alone, patience runs out with none.
+	if n, err := first.WaitOtherCandidates(ctxT(t), 300*time.Millisecond); err != nil || n != 0 {
+		t.Fatalf("alone: %d other candidates, %v; want 0", n, err)
+	}
+
+	// A second candidate stands while the first waits: the wait sees it.
+	// The wait starts first, and its first count almost always comes
+	// before the second candidate's campaign, so a count without waiting
+	// would see none.
+	counted := make(chan struct{})
+	got := make(chan int, 1)
+	go func() {
+		close(counted)
+		n, err := first.WaitOtherCandidates(ctxT(t), time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- n
+	}()
+	<-counted
+	second := &Election{Client: cli, Candidate: []byte("curator-1"), LeaseTTL: DefaultLeaseTTL}
+	supervisor.TestHarness(t, second.Run)
+	if n := <-got; n != 1 {
+		t.Fatalf("with a second candidate standing: %d other candidates, want 1", n)
+	}
+
+	// A caller's context that ends stops the wait with its error.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if _, err := first.WaitOtherCandidates(ctx, time.Minute); err == nil {
+		t.Fatal("a cancelled wait returned no error")
 	}
 }

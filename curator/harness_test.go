@@ -32,6 +32,11 @@ type testCluster struct {
 	ownerKey  ed25519.PrivateKey
 	nodeKey   ed25519.PrivateKey // the first node's
 	nodeCert  *x509.Certificate
+	// target is the curator the dial helpers call: the first one, the
+	// leader, when unset (see at).
+	target netip.AddrPort
+	// stopConsensus stops the etcd member, without waiting.
+	stopConsensus func()
 }
 
 // newTestCluster bootstraps a cluster and starts its curator, with the
@@ -43,7 +48,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, svc.Run)
+	stopConsensus := supervisor.TestHarness(t, svc.Run)
 	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
 	if err != nil {
 		t.Fatalf("waiting for consensus: %v", err)
@@ -54,7 +59,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	}
 	t.Cleanup(func() { cli.Close() })
 
-	c := &testCluster{t: t, etcd: cli, consensus: svc, ownerKey: mustKey(t), nodeKey: mustKey(t)}
+	c := &testCluster{t: t, etcd: cli, consensus: svc, ownerKey: mustKey(t), nodeKey: mustKey(t), stopConsensus: stopConsensus}
 	ip := netip.MustParseAddrPort(peer).Addr()
 	c.nodeCert, err = Bootstrap(ctxT(t), cli, BootstrapParams{
 		OwnerKey:   c.ownerKey.Public().(ed25519.PublicKey),
@@ -101,10 +106,56 @@ func mustKey(t testing.TB) ed25519.PrivateKey {
 	return k
 }
 
-// dial connects to the curator with a TLS configuration.
+// at is c with its dial helpers calling the curator at addr instead.
+func (c *testCluster) at(addr netip.AddrPort) *testCluster {
+	d := *c
+	d.target = addr
+	return &d
+}
+
+// startFollower starts a second curator on the cluster's etcd, on a node
+// of its own that holds ConsensusMember (all a curator needs to serve),
+// and waits until it serves. The first curator leads, so this one
+// follows.
+func (c *testCluster) startFollower() *Service {
+	c.t.Helper()
+	n := c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	n.node.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+	c.putNode(n.node)
+	f, err := New(Config{
+		Client:        c.etcd,
+		Consensus:     c.consensus.Status(),
+		NodeKey:       n.key,
+		ListenAddress: netip.AddrPortFrom(c.status.Address.Addr(), 0).String(),
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	supervisor.TestHarness(c.t, f.Run)
+	if _, err := event.Get(ctxT(c.t), f.Status()); err != nil {
+		c.t.Fatalf("waiting for the follower to serve: %v", err)
+	}
+	return f
+}
+
+// followerAddress is where follower f serves.
+func followerAddress(t testing.TB, f *Service) netip.AddrPort {
+	t.Helper()
+	st, err := event.Get(ctxT(t), f.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Address
+}
+
+// dial connects to the target curator with a TLS configuration.
 func (c *testCluster) dial(cfg *tls.Config) *grpc.ClientConn {
 	c.t.Helper()
-	conn, err := grpc.NewClient(c.status.Address.String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	addr := c.status.Address
+	if c.target.IsValid() {
+		addr = c.target
+	}
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -3,9 +3,14 @@ package curator
 import (
 	"context"
 	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -21,6 +26,40 @@ type nodeSnapshot struct {
 	nodes map[string]*cpb.Node
 	// complete is false until the initial listing has been read.
 	complete bool
+	// revision is the etcd revision the snapshot is current at: it holds
+	// every node record as etcd held them at that revision.
+	revision int64
+	// keys is how many node keys etcd held at revision, corrupt records
+	// (which nodes leaves out) included.
+	keys int
+	// changed lists, sorted, the IDs whose records differ from the
+	// previous snapshot's (new, changed or gone); in the first snapshot
+	// of a run, every ID.
+	changed []string
+	// next is the snapshot published after this one, nil until then. A
+	// watcher holding this one follows next to the newest and learns what
+	// changed from their changed lists: work in proportion to the change,
+	// not to the cluster. Only snapshots some watcher still holds stay in
+	// memory (the chain points forward only).
+	next atomic.Pointer[nodeSnapshot]
+}
+
+// changedSince returns, sorted, the IDs whose records may differ between
+// from and s, from the changed lists of the snapshots published after from
+// up to s; false if s does not follow from in one run of the cache, or if
+// the changes are more than limit (comparing every record is cheaper
+// then).
+func (s *nodeSnapshot) changedSince(from *nodeSnapshot, limit int) ([]string, bool) {
+	var ids []string
+	for at := from; at != s; {
+		at = at.next.Load()
+		if at == nil || len(ids)+len(at.changed) > limit {
+			return nil, false
+		}
+		ids = append(ids, at.changed...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), true
 }
 
 // nodeCache is the curator's one view of all node records: one etcd watch,
@@ -28,12 +67,66 @@ type nodeSnapshot struct {
 type nodeCache struct {
 	client *clientv3.Client
 	value  memory.Value[*nodeSnapshot]
+	// source is the node records in etcd, which run follows.
+	source *etcdvalue.Range[*cpb.Node]
 }
 
 func newNodeCache(cli *clientv3.Client) *nodeCache {
-	c := &nodeCache{client: cli}
+	c := &nodeCache{client: cli, source: etcdvalue.NewPrefix(cli, nodePrefix, decodeNode)}
 	c.value.Name = "curator-nodes"
 	return c
+}
+
+// watchHealth is the health of the cache's etcd watch: Connected while the
+// cache follows etcd, for streams that must end when it stops.
+func (c *nodeCache) watchHealth() event.ValueWatch[etcdvalue.Health] { return c.source.Health() }
+
+// fenceTimeout bounds how long a call waits for the node cache to reach
+// the revision it fenced on. The cache trails etcd by one watch event
+// when it works; a cache that cannot catch up in this long has lost etcd,
+// and the caller is better served by another curator.
+const fenceTimeout = 10 * time.Second
+
+// fenced returns a snapshot that holds every write to node records etcd
+// acknowledged before fenced was called: a linearizable read served from
+// the cache. It reads, with one quorum read, how many node keys etcd holds
+// and the newest revision any of them was written at, and waits until the
+// cache has caught up with that:
+//
+//   - a cache at etcd's revision or later holds everything; otherwise
+//   - the cache holds the records as of its own revision V (it applies
+//     etcd's events in order), and etcd's records changed after V only
+//     by a write (which would carry a revision after V) or a deletion
+//     (which would leave etcd with fewer keys than the cache, the keys
+//     etcd still holds having all been written at V or before).
+//
+// So the cache is as new as the read once its revision reaches the newest
+// write's and it holds as many keys; the cache's revision itself only
+// moves when a node record changes, so waiting for etcd's revision alone
+// could wait for ever.
+func (c *nodeCache) fenced(ctx context.Context) (*nodeSnapshot, error) {
+	resp, err := c.client.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "reading etcd's revision for a consistent read: %v", err)
+	}
+	var newest int64
+	if len(resp.Kvs) > 0 {
+		newest = resp.Kvs[0].ModRevision
+	}
+	keys, rev := int(resp.Count), resp.Header.Revision
+	wctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
+	snap, err := event.Get(wctx, c.Snapshots(), event.Filter(func(s *nodeSnapshot) bool {
+		return s.complete && (s.revision >= rev || (s.revision >= newest && s.keys == keys))
+	}))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Unavailable, "this curator's view of nodes has not reached etcd's revision %d in %v: ask another curator", rev, fenceTimeout)
+	}
+	return snap, nil
 }
 
 // Snapshots is the cache as an event value; it is unset until the initial
@@ -50,10 +143,10 @@ func (c *nodeCache) current(ctx context.Context) (*nodeSnapshot, error) {
 func (c *nodeCache) run(ctx context.Context) error {
 	// A corrupt record is an entry with an error in the range's
 	// snapshots, not a watch error: the other records keep flowing.
-	source := etcdvalue.NewPrefix(c.client, nodePrefix, decodeNode)
-	w := source.Watch()
+	w := c.source.Watch()
 	defer w.Close()
 	var nodes map[string]*cpb.Node
+	var prev *nodeSnapshot
 	for {
 		// The first snapshot holds every record that existed: the cache
 		// is published complete from the start.
@@ -67,18 +160,25 @@ func (c *nodeCache) run(ctx context.Context) error {
 		} else {
 			nodes = maps.Clone(nodes)
 		}
+		changed := make([]string, 0, len(snap.Changed))
 		for _, key := range snap.Changed {
-			apply(ctx, nodes, key, snap.Entries)
+			changed = append(changed, apply(ctx, nodes, key, snap.Entries))
 		}
-		c.value.Set(&nodeSnapshot{nodes: nodes, complete: true})
+		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed}
+		if prev != nil {
+			prev.next.Store(next)
+		}
+		prev = next
+		c.value.Set(next)
 		if first {
 			supervisor.Signal(ctx, supervisor.SignalHealthy)
 		}
 	}
 }
 
-// apply brings nodes in line with the range's entry for key.
-func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries map[string]event.Entry[*cpb.Node]) {
+// apply brings nodes in line with the range's entry for key, and returns
+// the ID key names.
+func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries map[string]event.Entry[*cpb.Node]) string {
 	id, _ := nodeIDFromKey(key)
 	e, ok := entries[key]
 	switch {
@@ -90,4 +190,5 @@ func apply(ctx context.Context, nodes map[string]*cpb.Node, key string, entries 
 	default:
 		nodes[id] = e.Data
 	}
+	return id
 }

@@ -210,7 +210,15 @@ func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificat
 // watch of the curator: a watching node costs a cursor on an in-memory
 // value, not an etcd watch. The cache's snapshots are immutable and share
 // unchanged records, so what changed since the last message is exactly the
-// records whose pointers differ.
+// records whose pointers differ, among those the snapshots in between list
+// as changed (watchChanges).
+//
+// Every curator serves it (SERVE_ANY). The initial state holds every write
+// acknowledged before the call (the interceptor fenced the cache); after
+// that the stream trails etcd by the time a watch event takes to reach
+// this curator. A stream whose curator stops following etcd ends with
+// UNAVAILABLE, so that its node watches again, elsewhere if need be,
+// instead of waiting on a view that no longer moves.
 func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServer[cpb.WatchResponse]) error {
 	ctx := stream.Context()
 	var only string // the one node watched; "" for all
@@ -225,13 +233,13 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 		return status.Error(codes.InvalidArgument, "target is required: node_id or all_nodes")
 	}
 	caller := callerFrom(ctx)
-	term := leaderFrom(ctx)
 
 	var in event.Inputs
 	defer in.Close()
-	leader := event.Input(&in, event.ValueWatch[*leaderState](&r.s.leader), nil)
+	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
 	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
-	var sent map[string]*cpb.Node // the snapshot the watcher has, nil before the initial state
+	wasFollowing := false
+	var sent *nodeSnapshot // the snapshot the watcher has, nil before the initial state
 	for {
 		if _, err := in.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -239,21 +247,23 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 			}
 			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
 		}
-		// A stream outlives neither the term it started in (another
-		// curator now decides what is true; the node watches again and
-		// reaches it) nor the caller's standing: a node decommissioned or
-		// deleted while it watches is cut off like every other call of
-		// it.
-		if leader.Latest() != term {
-			return status.Error(codes.Unavailable, "this curator stepped down; watch again (at the leader)")
+		// A stream outlives neither its curator's following of etcd
+		// (the cache would stop moving; the node watches again and
+		// reaches a curator that follows) nor the caller's standing: a
+		// node decommissioned or deleted while it watches is cut off like
+		// every other call of it.
+		if following.Latest().Connected {
+			wasFollowing = true
+		} else if wasFollowing {
+			return status.Errorf(codes.Unavailable, "this curator lost its watch of etcd (%v); watch again", following.Latest().Err)
 		}
 		snap := nodes.Latest()
 		if err := nodeStillUp(caller.NodeID, snap.nodes[caller.NodeID]); err != nil {
 			return err
 		}
-		changed, deleted := diffNodes(sent, snap.nodes, only)
+		changed, deleted := watchChanges(sent, snap, only)
 		initial := sent == nil
-		sent = snap.nodes
+		sent = snap
 		if !initial && len(changed) == 0 && len(deleted) == 0 {
 			continue
 		}
@@ -263,6 +273,31 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 			}
 		}
 	}
+}
+
+// watchChanges is what a watcher that has snapshot sent (nil: nothing
+// yet) must be sent to have snap: from the snapshots' change lists when
+// they are fewer than the records, so that one record change costs each
+// watcher a look at that record, not a walk over the cluster.
+func watchChanges(sent, snap *nodeSnapshot, only string) (changed []*cpb.Node, deleted []string) {
+	if sent == nil {
+		return diffNodes(nil, snap.nodes, only)
+	}
+	if only == "" {
+		if ids, ok := snap.changedSince(sent, len(snap.nodes)); ok {
+			for _, id := range ids {
+				p, n := sent.nodes[id], snap.nodes[id]
+				switch {
+				case n != nil && n != p:
+					changed = append(changed, n)
+				case n == nil && p != nil:
+					deleted = append(deleted, id)
+				}
+			}
+			return changed, deleted
+		}
+	}
+	return diffNodes(sent.nodes, snap.nodes, only)
 }
 
 // diffNodes lists the records in next that are new or differ from prev, and
@@ -393,13 +428,17 @@ func (r *rpcServer) issueNodeCertificate(ctx context.Context, n *cpb.Node) (*x50
 	return cert, nil
 }
 
-// clusterDirectory is the cluster directory as the node cache has it now.
+// clusterDirectory is the cluster directory as the node cache has it: at
+// the snapshot the call was fenced on, if it was, or now.
 func (r *rpcServer) clusterDirectory(ctx context.Context) (*cpb.ClusterDirectory, error) {
-	snap, err := r.s.nodes.current(ctx)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	snap := fencedFrom(ctx)
+	if snap == nil {
+		var err error
+		if snap, err = r.s.nodes.current(ctx); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+		}
 	}
-	return directoryOf(snap, leaderFrom(ctx).ca.Certificate().Raw), nil
+	return directoryOf(snap, r.ca.Certificate().Raw), nil
 }
 
 // directoryOf lists the curators in snap, by node ID: the UP nodes that

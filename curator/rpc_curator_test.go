@@ -559,16 +559,21 @@ func nodeCertFor(t *testing.T, c *testCluster, key ed25519.PrivateKey) *x509.Cer
 	return cert
 }
 
-// A Watch stream ends with UNAVAILABLE when the term it started in ends.
-func TestWatchEndsWhenLeaderStepsDown(t *testing.T) {
+// A Watch stream is served by any curator (SERVE_ANY), so it outlives a
+// change of term: it keeps delivering changes.
+func TestWatchOutlivesLeaderChange(t *testing.T) {
 	c := newTestCluster(t)
 	w := c.watch(c.asFirstNode(), allNodes())
 	w.initial()
 	term, _ := event.Get(ctxT(t), &c.curator.leader)
 	// A new term, as after losing the leadership and winning it back.
 	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, since: time.Now(), heartbeatInterval: term.heartbeatInterval, heartbeats: map[string]time.Time{}})
-	_, err := w.s.Recv()
-	wantCode(t, "Watch after a leader change", err, codes.Unavailable)
+	c.curator.leader.Set(nil)
+	n := c.seedNode(cpb.NodeState_NODE_STATE_STANDBY).node
+	m := w.next()
+	if len(m.Nodes) != 1 || m.Nodes[0].Id != n.Id {
+		t.Fatalf("after leader changes, the stream sent %v, want node %s", m, n.Id)
+	}
 }
 
 func TestWatchMessages(t *testing.T) {

@@ -428,7 +428,9 @@ func (r *rpcServer) removeConsensusMember(ctx context.Context, id string) error 
 		return status.Errorf(codes.FailedPrecondition, "node %s holds the last consensus voter", id)
 	}
 	if id == r.s.nodeID {
-		others, err := r.s.election.OtherCandidates(ctx)
+		// Another voter exists (checked above); give its curator up to
+		// two leases to stand for election if it is between terms.
+		others, err := r.s.election.WaitOtherCandidates(ctx, 2*r.s.cfg.LeaseTTL)
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "%v", err)
 		}

@@ -66,17 +66,18 @@ func TestCallsAreLogged(t *testing.T) {
 // holds (cut off, or its key gone) refuses to answer from its stale view.
 func TestDeposedLeaderRefusesReads(t *testing.T) {
 	c := newTestCluster(t)
+	// GetRegisterTicket is a read only the leader serves (SERVE_LEADER).
 	mgmt := cpb.NewManagementServiceClient(c.asOwner())
-	if _, err := mgmt.GetClusterInfo(ctxT(t), &cpb.GetClusterInfoRequest{}); err != nil {
-		t.Fatalf("GetClusterInfo while leading: %v", err)
+	if _, err := mgmt.GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{}); err != nil {
+		t.Fatalf("GetRegisterTicket while leading: %v", err)
 	}
 	// Delete the leader's election key behind its back: it still thinks
 	// it leads (its lease is alive), but etcd says otherwise.
 	if _, err := c.etcd.Delete(ctxT(t), electionPrefix+"/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := mgmt.GetClusterInfo(ctxT(t), &cpb.GetClusterInfoRequest{})
+	_, err := mgmt.GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{})
 	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("GetClusterInfo from a deposed leader: %v, want Unavailable", err)
+		t.Fatalf("GetRegisterTicket from a deposed leader: %v, want Unavailable", err)
 	}
 }

@@ -80,6 +80,9 @@ type Options struct {
 	StopTimeout time.Duration
 	// Progress receives a line for every step; nil discards them.
 	Progress io.Writer
+	// VM, when set, launches qemu VMs booting the node image instead of
+	// processes (vmnode.go); Addresses then default to VM.Network's.
+	VM *VMOptions
 }
 
 func (o *Options) setDefaults() error {
@@ -88,6 +91,17 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Nodes < 1 || o.Nodes > 200 {
 		return fmt.Errorf("launch: %d nodes: want 1 to 200", o.Nodes)
+	}
+	if o.VM != nil {
+		if err := o.VM.setDefaults(); err != nil {
+			return err
+		}
+	}
+	if len(o.Addresses) == 0 && o.VM != nil {
+		var err error
+		if o.Addresses, err = vmAddresses(o.VM.Network, o.Nodes); err != nil {
+			return err
+		}
 	}
 	if len(o.Addresses) == 0 {
 		a := DefaultFirstAddress
@@ -152,6 +166,7 @@ type Cluster struct {
 	connMu    sync.Mutex
 	conn      *grpc.ClientConn
 	ownerKey  ed25519.PrivateKey
+	vmnet     *vmNetwork
 }
 
 // Launch starts a cluster and returns once every node is UP and healthy
@@ -163,8 +178,10 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
-	if err := c.checkPortsFree(); err != nil {
-		return nil, err
+	if opts.VM == nil {
+		if err := c.checkPortsFree(); err != nil {
+			return nil, err
+		}
 	}
 	if c.BaseDir == "" {
 		if c.BaseDir, err = os.MkdirTemp("", "polis-launch-"); err != nil {
@@ -190,6 +207,12 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.progress("base directory %s", c.BaseDir)
 
+	if opts.VM != nil {
+		if err := c.launchVMs(ctx); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	bin, err := c.nodeBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -203,21 +226,29 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	if err := c.bootstrap(ctx); err != nil {
+	if err := c.form(ctx); err != nil {
 		return nil, err
+	}
+	return c, nil
+}
+
+// form bootstraps the cluster on the first node and adds the others.
+func (c *Cluster) form(ctx context.Context) error {
+	if err := c.bootstrap(ctx); err != nil {
+		return err
 	}
 	if err := c.addNodes(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if opts.ConsensusMembers {
+	if c.opts.ConsensusMembers {
 		for _, n := range c.Nodes[1:] {
 			if err := c.MakeConsensusMember(ctx, n); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	c.progress("cluster ready: %d nodes, all UP and healthy", len(c.Nodes))
-	return c, nil
+	return nil
 }
 
 // progress reports one step.
@@ -573,7 +604,7 @@ func (c *Cluster) Close() error {
 			wg.Go(func() { errs[i] = n.Stop(c.opts.StopTimeout) })
 		}
 		wg.Wait()
-		c.closeErr = errors.Join(errs...)
+		c.closeErr = errors.Join(append(errs, c.closeVMNetwork())...)
 		if c.removeDir && c.BaseDir != "" {
 			if err := os.RemoveAll(c.BaseDir); err != nil {
 				c.closeErr = errors.Join(c.closeErr, err)

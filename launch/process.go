@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/polis-os/polis/launch/vm"
 )
 
 // Node is one node-agent process of a launched cluster.
@@ -34,6 +36,9 @@ type Node struct {
 	id string
 	// run is the current process; nil before the first start.
 	run *process
+	// vm is the node's machine in a VM cluster (vmnode.go); nil for a
+	// process.
+	vm *vm.Config
 }
 
 // process is one run of a node's process.
@@ -46,6 +51,8 @@ type process struct {
 	// expected is set before the launcher itself ends the process, so that
 	// the exit is not reported as a failure.
 	expected bool
+	// machine is the VM in a VM cluster, where cmd is nil.
+	machine *vm.Machine
 }
 
 // ID returns the node's ID, or "" while the curator has not listed it yet.
@@ -69,7 +76,10 @@ func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.run != nil && !n.run.done() {
-		return fmt.Errorf("%v is running already (pid %d)", n, n.run.cmd.Process.Pid)
+		return fmt.Errorf("%v is running already", n)
+	}
+	if n.vm != nil {
+		return n.startVM()
 	}
 	log, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -117,6 +127,9 @@ func (n *Node) PID() int {
 	if n.run == nil || n.run.done() {
 		return 0
 	}
+	if n.run.machine != nil {
+		return n.run.machine.PID()
+	}
 	return n.run.cmd.Process.Pid
 }
 
@@ -152,6 +165,9 @@ func (n *Node) stop(sig syscall.Signal, timeout time.Duration) error {
 	}
 	p.expected = true
 	n.mu.Unlock()
+	if p.machine != nil {
+		return n.stopVM(p, sig, timeout)
+	}
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("%v: sending %v: %w", n, sig, err)
 	}

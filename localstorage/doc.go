@@ -31,6 +31,16 @@
 // would otherwise make the node another node. Files other programs read
 // (etcd's TLS files) are marked Plain and carry their own checks.
 //
+// Files written without the header, by the development builds from before
+// it (there is no release before it), are refused like damaged ones, on
+// purpose, and not migrated. Telling such a file from a file whose header
+// was damaged can only be a guess (does the rest parse?), and a guess that
+// accepts one would accept some damaged files too, forever, for storage
+// that no released version ever wrote. The error says that a file without
+// a header may be from such a build; the way out is the one for damage
+// (remove the file and let it be rebuilt, or wipe the node's storage and
+// enrol it again).
+//
 // Sealing: the sealed configuration is written through a Sealer, so that a
 // TPM-backed implementation can bind it to the machine later. Today's
 // implementation, Unsealed, does not protect anything, and says so in its

@@ -109,14 +109,22 @@ func (f File) Decode(data []byte) ([]byte, error) {
 	corrupt := func(format string, args ...any) error {
 		return &CorruptError{Path: f.Path, Problem: fmt.Sprintf(format, args...), Advice: f.Advice}
 	}
+	if len(data) == 0 {
+		return nil, corrupt("empty: truncated")
+	}
+	// Data that does not even start like a header is reported apart from
+	// a damaged header, since it may be a file from before headers.
+	if !bytes.HasPrefix(data, []byte(headerPrefix)[:min(len(data), len(headerPrefix))]) {
+		return nil, corrupt("no checksum header: damaged, or written by a development build from before checksums, which this one does not read (see the package doc)")
+	}
 	end := bytes.IndexByte(data[:min(len(data), maxHeader)], '\n')
 	if end < 0 {
-		return nil, corrupt("no checksum header")
+		return nil, corrupt("no complete checksum header: truncated or damaged")
 	}
 	line, content := data[:end], data[end+1:]
 	rest, ok := bytes.CutPrefix(line, []byte(headerPrefix))
 	if !ok {
-		return nil, corrupt("no checksum header")
+		return nil, corrupt("malformed checksum header")
 	}
 	sumHex, sizeText, ok := bytes.Cut(rest, []byte(" size="))
 	if !ok || len(sumHex) != 2*sha256.Size {

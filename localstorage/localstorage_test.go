@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -225,5 +226,44 @@ func TestUnsealed(t *testing.T) {
 	}
 	if _, err := ReadSealed(f, Unsealed{}); !errors.Is(err, ErrNotSealedByThis) {
 		t.Fatalf("ReadSealed of foreign data = %v, want ErrNotSealedByThis", err)
+	}
+}
+
+// A file written without the checksum header, as the development builds
+// before it wrote every file, is refused even though its content parses
+// (see the package doc: no migration), with an error that says it may be
+// from such a build. A file truncated inside its header says truncated.
+func TestHeaderlessFileRefused(t *testing.T) {
+	r := newRoot(t)
+	if err := r.Create(); err != nil {
+		t.Fatal(err)
+	}
+	f := r.ESP.ClusterDirectory
+	old, err := proto.Marshal(wrapperspb.String("curators"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.Path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got wrapperspb.StringValue
+	err = f.ReadProto(&got)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), f.Path) || !strings.Contains(err.Error(), "before checksums") {
+		t.Fatalf("reading a file without a header: %v; want a CorruptError naming the file and saying it may be from an older build", err)
+	}
+
+	if err := f.WriteProto(wrapperspb.String("curators")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.Path, b[:30], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = f.ReadProto(&got)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated") || strings.Contains(err.Error(), "before checksums") {
+		t.Fatalf("reading a file cut inside its header: %v; want a CorruptError saying truncated", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ const (
 	certificateFile = "certificate.der"
 	caFile          = "ca.der"
 	clusterFile     = "cluster.json"
+	proxyFile       = "proxy"
 )
 
 // DefaultConfigDir is $POLISCTL_CONFIG, else $XDG_CONFIG_HOME/polisctl,
@@ -67,6 +69,13 @@ func Fingerprint(der []byte) string {
 type config struct {
 	dir                    string
 	key, cert, ca, cluster localstorage.File
+	// proxy, when present, names the HTTP CONNECT proxy the cluster is
+	// reached through (SaveProxy).
+	proxy localstorage.File
+	// newKey is where owner rotate-key keeps the new owner key while the
+	// rotation is under way (see rotateOwnerKey). Plain like key: its
+	// recovery is take-ownership --owner-key, which reads a bare key.
+	newKey localstorage.File
 }
 
 func newConfig(dir string) (*config, error) {
@@ -90,6 +99,8 @@ func newConfig(dir string) (*config, error) {
 		cert:    f(certificateFile, false),
 		ca:      f(caFile, false),
 		cluster: f(clusterFile, false),
+		proxy:   f(proxyFile, false),
+		newKey:  f(newKeyFile, true),
 	}, nil
 }
 
@@ -179,7 +190,11 @@ func TakeOwnership(ctx context.Context, dir string, curators []netip.AddrPort, o
 	if err != nil {
 		return err
 	}
-	caDER, err := fetchCA(ctx, curators)
+	dialer, err := cfg.dialer()
+	if err != nil {
+		return err
+	}
+	caDER, err := fetchCA(ctx, curators, dialer)
 	if err != nil {
 		return err
 	}
@@ -209,7 +224,7 @@ func TakeOwnership(ctx context.Context, dir string, curators []netip.AddrPort, o
 	for _, ap := range curators {
 		eps = append(eps, &cpb.CuratorEndpoint{Address: ap.Addr().String(), Port: uint32(ap.Port())})
 	}
-	conn, err := client.New(client.Config{Endpoints: eps, TLS: kh})
+	conn, err := client.New(client.Config{Endpoints: eps, TLS: kh, Dialer: dialer})
 	if err != nil {
 		return err
 	}
@@ -299,11 +314,11 @@ func (e *CAMismatchError) Error() string {
 // to trust it. As a sanity check the answering curator's own certificate
 // must be from that CA, which catches an address that is not a Polis
 // curator at all.
-func fetchCA(ctx context.Context, curators []netip.AddrPort) ([]byte, error) {
+func fetchCA(ctx context.Context, curators []netip.AddrPort, dialer func(context.Context, string) (net.Conn, error)) ([]byte, error) {
 	last := make([]error, len(curators))
 	for {
 		for i, ap := range curators {
-			der, err := fetchCAFrom(ctx, ap)
+			der, err := fetchCAFrom(ctx, ap, dialer)
 			if err == nil {
 				return der, nil
 			}
@@ -331,7 +346,7 @@ const fetchRetryInterval = 200 * time.Millisecond
 // one unreachable address does not use up the whole command's time.
 const perCuratorTimeout = 5 * time.Second
 
-func fetchCAFrom(ctx context.Context, ap netip.AddrPort) ([]byte, error) {
+func fetchCAFrom(ctx context.Context, ap netip.AddrPort, dialer func(context.Context, string) (net.Conn, error)) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, perCuratorTimeout)
 	defer cancel()
 	// Written in the handshake, read after the call: atomic, so that the
@@ -349,7 +364,11 @@ func fetchCAFrom(ctx context.Context, ap netip.AddrPort) ([]byte, error) {
 			return nil
 		},
 	}
-	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(dialer))
+	}
+	conn, err := grpc.NewClient(ap.String(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +404,21 @@ func Dial(dir string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(client.Config{Endpoints: eps, TLS: uc})
+	dialer, err := proxyDialer(dir)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Endpoints: eps, TLS: uc, Dialer: dialer})
+}
+
+// proxyDialer returns the dialer through the proxy saved in dir (a VM
+// cluster's), or nil to dial directly.
+func proxyDialer(dir string) (func(context.Context, string) (net.Conn, error), error) {
+	cfg, err := newConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.dialer()
 }
 
 // ownerTLS reads the owner's credentials saved in dir: the TLS

@@ -70,7 +70,17 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 		return err
 	}
 	ap := netip.AddrPortFrom(addr, c.nodeAPIPort)
-	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	// A VM cluster's nodes are reached through the launcher's proxy, as
+	// the curators are.
+	dialer, err := proxyDialer(c.configDir)
+	if err != nil {
+		return err
+	}
+	if dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(dialer))
+	}
+	conn, err := grpc.NewClient(ap.String(), opts...)
 	if err != nil {
 		return err
 	}

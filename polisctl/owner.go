@@ -6,13 +6,11 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/localstorage"
 )
 
 // newKeyFile is where owner rotate-key keeps the new owner key while the
@@ -75,7 +73,8 @@ func rotateOwnerKey(cmd *cobra.Command, s *session) error {
 	if err != nil {
 		return err
 	}
-	pending := localstorage.File{Path: filepath.Join(cfg.dir, newKeyFile), Secret: true}
+	// Through cfg, so Plain: the recovery reads this file as a bare key.
+	pending := cfg.newKey
 	if err := pending.Write(newDER); err != nil {
 		return err
 	}

@@ -1,10 +1,14 @@
 package polisctl
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/polis-os/polis/internal/failpoint"
 )
 
 // copyDir copies the files of a configuration directory, as a thief of
@@ -85,4 +89,48 @@ func TestTicketAndOwnerKeyRotation(t *testing.T) {
 	r.ok("cluster", "info")
 	thief := &runner{t: t, config: stolen}
 	thief.fails([]string{"cluster", "info"}, "revoked")
+}
+
+// An owner rotate-key interrupted after the cluster accepted the new key,
+// before key.der was replaced, leaves the owner the documented way back:
+// take-ownership --owner-key key.der.new. The old key is no longer the
+// owner's, so a key.der.new that take-ownership cannot read would lock the
+// owner out.
+func TestOwnerKeyRotationInterrupted(t *testing.T) {
+	c := bootstrap(t)
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	oldKey, err := os.ReadFile(filepath.Join(r.config, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The key.der write comes after the RotateOwnerKey RPC: failing it is
+	// the command stopping right after the cluster accepted the new key.
+	keyWrite := filepath.Join(r.config, keyFile) + ": write"
+	var hit atomic.Bool
+	reset := failpoint.Set(func(name string) error {
+		if name == keyWrite {
+			hit.Store(true)
+			return errors.New("interrupted")
+		}
+		return nil
+	})
+	r.fails([]string{"owner", "rotate-key"}, "interrupted", "take-ownership --owner-key", newKeyFile)
+	reset()
+	if !hit.Load() {
+		t.Fatalf("rotate-key never reached %q", keyWrite)
+	}
+	if now, err := os.ReadFile(filepath.Join(r.config, keyFile)); err != nil || string(now) != string(oldKey) {
+		t.Fatalf("key.der after the interruption: %v; want the old key still there", err)
+	}
+	// The cluster took the new key: the old credentials are revoked.
+	r.fails([]string{"cluster", "info"}, "revoked")
+
+	pending := filepath.Join(r.config, newKeyFile)
+	if st, err := os.Stat(pending); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v; want it there, mode 0600", pending, err)
+	}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", pending, "--yes")
+	r.ok("cluster", "info")
 }

@@ -1,12 +1,13 @@
 // Command polis-launch starts a Polis cluster of node-agent processes on
-// loopback addresses, for development: the first node bootstraps the
+// loopback addresses (or, with --vm, of qemu VMs booting the node image on
+// a virtual switch), for development: the first node bootstraps the
 // cluster, the others register and are approved, and (unless
 // --consensus-members=false) every node becomes a consensus member. It
 // prints each step, then how to use polisctl as the cluster's owner, and
 // runs until Ctrl-C, when it stops every node and removes what it created
 // (--keep keeps it).
 //
-//	go run ./cmd/polis-launch [--nodes 3] [--dir DIR --keep] [--config DIR]
+//	go run ./cmd/polis-launch [--vm] [--nodes 3] [--dir DIR --keep] [--config DIR]
 //
 // The work is done by package launch; this is its command line.
 package main
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default)")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 0, "the nodes' heartbeat interval (0: the curator's default)")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
+	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
+	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,8 +66,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if o.Nodes < 1 {
 		return fmt.Errorf("--nodes %d: want at least one", o.Nodes)
 	}
-	for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
-		o.Addresses = append(o.Addresses, a)
+	if *vmMode {
+		o.VM = &launch.VMOptions{Accel: *accel} // addresses from its network
+	} else {
+		for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
+			o.Addresses = append(o.Addresses, a)
+		}
 	}
 	o.Progress = out
 
@@ -94,8 +101,12 @@ func printUsage(out io.Writer, c *launch.Cluster) {
 	for _, n := range c.Nodes {
 		addrs = append(addrs, n.Address)
 	}
+	logs := c.BaseDir + "/node*.log"
+	if c.ProxyURL() != "" {
+		logs = c.BaseDir + "/node*/console.log (serial consoles); polisctl goes through the proxy " + c.ProxyURL()
+	}
 	fmt.Fprintf(out, `
-Nodes: %v; logs in %s/node*.log
+Nodes: %v; logs in %s
 Use polisctl as the cluster's owner:
 
     go run ./cmd/polisctl --config %s node list
@@ -105,5 +116,5 @@ or set it once for this shell:
     export POLISCTL_CONFIG=%s
 
 Ctrl-C stops the cluster.
-`, addrs, c.BaseDir, c.ConfigDir, c.ConfigDir)
+`, addrs, logs, c.ConfigDir, c.ConfigDir)
 }

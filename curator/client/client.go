@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -40,6 +41,10 @@ type Config struct {
 	// Logger receives leader changes and failed discoveries; nothing is
 	// logged if nil.
 	Logger *zap.Logger
+	// Dialer, if set, opens the TCP connections to curators (addr is
+	// IP:port), for example through the proxy into a VM cluster's
+	// network; nil dials directly.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (c *Config) validate() error {
@@ -102,6 +107,7 @@ func (r *router) dial() (*grpc.ClientConn, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithChainUnaryInterceptor(r.unary),
 		grpc.WithChainStreamInterceptor(r.stream),
+		dialOption(r.cfg.Dialer),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("curator client: %w", err)
@@ -269,4 +275,12 @@ func (s *leaderStream) restart(cause error) error {
 		}
 		cause = err
 	}
+}
+
+// dialOption applies a Config's Dialer; without one it changes nothing.
+func dialOption(d func(context.Context, string) (net.Conn, error)) grpc.DialOption {
+	if d == nil {
+		return grpc.EmptyDialOption{}
+	}
+	return grpc.WithContextDialer(d)
 }

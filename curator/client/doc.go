@@ -3,8 +3,9 @@
 //
 // # Why on the client side
 //
-// Only the leading curator serves the cluster's state; the others answer
-// UNAVAILABLE naming the leader (see the curator package). Someone has to
+// Only the leading curator serves mutations and what only it knows; the
+// others answer those calls UNAVAILABLE naming the leader (each RPC
+// declares where it is served: curatorv1.Requirement.Serve). Someone has to
 // turn "not the leader" into "ask the leader", and there are two places to
 // do it. A follower could forward every call to the leader: then each call
 // crosses two connections, followers need credentials to act on behalf of
@@ -67,8 +68,9 @@
 //
 // # What it does not do
 //
-// It does not spread load: every call goes to the leader, because only the
-// leader serves. A leader that is unreachable while its TCP connection
+// It does not spread load yet: every call goes to the leader, although
+// followers serve the SERVE_ANY calls (Watch, GetClusterInfo) too; a
+// connection that balances those over every curator is still to come. A leader that is unreachable while its TCP connection
 // stays up (a silent partition) is only noticed by the keepalive pings,
 // some seconds later; calls meanwhile wait, so give every call a deadline.
 // It keeps no list of curators of its own:

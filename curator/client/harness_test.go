@@ -275,14 +275,12 @@ func (c *haCluster) direct(nd *haNode) *grpc.ClientConn {
 	return conn
 }
 
-// leaderOnly makes a call only the leader serves and returns the address
-// of the curator that served it. Until the Management service is
-// implemented, the leader answers UNIMPLEMENTED: that is proof enough, as
-// followers refuse with UNAVAILABLE before any handler runs.
+// leaderOnly makes a call only the leader serves (GetRegisterTicket,
+// SERVE_LEADER) and returns the address of the curator that served it.
 func leaderOnly(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 	var p peer.Peer
-	_, err := cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{}, grpc.Peer(&p))
-	if err != nil && status.Code(err) != codes.Unimplemented {
+	_, err := cpb.NewManagementServiceClient(conn).GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{}, grpc.Peer(&p))
+	if err != nil {
 		return "", err
 	}
 	if p.Addr == nil {

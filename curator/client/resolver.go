@@ -349,6 +349,7 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 		conn, err = grpc.NewClient("passthrough:///"+ap.String(),
 			grpc.WithTransportCredentials(lr.r.creds),
 			grpc.WithConnectParams(connectParams),
+			dialOption(lr.r.cfg.Dialer),
 		)
 		if err != nil {
 			return nil, err

@@ -185,10 +185,9 @@ func testRangeMonotonic(t *testing.T, b Backend, put func(string, int), _ func(s
 	const final = 40
 	done := make(chan error, 1)
 	go func() {
-		ctx := b.ctx(t)
 		var last uint64
 		for {
-			s, err := w.Get(ctx)
+			s, err := getWithin(b, w)
 			if err != nil {
 				done <- err
 				return

@@ -109,15 +109,20 @@ func (v *Value[T]) load(w *watcher[T]) (T, uint64, <-chan struct{}) {
 	if v.version > w.seen {
 		return v.data, v.version, nil
 	}
+	if w.closed.Load() {
+		// Close set the flag before it took the mutex: a Get that gets
+		// here after Close must not wait for a signal already given.
+		return v.data, v.version, event.ClosedChan()
+	}
 	if !w.queued {
 		if w.wake == nil {
 			w.wake = make(chan struct{}, 1)
 		}
 		// A wake-up left over from an earlier wait (one that ended for
-		// another reason) would be a false alarm now.
-		select {
-		case <-w.wake:
-		default:
+		// another reason) would be a false alarm now. Only Set and Close
+		// fill the slot, under the mutex held here, so len is exact.
+		if len(w.wake) > 0 {
+			<-w.wake
 		}
 		w.queued = true
 		v.waiting = append(v.waiting, w)
@@ -125,12 +130,17 @@ func (v *Value[T]) load(w *watcher[T]) (T, uint64, <-chan struct{}) {
 	return v.data, v.version, w.wake
 }
 
-// forget takes w out of the queue of waiting watchers.
+// forget takes a closed w out of the queue of waiting watchers and wakes
+// its Get, if one waits.
 func (v *Value[T]) forget(w *watcher[T]) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !w.queued {
 		return
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 	w.queued = false
 	if i := slices.Index(v.waiting, w); i >= 0 {
@@ -143,15 +153,12 @@ func (v *Value[T]) forget(w *watcher[T]) {
 type watcher[T any] struct {
 	v    *Value[T]
 	seen uint64 // version last returned by Get
-
-	mu   sync.Mutex    // guards closed and done
-	done chan struct{} // created when a Get first blocks; closed by Close
-	// wake is the one-slot channel Set signals while the watcher is
-	// queued; made on the first wait and reused. Guarded, with queued,
-	// by the value's mutex.
+	// wake is the one-slot channel Set (and Close) signal while the
+	// watcher is queued; made on the first wait and reused. Guarded, with
+	// queued, by the value's mutex.
 	wake   chan struct{}
 	busy   atomic.Bool
-	closed bool
+	closed atomic.Bool
 	queued bool
 }
 
@@ -162,12 +169,10 @@ func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, er
 		return zero, event.ErrConcurrentGet
 	}
 	defer w.busy.Store(false)
-
-	done, err := w.doneChan()
-	if err != nil {
-		return zero, err
-	}
 	for {
+		if w.closed.Load() {
+			return zero, event.ErrClosed
+		}
 		data, version, wake := w.v.load(w)
 		if wake == nil {
 			w.seen = version
@@ -177,37 +182,22 @@ func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, er
 			}
 			continue
 		}
-		select {
-		case <-wake:
-		case <-done:
-			return zero, event.ErrClosed
-		case <-ctx.Done():
-			return zero, ctx.Err()
+		// Close signals the same channel, so a Get without a deadline
+		// waits on one channel only: the wake-up costs what a channel
+		// receive costs.
+		if done := ctx.Done(); done == nil {
+			<-wake
+		} else {
+			select {
+			case <-wake:
+			case <-done:
+				return zero, ctx.Err()
+			}
 		}
 	}
 }
 
-// doneChan returns the channel closed by Close, creating it on first use, or
-// ErrClosed if the watcher is already closed.
-func (w *watcher[T]) doneChan() (<-chan struct{}, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return nil, event.ErrClosed
-	}
-	if w.done == nil {
-		w.done = make(chan struct{})
-	}
-	return w.done, nil
-}
-
 func (w *watcher[T]) Ready() <-chan struct{} {
-	w.mu.Lock()
-	closed := w.closed
-	w.mu.Unlock()
-	if closed {
-		return event.ClosedChan()
-	}
 	_, _, wake := w.v.load(w)
 	if wake == nil {
 		return event.ClosedChan()
@@ -218,14 +208,8 @@ func (w *watcher[T]) Ready() <-chan struct{} {
 func (w *watcher[T]) LastVersion() uint64 { return w.seen }
 
 func (w *watcher[T]) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
+	if !w.closed.CompareAndSwap(false, true) {
 		return nil
-	}
-	w.closed = true
-	if w.done != nil {
-		close(w.done)
 	}
 	w.v.forget(w)
 	w.v.watchers.Add(-1)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -98,6 +100,11 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
+	unlock, err := lockCache(cfg.CacheDir, progress)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	defer unlock()
 
 	k, err := fetchKernel(ctx, KernelPackage, filepath.Join(cfg.CacheDir, "kernel"), progress)
 	if err != nil {
@@ -179,6 +186,27 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	st, _ := os.Stat(img.Initramfs)
 	progress("wrote %s (%.1f MB) in %v; image built in %v", img.Initramfs, float64(st.Size())/1e6, time.Since(t).Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
 	return img, nil
+}
+
+// lockCache takes an exclusive lock on the cache directory, so that two
+// builds at once (go test runs the VM test packages in parallel) do not
+// download, unpack or write into the same files together.
+func lockCache(dir string, progress func(string, ...any)) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("locking the cache: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		progress("waiting for another build using %s", dir)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("locking the cache: %w", err)
+		}
+	}
+	return func() { f.Close() }, nil // closing releases the lock
 }
 
 // checkStatic refuses a dynamically linked agent: as /init it would fail

@@ -75,3 +75,29 @@ func TestWriteInitramfs(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheLock: a second build waits for the first's lock.
+func TestCacheLock(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockCache(dir, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan struct{})
+	waiting := make(chan struct{}, 1)
+	go func() {
+		u, err := lockCache(dir, func(string, ...any) { waiting <- struct{}{} })
+		if err == nil {
+			u()
+		}
+		close(got)
+	}()
+	<-waiting // the second one found the lock taken
+	select {
+	case <-got:
+		t.Fatal("a second lock was granted while the first was held")
+	default:
+	}
+	unlock()
+	<-got
+}

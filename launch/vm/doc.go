@@ -25,11 +25,14 @@
 // root, no host-wide state, and a place to cut a machine off and plug it
 // back in (Cut, Reconnect) for partition tests.
 //
+// The host reaches the machines at their real addresses through a
+// HostPort (gVisor's userspace TCP/IP stack plugged into the switch) and
+// the HTTP CONNECT Proxy it backs, which polisctl uses when its
+// configuration names it (launch's VM mode saves it there).
+//
 // # What it does not do (yet)
 //
-// It does not reach the machines from the host: polisctl cannot talk to a
-// VM cluster until a proxy into the switch's network exists. TCG is the
-// only accelerator used by default; KVM is a Config option for hosts where
-// it works. The launcher's --vm mode and the e2e suites on VMs are still
-// to come (see docs/architecture.md).
+// TCG is the only accelerator used by default; KVM is a Config option, with
+// no probe yet that it works. Package launch drives these machines as the
+// nodes of a VM cluster (Options.VM).
 package vm

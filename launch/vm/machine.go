@@ -66,6 +66,14 @@ type Machine struct {
 	waitErr error
 }
 
+// DefaultMAC is the NIC address a machine with addr gets by default: 52:54
+// (qemu's prefix, locally administered unicast) and the address's last
+// four bytes, so that a frame's source says which node sent it.
+func DefaultMAC(addr netip.Addr) string {
+	a := addr.As16()
+	return fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", a[12], a[13], a[14], a[15])
+}
+
 // qmpSocket is where qemu listens for QMP. Unix socket paths are short
 // (108 bytes), hence a short name.
 func (c *Config) qmpSocket() string { return filepath.Join(c.Dir, "qmp.sock") }
@@ -97,9 +105,7 @@ func (c *Config) withDefaults() (Config, error) {
 		o.QEMU = "qemu-system-x86_64"
 	}
 	if o.MAC == "" {
-		a := o.Address.Addr().As16()
-		// Locally administered unicast (52:54:00 is qemu's own prefix).
-		o.MAC = fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", a[12], a[13], a[14], a[15])
+		o.MAC = DefaultMAC(o.Address.Addr())
 	}
 	if n := len(o.qmpSocket()); n > 100 {
 		return o, fmt.Errorf("vm %s: the directory %s is too long for a unix socket path (%d bytes); use a shorter one", o.Name, o.Dir, n)
@@ -206,6 +212,12 @@ func Start(cfg Config) (*Machine, error) {
 	}()
 	return m, nil
 }
+
+// PID is qemu's process ID.
+func (m *Machine) PID() int { return m.cmd.Process.Pid }
+
+// ConsoleLog is the path of the machine's console log.
+func (m *Machine) ConsoleLog() string { return m.cfg.ConsoleLog() }
 
 // Started is when qemu was started.
 func (m *Machine) Started() time.Time { return m.started }

@@ -14,11 +14,11 @@ import (
 )
 
 // Proxy is an HTTP CONNECT proxy on a loopback address that tunnels TCP
-// connections into the cluster network through a HostPort. gRPC clients
-// (polisctl, the curator client) use it when HTTPS_PROXY names it, with no
-// change to them: HTTPS_PROXY=http://127.0.0.1:PORT polisctl node list.
-// It reaches only addresses in the cluster network, so it is no way out to
-// anywhere else.
+// connections into the cluster network through a HostPort. polisctl uses
+// it when its configuration names it (polisctl.SaveProxy); HTTPS_PROXY is
+// not enough, because gRPC's own proxy support loses the TLS server name
+// the curator client gives each curator. It reaches only addresses in the
+// cluster network, so it is no way out to anywhere else.
 type Proxy struct {
 	ln      net.Listener
 	host    *HostPort

@@ -140,3 +140,21 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 		t.Errorf("the console log shows %d disks formatted; want 2, on the first boot only", n)
 	}
 }
+
+// TestProbeKVM: the probe answers within its bound whether or not KVM
+// works here (where /dev/kvm exists but a KVM guest hangs, it says no).
+func TestProbeKVM(t *testing.T) {
+	needQEMU(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	img := buildImage(ctx, t)
+	const bound = 10 * time.Second
+	start := time.Now()
+	ok := ProbeKVM(ctx, img.Kernel, img.Initramfs, shortTempDir(t), bound)
+	took := time.Since(start)
+	t.Logf("phase: KVM probe: works=%v, in %v", ok, took.Round(10*time.Millisecond))
+	// The bound, plus starting and killing qemu.
+	if took > bound+30*time.Second {
+		t.Errorf("the probe took %v, bound %v", took, bound)
+	}
+}

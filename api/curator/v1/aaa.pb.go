@@ -234,11 +234,12 @@ const file_polis_curator_v1_aaa_proto_rawDesc = "" +
 	"\rnew_owner_key\x18\x01 \x01(\fR\vnewOwnerKey\x125\n" +
 	"\x17new_owner_key_signature\x18\x02 \x01(\fR\x14newOwnerKeySignature\"E\n" +
 	"\x16RotateOwnerKeyResponse\x12+\n" +
-	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate2\xe5\x01\n" +
+	"\x11owner_certificate\x18\x01 \x01(\fR\x10ownerCertificate2\xe9\x01\n" +
 	"\n" +
-	"AAAService\x12h\n" +
-	"\rTakeOwnership\x12&.polis.curator.v1.TakeOwnershipRequest\x1a'.polis.curator.v1.TakeOwnershipResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12m\n" +
-	"\x0eRotateOwnerKey\x12'.polis.curator.v1.RotateOwnerKeyRequest\x1a(.polis.curator.v1.RotateOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\tB4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"AAAService\x12j\n" +
+	"\rTakeOwnership\x12&.polis.curator.v1.TakeOwnershipRequest\x1a'.polis.curator.v1.TakeOwnershipResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12o\n" +
+	"\x0eRotateOwnerKey\x12'.polis.curator.v1.RotateOwnerKeyRequest\x1a(.polis.curator.v1.RotateOwnerKeyResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\t\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_aaa_proto_rawDescOnce sync.Once

@@ -21,11 +21,31 @@ type Requirement struct {
 	// Permission is the permission the calling user must hold. It is set
 	// exactly when Caller is CALLER_USER.
 	Permission Permission
+	// Serve is which curators serve the method; never SERVE_UNSPECIFIED
+	// in a Requirement that MethodRequirement returns.
+	Serve Serve
 }
 
+// ServedByAny says whether every curator, not only the leader, serves
+// the method.
+func (r Requirement) ServedByAny() bool { return r.Serve == Serve_SERVE_ANY }
+
 // String describes r for logs and errors: "unauthenticated", "key holder",
-// "node", "node self" or "user with PERMISSION_APPROVE_NODE".
+// "node", "node self" or "user with PERMISSION_APPROVE_NODE", then where
+// it is served: "node at any curator", "user with
+// PERMISSION_APPROVE_NODE at the leader".
 func (r Requirement) String() string {
+	switch r.Serve {
+	case Serve_SERVE_LEADER:
+		return r.caller() + " at the leader"
+	case Serve_SERVE_ANY:
+		return r.caller() + " at any curator"
+	}
+	return r.caller() + " served nowhere (" + r.Serve.String() + ")"
+}
+
+// caller describes r's caller rule.
+func (r Requirement) caller() string {
 	switch r.Caller {
 	case Caller_CALLER_UNAUTHENTICATED:
 		return "unauthenticated"
@@ -42,8 +62,8 @@ func (r Requirement) String() string {
 }
 
 // validate checks that r is a requirement a caller can meet and that
-// means one thing: a known caller kind, and a known permission exactly
-// when the caller is a user.
+// means one thing: a known caller kind, a known permission exactly when
+// the caller is a user, and a known place to be served.
 func (r Requirement) validate() error {
 	if _, known := Caller_name[int32(r.Caller)]; !known || r.Caller == Caller_CALLER_UNSPECIFIED {
 		return fmt.Errorf("caller %s is not a valid caller", r.Caller)
@@ -52,10 +72,11 @@ func (r Requirement) validate() error {
 		if _, known := Permission_name[int32(r.Permission)]; !known || r.Permission == Permission_PERMISSION_UNSPECIFIED {
 			return fmt.Errorf("caller %s needs a valid permission, not %s", r.Caller, r.Permission)
 		}
-		return nil
-	}
-	if r.Permission != Permission_PERMISSION_UNSPECIFIED {
+	} else if r.Permission != Permission_PERMISSION_UNSPECIFIED {
 		return fmt.Errorf("caller %s takes no permission, but %s is declared", r.Caller, r.Permission)
+	}
+	if _, known := Serve_name[int32(r.Serve)]; !known || r.Serve == Serve_SERVE_UNSPECIFIED {
+		return fmt.Errorf("serve %s names no curator to serve the method: declare SERVE_LEADER or SERVE_ANY", r.Serve)
 	}
 	return nil
 }
@@ -75,7 +96,7 @@ var requirements sync.Map // string -> Requirement
 //
 // It fails if the method is unknown, declares no requirement, or declares
 // one that is invalid (no caller, a user without a permission, a
-// permission for a caller that is not a user). A server must refuse the
+// permission for a caller that is not a user, no place to be served). A server must refuse the
 // call then: a method nobody declared a requirement for is callable by
 // nobody.
 func MethodRequirement(fullMethod string) (Requirement, error) {
@@ -134,7 +155,7 @@ func methodRequirement(md protoreflect.MethodDescriptor) (Requirement, error) {
 		return Requirement{}, fmt.Errorf("method %s declares no requirement: add option (%s) to its rpc definition", md.FullName(), E_Authz.TypeDescriptor().FullName())
 	}
 	a, _ := proto.GetExtension(opts, E_Authz).(*AuthzRequirement)
-	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission()}
+	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission(), Serve: a.GetServe()}
 	if err := r.validate(); err != nil {
 		return Requirement{}, fmt.Errorf("method %s declares an invalid requirement: %w", md.FullName(), err)
 	}

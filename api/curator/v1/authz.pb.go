@@ -22,6 +22,70 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Serve says which curators answer a method.
+type Serve int32
+
+const (
+	// Never valid: a method that declares no place to be served is served
+	// nowhere.
+	Serve_SERVE_UNSPECIFIED Serve = 0
+	// Only the leader. A follower answers UNAVAILABLE naming the leader,
+	// which the curator client follows. For every mutation, and for what
+	// only the leader knows (node health, from the heartbeats it receives).
+	// The leader confirms its leadership with etcd before it answers.
+	Serve_SERVE_LEADER Serve = 1
+	// Every curator, leader or follower. Calls that read node records are
+	// linearizable: before it authorises the call, the curator reads from
+	// etcd, with a quorum read, how far the node records have moved, and
+	// waits until its own view of them has caught up; so the answer is
+	// never older than a write acknowledged before the call began. A stream
+	// (Watch) then follows the curator's view, which trails etcd by the
+	// time a watch event takes to arrive. Calls that read nothing stored
+	// (GetLeader, GetCACertificate) answer from what the curator knows.
+	Serve_SERVE_ANY Serve = 2
+)
+
+// Enum value maps for Serve.
+var (
+	Serve_name = map[int32]string{
+		0: "SERVE_UNSPECIFIED",
+		1: "SERVE_LEADER",
+		2: "SERVE_ANY",
+	}
+	Serve_value = map[string]int32{
+		"SERVE_UNSPECIFIED": 0,
+		"SERVE_LEADER":      1,
+		"SERVE_ANY":         2,
+	}
+)
+
+func (x Serve) Enum() *Serve {
+	p := new(Serve)
+	*p = x
+	return p
+}
+
+func (x Serve) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Serve) Descriptor() protoreflect.EnumDescriptor {
+	return file_polis_curator_v1_authz_proto_enumTypes[0].Descriptor()
+}
+
+func (Serve) Type() protoreflect.EnumType {
+	return &file_polis_curator_v1_authz_proto_enumTypes[0]
+}
+
+func (x Serve) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Serve.Descriptor instead.
+func (Serve) EnumDescriptor() ([]byte, []int) {
+	return file_polis_curator_v1_authz_proto_rawDescGZIP(), []int{0}
+}
+
 // Caller is the kind of caller a method accepts. Each kind is a separate
 // rule, not a level: a node certificate does not satisfy CALLER_USER, nor a
 // user certificate CALLER_NODE.
@@ -89,11 +153,11 @@ func (x Caller) String() string {
 }
 
 func (Caller) Descriptor() protoreflect.EnumDescriptor {
-	return file_polis_curator_v1_authz_proto_enumTypes[0].Descriptor()
+	return file_polis_curator_v1_authz_proto_enumTypes[1].Descriptor()
 }
 
 func (Caller) Type() protoreflect.EnumType {
-	return &file_polis_curator_v1_authz_proto_enumTypes[0]
+	return &file_polis_curator_v1_authz_proto_enumTypes[1]
 }
 
 func (x Caller) Number() protoreflect.EnumNumber {
@@ -102,7 +166,7 @@ func (x Caller) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Caller.Descriptor instead.
 func (Caller) EnumDescriptor() ([]byte, []int) {
-	return file_polis_curator_v1_authz_proto_rawDescGZIP(), []int{0}
+	return file_polis_curator_v1_authz_proto_rawDescGZIP(), []int{1}
 }
 
 // Permission is a right a user may hold. Each one allows a set of
@@ -177,11 +241,11 @@ func (x Permission) String() string {
 }
 
 func (Permission) Descriptor() protoreflect.EnumDescriptor {
-	return file_polis_curator_v1_authz_proto_enumTypes[1].Descriptor()
+	return file_polis_curator_v1_authz_proto_enumTypes[2].Descriptor()
 }
 
 func (Permission) Type() protoreflect.EnumType {
-	return &file_polis_curator_v1_authz_proto_enumTypes[1]
+	return &file_polis_curator_v1_authz_proto_enumTypes[2]
 }
 
 func (x Permission) Number() protoreflect.EnumNumber {
@@ -190,7 +254,7 @@ func (x Permission) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Permission.Descriptor instead.
 func (Permission) EnumDescriptor() ([]byte, []int) {
-	return file_polis_curator_v1_authz_proto_rawDescGZIP(), []int{1}
+	return file_polis_curator_v1_authz_proto_rawDescGZIP(), []int{2}
 }
 
 // AuthzRequirement is what a caller must present to call a method.
@@ -207,7 +271,11 @@ type AuthzRequirement struct {
 	Caller Caller `protobuf:"varint,1,opt,name=caller,proto3,enum=polis.curator.v1.Caller" json:"caller,omitempty"`
 	// The permission a user must hold. Set if and only if caller is
 	// CALLER_USER.
-	Permission    Permission `protobuf:"varint,2,opt,name=permission,proto3,enum=polis.curator.v1.Permission" json:"permission,omitempty"`
+	Permission Permission `protobuf:"varint,2,opt,name=permission,proto3,enum=polis.curator.v1.Permission" json:"permission,omitempty"`
+	// Which curators serve the method. Clients route each call by it
+	// (curator/client), and the curator refuses at a follower what only the
+	// leader serves.
+	Serve         Serve `protobuf:"varint,3,opt,name=serve,proto3,enum=polis.curator.v1.Serve" json:"serve,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,6 +324,13 @@ func (x *AuthzRequirement) GetPermission() Permission {
 	return Permission_PERMISSION_UNSPECIFIED
 }
 
+func (x *AuthzRequirement) GetServe() Serve {
+	if x != nil {
+		return x.Serve
+	}
+	return Serve_SERVE_UNSPECIFIED
+}
+
 var file_polis_curator_v1_authz_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -281,12 +356,17 @@ var File_polis_curator_v1_authz_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpolis/curator/v1/authz.proto\x12\x10polis.curator.v1\x1a google/protobuf/descriptor.proto\"\x82\x01\n" +
+	"\x1cpolis/curator/v1/authz.proto\x12\x10polis.curator.v1\x1a google/protobuf/descriptor.proto\"\xb1\x01\n" +
 	"\x10AuthzRequirement\x120\n" +
 	"\x06caller\x18\x01 \x01(\x0e2\x18.polis.curator.v1.CallerR\x06caller\x12<\n" +
 	"\n" +
 	"permission\x18\x02 \x01(\x0e2\x1c.polis.curator.v1.PermissionR\n" +
-	"permission*\x8b\x01\n" +
+	"permission\x12-\n" +
+	"\x05serve\x18\x03 \x01(\x0e2\x17.polis.curator.v1.ServeR\x05serve*?\n" +
+	"\x05Serve\x12\x15\n" +
+	"\x11SERVE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fSERVE_LEADER\x10\x01\x12\r\n" +
+	"\tSERVE_ANY\x10\x02*\x8b\x01\n" +
 	"\x06Caller\x12\x16\n" +
 	"\x12CALLER_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16CALLER_UNAUTHENTICATED\x10\x01\x12\x15\n" +
@@ -320,24 +400,26 @@ func file_polis_curator_v1_authz_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_authz_proto_rawDescData
 }
 
-var file_polis_curator_v1_authz_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_polis_curator_v1_authz_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_polis_curator_v1_authz_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_polis_curator_v1_authz_proto_goTypes = []any{
-	(Caller)(0),                        // 0: polis.curator.v1.Caller
-	(Permission)(0),                    // 1: polis.curator.v1.Permission
-	(*AuthzRequirement)(nil),           // 2: polis.curator.v1.AuthzRequirement
-	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
+	(Serve)(0),                         // 0: polis.curator.v1.Serve
+	(Caller)(0),                        // 1: polis.curator.v1.Caller
+	(Permission)(0),                    // 2: polis.curator.v1.Permission
+	(*AuthzRequirement)(nil),           // 3: polis.curator.v1.AuthzRequirement
+	(*descriptorpb.MethodOptions)(nil), // 4: google.protobuf.MethodOptions
 }
 var file_polis_curator_v1_authz_proto_depIdxs = []int32{
-	0, // 0: polis.curator.v1.AuthzRequirement.caller:type_name -> polis.curator.v1.Caller
-	1, // 1: polis.curator.v1.AuthzRequirement.permission:type_name -> polis.curator.v1.Permission
-	3, // 2: polis.curator.v1.authz:extendee -> google.protobuf.MethodOptions
-	2, // 3: polis.curator.v1.authz:type_name -> polis.curator.v1.AuthzRequirement
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	3, // [3:4] is the sub-list for extension type_name
-	2, // [2:3] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	1, // 0: polis.curator.v1.AuthzRequirement.caller:type_name -> polis.curator.v1.Caller
+	2, // 1: polis.curator.v1.AuthzRequirement.permission:type_name -> polis.curator.v1.Permission
+	0, // 2: polis.curator.v1.AuthzRequirement.serve:type_name -> polis.curator.v1.Serve
+	4, // 3: polis.curator.v1.authz:extendee -> google.protobuf.MethodOptions
+	3, // 4: polis.curator.v1.authz:type_name -> polis.curator.v1.AuthzRequirement
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	4, // [4:5] is the sub-list for extension type_name
+	3, // [3:4] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_authz_proto_init() }
@@ -350,7 +432,7 @@ func file_polis_curator_v1_authz_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_authz_proto_rawDesc), len(file_polis_curator_v1_authz_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   1,
 			NumExtensions: 1,
 			NumServices:   0,

@@ -62,33 +62,37 @@ var (
 	nodeSelf        = Requirement{Caller: Caller_CALLER_NODE_SELF}
 )
 
+// atLeader and atAny complete a caller rule with where it is served.
+func atLeader(r Requirement) Requirement { r.Serve = Serve_SERVE_LEADER; return r }
+func atAny(r Requirement) Requirement    { r.Serve = Serve_SERVE_ANY; return r }
+
 // wantRequirements is the permission model, method by method. It repeats
 // the .proto files on purpose: a change to who may call what must show up
 // here too, where a reviewer sees it.
 var wantRequirements = map[string]Requirement{
-	CuratorService_Watch_FullMethodName:              anyNode,
-	CuratorService_UpdateNodeStatus_FullMethodName:   nodeSelf,
-	CuratorService_Heartbeat_FullMethodName:          nodeSelf,
-	CuratorService_RenewCertificate_FullMethodName:   nodeSelf,
-	CuratorService_Register_FullMethodName:           keyHolder,
-	CuratorService_CommitRegistration_FullMethodName: keyHolder,
-	CuratorService_Join_FullMethodName:               keyHolder,
-	CuratorService_GetLeader_FullMethodName:          unauthenticated,
-	CuratorService_GetCACertificate_FullMethodName:   unauthenticated,
-	CuratorService_GetOwnerKey_FullMethodName:        anyNode,
+	CuratorService_Watch_FullMethodName:              atAny(anyNode),
+	CuratorService_UpdateNodeStatus_FullMethodName:   atLeader(nodeSelf),
+	CuratorService_Heartbeat_FullMethodName:          atLeader(nodeSelf),
+	CuratorService_RenewCertificate_FullMethodName:   atLeader(nodeSelf),
+	CuratorService_Register_FullMethodName:           atLeader(keyHolder),
+	CuratorService_CommitRegistration_FullMethodName: atLeader(keyHolder),
+	CuratorService_Join_FullMethodName:               atLeader(keyHolder),
+	CuratorService_GetLeader_FullMethodName:          atAny(unauthenticated),
+	CuratorService_GetCACertificate_FullMethodName:   atAny(unauthenticated),
+	CuratorService_GetOwnerKey_FullMethodName:        atAny(anyNode),
 
-	ManagementService_GetClusterInfo_FullMethodName:       user(Permission_PERMISSION_READ_CLUSTER),
-	ManagementService_ListNodes_FullMethodName:            user(Permission_PERMISSION_READ_CLUSTER),
-	ManagementService_GetRegisterTicket_FullMethodName:    user(Permission_PERMISSION_GET_REGISTER_TICKET),
-	ManagementService_ApproveNode_FullMethodName:          user(Permission_PERMISSION_APPROVE_NODE),
-	ManagementService_UpdateNodeRoles_FullMethodName:      user(Permission_PERMISSION_UPDATE_NODE_ROLES),
-	ManagementService_DecommissionNode_FullMethodName:     user(Permission_PERMISSION_DECOMMISSION_NODE),
-	ManagementService_DeleteNode_FullMethodName:           user(Permission_PERMISSION_DELETE_NODE),
-	ManagementService_UpdateNodeLabels_FullMethodName:     user(Permission_PERMISSION_UPDATE_NODE_LABELS),
-	ManagementService_RotateRegisterTicket_FullMethodName: user(Permission_PERMISSION_ROTATE_REGISTER_TICKET),
+	ManagementService_GetClusterInfo_FullMethodName:       atAny(user(Permission_PERMISSION_READ_CLUSTER)),
+	ManagementService_ListNodes_FullMethodName:            atLeader(user(Permission_PERMISSION_READ_CLUSTER)),
+	ManagementService_GetRegisterTicket_FullMethodName:    atLeader(user(Permission_PERMISSION_GET_REGISTER_TICKET)),
+	ManagementService_ApproveNode_FullMethodName:          atLeader(user(Permission_PERMISSION_APPROVE_NODE)),
+	ManagementService_UpdateNodeRoles_FullMethodName:      atLeader(user(Permission_PERMISSION_UPDATE_NODE_ROLES)),
+	ManagementService_DecommissionNode_FullMethodName:     atLeader(user(Permission_PERMISSION_DECOMMISSION_NODE)),
+	ManagementService_DeleteNode_FullMethodName:           atLeader(user(Permission_PERMISSION_DELETE_NODE)),
+	ManagementService_UpdateNodeLabels_FullMethodName:     atLeader(user(Permission_PERMISSION_UPDATE_NODE_LABELS)),
+	ManagementService_RotateRegisterTicket_FullMethodName: atLeader(user(Permission_PERMISSION_ROTATE_REGISTER_TICKET)),
 
-	AAAService_TakeOwnership_FullMethodName:  keyHolder,
-	AAAService_RotateOwnerKey_FullMethodName: user(Permission_PERMISSION_ROTATE_OWNER_KEY),
+	AAAService_TakeOwnership_FullMethodName:  atLeader(keyHolder),
+	AAAService_RotateOwnerKey_FullMethodName: atLeader(user(Permission_PERMISSION_ROTATE_OWNER_KEY)),
 }
 
 func TestRequirements(t *testing.T) {
@@ -229,16 +233,20 @@ func testFiles(t *testing.T, decls map[string]*AuthzRequirement) *protoregistry.
 }
 
 func TestInvalidDeclarationsRefused(t *testing.T) {
+	const leader, anywhere = Serve_SERVE_LEADER, Serve_SERVE_ANY
 	files := testFiles(t, map[string]*AuthzRequirement{
-		"Valid":             {Caller: Caller_CALLER_NODE_SELF},
-		"ValidUser":         {Caller: Caller_CALLER_USER, Permission: Permission_PERMISSION_DELETE_NODE},
+		"Valid":             {Caller: Caller_CALLER_NODE_SELF, Serve: leader},
+		"ValidUser":         {Caller: Caller_CALLER_USER, Permission: Permission_PERMISSION_DELETE_NODE, Serve: leader},
+		"ValidAnywhere":     {Caller: Caller_CALLER_NODE, Serve: anywhere},
 		"Undeclared":        nil,
 		"Empty":             {},
-		"UserNoPermission":  {Caller: Caller_CALLER_USER},
-		"NodeAndPermission": {Caller: Caller_CALLER_NODE, Permission: Permission_PERMISSION_READ_CLUSTER},
-		"PermissionOnly":    {Permission: Permission_PERMISSION_READ_CLUSTER},
-		"UnknownCaller":     {Caller: Caller(99)},
-		"UnknownPermission": {Caller: Caller_CALLER_USER, Permission: Permission(99)},
+		"UserNoPermission":  {Caller: Caller_CALLER_USER, Serve: leader},
+		"NodeAndPermission": {Caller: Caller_CALLER_NODE, Permission: Permission_PERMISSION_READ_CLUSTER, Serve: leader},
+		"PermissionOnly":    {Permission: Permission_PERMISSION_READ_CLUSTER, Serve: leader},
+		"UnknownCaller":     {Caller: Caller(99), Serve: leader},
+		"UnknownPermission": {Caller: Caller_CALLER_USER, Permission: Permission(99), Serve: leader},
+		"NoServe":           {Caller: Caller_CALLER_NODE},
+		"UnknownServe":      {Caller: Caller_CALLER_USER, Permission: Permission_PERMISSION_DELETE_NODE, Serve: Serve(99)},
 	})
 	for method, want := range map[string]string{
 		"Undeclared":        "declares no requirement",
@@ -248,6 +256,8 @@ func TestInvalidDeclarationsRefused(t *testing.T) {
 		"PermissionOnly":    "is not a valid caller",
 		"UnknownCaller":     "is not a valid caller",
 		"UnknownPermission": "needs a valid permission",
+		"NoServe":           "names no curator to serve",
+		"UnknownServe":      "names no curator to serve",
 	} {
 		r, err := lookupRequirement(files, "/polis.authztest.Test/"+method)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -255,8 +265,9 @@ func TestInvalidDeclarationsRefused(t *testing.T) {
 		}
 	}
 	for method, want := range map[string]Requirement{
-		"Valid":     nodeSelf,
-		"ValidUser": user(Permission_PERMISSION_DELETE_NODE),
+		"Valid":         atLeader(nodeSelf),
+		"ValidUser":     atLeader(user(Permission_PERMISSION_DELETE_NODE)),
+		"ValidAnywhere": atAny(anyNode),
 	} {
 		if r, err := lookupRequirement(files, "/polis.authztest.Test/"+method); err != nil || r != want {
 			t.Errorf("%s: got %v, %v; want %v", method, r, err, want)
@@ -287,12 +298,12 @@ func TestBadMethodNamesRefused(t *testing.T) {
 
 func TestRequirementString(t *testing.T) {
 	for r, want := range map[Requirement]string{
-		unauthenticated:                          "unauthenticated",
-		keyHolder:                                "key holder",
-		anyNode:                                  "node",
-		nodeSelf:                                 "node self",
-		user(Permission_PERMISSION_APPROVE_NODE): "user with PERMISSION_APPROVE_NODE",
-		{}:                                       "invalid requirement (caller CALLER_UNSPECIFIED, permission PERMISSION_UNSPECIFIED)",
+		atAny(unauthenticated): "unauthenticated at any curator",
+		atLeader(keyHolder):    "key holder at the leader",
+		atAny(anyNode):         "node at any curator",
+		atLeader(nodeSelf):     "node self at the leader",
+		atLeader(user(Permission_PERMISSION_APPROVE_NODE)): "user with PERMISSION_APPROVE_NODE at the leader",
+		{}: "invalid requirement (caller CALLER_UNSPECIFIED, permission PERMISSION_UNSPECIFIED) served nowhere (SERVE_UNSPECIFIED)",
 	} {
 		if got := r.String(); got != want {
 			t.Errorf("%#v.String() = %q, want %q", r, got, want)

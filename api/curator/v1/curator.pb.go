@@ -1132,18 +1132,18 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
 	"\x12GetOwnerKeyRequest\"2\n" +
 	"\x13GetOwnerKeyResponse\x12\x1b\n" +
-	"\towner_key\x18\x01 \x01(\fR\bownerKey2\x80\b\n" +
-	"\x0eCuratorService\x12R\n" +
-	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\x06\xe2\xa6\x19\x02\b\x030\x01\x12q\n" +
-	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\x06\xe2\xa6\x19\x02\b\x04\x12\\\n" +
-	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\x06\xe2\xa6\x19\x02\b\x04\x12q\n" +
-	"\x10RenewCertificate\x12).polis.curator.v1.RenewCertificateRequest\x1a*.polis.curator.v1.RenewCertificateResponse\"\x06\xe2\xa6\x19\x02\b\x04\x12Y\n" +
-	"\bRegister\x12!.polis.curator.v1.RegisterRequest\x1a\".polis.curator.v1.RegisterResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12w\n" +
-	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12M\n" +
-	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\x06\xe2\xa6\x19\x02\b\x02\x12\\\n" +
-	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\x06\xe2\xa6\x19\x02\b\x01\x12q\n" +
-	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\x06\xe2\xa6\x19\x02\b\x01\x12b\n" +
-	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\x06\xe2\xa6\x19\x02\b\x03B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\towner_key\x18\x01 \x01(\fR\bownerKey2\x94\b\n" +
+	"\x0eCuratorService\x12T\n" +
+	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
+	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12^\n" +
+	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12s\n" +
+	"\x10RenewCertificate\x12).polis.curator.v1.RenewCertificateRequest\x1a*.polis.curator.v1.RenewCertificateResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12[\n" +
+	"\bRegister\x12!.polis.curator.v1.RegisterRequest\x1a\".polis.curator.v1.RegisterResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12y\n" +
+	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12O\n" +
+	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12^\n" +
+	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12s\n" +
+	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12d\n" +
+	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_curator_proto_rawDescOnce sync.Once

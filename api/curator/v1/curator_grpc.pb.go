@@ -130,7 +130,8 @@ type CuratorServiceClient interface {
 	// GetOwnerKey returns the cluster's current owner key, so that a node
 	// accepts on its own API an owner certificate only for it, as the
 	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
-	// key's certificates on nodes too.
+	// key's certificates on nodes too. Any curator answers, from a quorum
+	// read of etcd.
 	GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error)
 }
 
@@ -350,7 +351,8 @@ type CuratorServiceServer interface {
 	// GetOwnerKey returns the cluster's current owner key, so that a node
 	// accepts on its own API an owner certificate only for it, as the
 	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
-	// key's certificates on nodes too.
+	// key's certificates on nodes too. Any curator answers, from a quorum
+	// read of etcd.
 	GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error)
 	mustEmbedUnimplementedCuratorServiceServer()
 }

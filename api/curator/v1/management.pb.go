@@ -955,18 +955,27 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x06labels\x18\x01 \x03(\v26.polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x82\b\n" +
-	"\x11ManagementService\x12m\n" +
-	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x01\x12`\n" +
-	"\tListNodes\x12\".polis.curator.v1.ListNodesRequest\x1a#.polis.curator.v1.ListNodesResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x010\x01\x12v\n" +
-	"\x11GetRegisterTicket\x12*.polis.curator.v1.GetRegisterTicketRequest\x1a+.polis.curator.v1.GetRegisterTicketResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x02\x12\x7f\n" +
-	"\x14RotateRegisterTicket\x12-.polis.curator.v1.RotateRegisterTicketRequest\x1a..polis.curator.v1.RotateRegisterTicketResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\b\x12d\n" +
-	"\vApproveNode\x12$.polis.curator.v1.ApproveNodeRequest\x1a%.polis.curator.v1.ApproveNodeResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x03\x12p\n" +
-	"\x0fUpdateNodeRoles\x12(.polis.curator.v1.UpdateNodeRolesRequest\x1a).polis.curator.v1.UpdateNodeRolesResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x04\x12s\n" +
-	"\x10DecommissionNode\x12).polis.curator.v1.DecommissionNodeRequest\x1a*.polis.curator.v1.DecommissionNodeResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x05\x12a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x95\b\n" +
+	"\x11ManagementService\x12o\n" +
+	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
+	"\tListNodes\x12\".polis.curator.v1.ListNodesRequest\x1a#.polis.curator.v1.ListNodesResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x010\x01\x12x\n" +
+	"\x11GetRegisterTicket\x12*.polis.curator.v1.GetRegisterTicketRequest\x1a+.polis.curator.v1.GetRegisterTicketResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x02\x18\x01\x12\x81\x01\n" +
+	"\x14RotateRegisterTicket\x12-.polis.curator.v1.RotateRegisterTicketRequest\x1a..polis.curator.v1.RotateRegisterTicketResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\b\x18\x01\x12f\n" +
+	"\vApproveNode\x12$.polis.curator.v1.ApproveNodeRequest\x1a%.polis.curator.v1.ApproveNodeResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x03\x18\x01\x12r\n" +
+	"\x0fUpdateNodeRoles\x12(.polis.curator.v1.UpdateNodeRolesRequest\x1a).polis.curator.v1.UpdateNodeRolesResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x04\x18\x01\x12u\n" +
+	"\x10DecommissionNode\x12).polis.curator.v1.DecommissionNodeRequest\x1a*.polis.curator.v1.DecommissionNodeResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x05\x18\x01\x12c\n" +
 	"\n" +
-	"DeleteNode\x12#.polis.curator.v1.DeleteNodeRequest\x1a$.polis.curator.v1.DeleteNodeResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\x06\x12s\n" +
-	"\x10UpdateNodeLabels\x12).polis.curator.v1.UpdateNodeLabelsRequest\x1a*.polis.curator.v1.UpdateNodeLabelsResponse\"\b\xe2\xa6\x19\x04\b\x05\x10\aB4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"DeleteNode\x12#.polis.curator.v1.DeleteNodeRequest\x1a$.polis.curator.v1.DeleteNodeResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x06\x18\x01\x12u\n" +
+	"\x10UpdateNodeLabels\x12).polis.curator.v1.UpdateNodeLabelsRequest\x1a*.polis.curator.v1.UpdateNodeLabelsResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\a\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_management_proto_rawDescOnce sync.Once

@@ -1,0 +1,300 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/polis-os/polis/launch/image"
+	"github.com/polis-os/polis/launch/vm"
+	"github.com/polis-os/polis/polisctl"
+)
+
+// VMOptions make a launch a cluster of qemu VMs booting the node image
+// instead of node-agent processes on loopback addresses. Everything else
+// (bootstrap, ownership, registration, approval, consensus members, the
+// Node handles) is the same.
+type VMOptions struct {
+	// Image is the node image; nil builds it (launch/image) from the
+	// repository the launcher runs in, reporting to Options.Progress.
+	Image *image.Image
+	// Network is the cluster network; default 10.77.0.0/24. Nodes get
+	// .1, .2, ...; the launcher's own host port is the last address.
+	Network netip.Prefix
+	// MemoryMB is each VM's memory; default 256.
+	MemoryMB int
+	// Accel is qemu's accelerator: tcg (the default), kvm, or auto, which
+	// boots a probe VM under KVM and uses KVM only if it runs (see
+	// vm.ProbeKVM).
+	Accel string
+}
+
+// DefaultVMNetwork is the cluster network of a VM launch.
+var DefaultVMNetwork = netip.MustParsePrefix("10.77.0.0/24")
+
+// vmNetwork is what a VM cluster's nodes are plugged into: the switch,
+// the launcher's host port on it, and the proxy into it.
+type vmNetwork struct {
+	sw    *vm.Switch
+	host  *vm.HostPort
+	proxy *vm.Proxy
+}
+
+// ProxyURL is the HTTP CONNECT proxy into a VM cluster's network ("" for
+// a process cluster): HTTPS_PROXY=URL polisctl ... reaches the nodes.
+func (c *Cluster) ProxyURL() string {
+	if c.vmnet == nil {
+		return ""
+	}
+	return c.vmnet.proxy.URL()
+}
+
+// Switch is a VM cluster's switch (nil for a process cluster), to cut
+// nodes off and reconnect them.
+func (c *Cluster) Switch() *vm.Switch {
+	if c.vmnet == nil {
+		return nil
+	}
+	return c.vmnet.sw
+}
+
+// Cut unplugs n's VM from the switch, as a pulled cable would: nothing it
+// sends arrives, nothing reaches it, until Reconnect. Only VM clusters can
+// be partitioned.
+func (c *Cluster) Cut(n *Node) error {
+	if n.vm == nil || c.vmnet == nil {
+		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be cut off", n)
+	}
+	if err := c.vmnet.sw.Cut(n.vm.MAC); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: cut off from the switch", n)
+	return nil
+}
+
+// Reconnect plugs n's VM back into the switch.
+func (c *Cluster) Reconnect(n *Node) error {
+	if n.vm == nil || c.vmnet == nil {
+		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be reconnected", n)
+	}
+	if err := c.vmnet.sw.Reconnect(n.vm.MAC); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: reconnected to the switch", n)
+	return nil
+}
+
+// vmAddresses are the nodes' addresses in the network.
+func vmAddresses(network netip.Prefix, n int) ([]netip.Addr, error) {
+	var out []netip.Addr
+	a := network.Masked().Addr().Next()
+	for range n {
+		if !network.Contains(a) {
+			return nil, fmt.Errorf("launch: the network %v has no room for %d nodes", network, n)
+		}
+		out = append(out, a)
+		a = a.Next()
+	}
+	return out, nil
+}
+
+// hostAddress is the launcher's address in the network: its last one.
+func hostAddress(network netip.Prefix) netip.Addr {
+	a := network.Masked().Addr().As4()
+	host := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	host |= (1<<(32-network.Bits()) - 1) - 1 // all ones but the broadcast bit
+	return netip.AddrFrom4([4]byte{byte(host >> 24), byte(host >> 16), byte(host >> 8), byte(host)})
+}
+
+// startVMNetwork starts the switch, plugs the launcher in, serves the
+// proxy and saves it in polisctl's configuration, through which the
+// launcher and polisctl reach the nodes at their real addresses.
+func (c *Cluster) startVMNetwork() error {
+	o := c.opts.VM
+	sw, err := vm.NewSwitch(filepath.Join(c.BaseDir, "switch.sock"))
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	hostAddr := netip.PrefixFrom(hostAddress(o.Network), o.Network.Bits())
+	host, err := vm.AttachHost(sw, hostAddr, "52:54:00:ff:ff:fe")
+	if err != nil {
+		sw.Close()
+		return fmt.Errorf("launch: %w", err)
+	}
+	proxy, err := vm.ServeProxy(host, o.Network)
+	if err != nil {
+		host.Close()
+		sw.Close()
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.vmnet = &vmNetwork{sw: sw, host: host, proxy: proxy}
+	// polisctl, the launcher's own calls included, goes through the proxy
+	// its configuration names.
+	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL())
+	return nil
+}
+
+// closeVMNetwork stops what startVMNetwork started.
+func (c *Cluster) closeVMNetwork() error {
+	if c.vmnet == nil {
+		return nil
+	}
+	return errors.Join(c.vmnet.proxy.Close(), c.vmnet.host.Close(), c.vmnet.sw.Close())
+}
+
+// vmImage returns the node image, building it if needed.
+func (c *Cluster) vmImage(ctx context.Context) (*image.Image, error) {
+	if c.opts.VM.Image != nil {
+		return c.opts.VM.Image, nil
+	}
+	return image.Build(ctx, image.Config{Progress: progressWriter{c}})
+}
+
+// progressWriter turns the image builder's lines into launch progress.
+type progressWriter struct{ c *Cluster }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.c.progress("%s", trimNewline(string(b)))
+	return len(b), nil
+}
+
+func trimNewline(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// vmConfig is a node's machine.
+func (c *Cluster) vmConfig(n *Node, img *image.Image) vm.Config {
+	o := c.opts.VM
+	return vm.Config{
+		Name:         fmt.Sprintf("node%d", n.Index),
+		Kernel:       img.Kernel,
+		Initramfs:    img.Initramfs,
+		Dir:          n.Dir,
+		Address:      netip.PrefixFrom(n.Address, o.Network.Bits()),
+		MAC:          vm.DefaultMAC(n.Address),
+		SwitchSocket: c.vmnet.sw.Socket(),
+		MemoryMB:     o.MemoryMB,
+		Accel:        o.Accel,
+	}
+}
+
+// startVM boots the node's machine; n.mu is held. The parameters file the
+// launcher wrote, if any, goes to fw_cfg.
+func (n *Node) startVM() error {
+	cfg := *n.vm
+	b, err := os.ReadFile(filepath.Join(n.Dir, "parameters.pb"))
+	switch {
+	case err == nil:
+		cfg.Parameters = b
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%v: %w", n, err)
+	}
+	m, err := vm.Start(cfg)
+	if err != nil {
+		return fmt.Errorf("%v: %w", n, err)
+	}
+	p := &process{exited: make(chan struct{}), machine: m}
+	n.run = p
+	go func() {
+		<-m.Done()
+		err := m.Wait(context.Background())
+		n.mu.Lock()
+		p.err = err
+		expected := p.expected
+		n.mu.Unlock()
+		close(p.exited)
+		if !expected {
+			n.report("%v: its VM stopped unexpectedly (%v); its console: %s", n, err, n.Log)
+		}
+	}()
+	return nil
+}
+
+// stopVM stops a node's machine: SIGKILL pulls the plug; anything else
+// presses the power button and waits for a clean power-off, pulling the
+// plug after timeout.
+func (n *Node) stopVM(p *process, sig syscall.Signal, timeout time.Duration) error {
+	// Like a process's stop, return only once the node's own record of
+	// the run has ended, so that a Start right after sees it stopped.
+	defer func() { <-p.exited }()
+	if sig == syscall.SIGKILL {
+		return p.machine.Kill()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := p.machine.PowerOff(ctx); err != nil {
+		p.machine.Kill()
+		return fmt.Errorf("%v: %w", n, err)
+	}
+	return nil
+}
+
+// kvmProbeTimeout bounds the KVM probe: a KVM guest prints its first line
+// in about a second where KVM works.
+const kvmProbeTimeout = 15 * time.Second
+
+func (o *VMOptions) setDefaults() error {
+	switch o.Accel {
+	case "":
+		o.Accel = "tcg"
+	case "tcg", "kvm", "auto":
+	default:
+		return fmt.Errorf("launch: accelerator %q: want tcg, kvm or auto", o.Accel)
+	}
+	if !o.Network.IsValid() {
+		o.Network = DefaultVMNetwork
+	}
+	if !o.Network.Addr().Is4() || o.Network.Bits() > 29 {
+		return fmt.Errorf("launch: VM network %v: want an IPv4 network of at least 8 addresses", o.Network)
+	}
+	o.Network = o.Network.Masked()
+	return nil
+}
+
+// launchVMs is Launch for a VM cluster: the network and the image first,
+// then the same steps as for processes.
+func (c *Cluster) launchVMs(ctx context.Context) error {
+	for _, a := range c.opts.Addresses {
+		if !c.opts.VM.Network.Contains(a) || a == hostAddress(c.opts.VM.Network) {
+			return fmt.Errorf("launch: address %v is not a node address of the VM network %v", a, c.opts.VM.Network)
+		}
+	}
+	img, err := c.vmImage(ctx)
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	if c.opts.VM.Accel == "auto" {
+		c.opts.VM.Accel = "tcg"
+		c.progress("probing KVM: booting the image under KVM for at most %v", kvmProbeTimeout)
+		if vm.ProbeKVM(ctx, img.Kernel, img.Initramfs, c.BaseDir, kvmProbeTimeout) {
+			c.opts.VM.Accel = "kvm"
+		}
+		c.progress("accelerator: %s", c.opts.VM.Accel)
+	}
+	if err := c.startVMNetwork(); err != nil {
+		return err
+	}
+	for i, a := range c.opts.Addresses {
+		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, fmt.Sprintf("node%d", i+1)), report: c.progress}
+		cfg := c.vmConfig(n, img)
+		n.vm = &cfg
+		n.Log = cfg.ConsoleLog()
+		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c.form(ctx)
+}
