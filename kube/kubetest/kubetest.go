@@ -13,6 +13,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/polis-os/polis/internal/testutil"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -80,3 +83,7 @@ func AllKeys(t testing.TB, cli *clientv3.Client) []string {
 	}
 	return keys
 }
+
+// LeakOptions are the goleak options of a package that uses StartEtcd:
+// those of internal/testutil for etcd's idle connections.
+func LeakOptions() []goleak.Option { return testutil.EtcdLeakOptions() }
