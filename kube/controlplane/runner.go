@@ -49,6 +49,10 @@ type Status struct {
 	Ready bool
 	// NotReady says why Ready is false (the probe's last error).
 	NotReady string
+	// ReadyPID is the pid of the apiserver process that last answered
+	// /readyz ok (0 while Ready is false), so that a reader can tell a
+	// restarted apiserver's readiness from its predecessor's.
+	ReadyPID int
 }
 
 // ComponentStatus is one component's process.
@@ -135,7 +139,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	<-ctx.Done()
-	r.setReady(false, "stopped")
+	r.setReady(false, "stopped", 0)
 	return ctx.Err()
 }
 
@@ -182,7 +186,11 @@ func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 		defer tick.Stop()
 		wasReady := false
 		for {
+			pid := r.pid(APIServer)
 			err := get(ctx, hc, url)
+			if pid != r.pid(APIServer) {
+				err = errors.New("the apiserver restarted while being asked")
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -198,7 +206,7 @@ func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 			if err != nil {
 				why = err.Error()
 			}
-			r.setReady(err == nil, why)
+			r.setReady(err == nil, why, pid)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -254,14 +262,29 @@ func (r *Runner) update(name string, f func(*ComponentStatus)) {
 	r.publishLocked()
 }
 
-func (r *Runner) setReady(ready bool, why string) {
+func (r *Runner) setReady(ready bool, why string, pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cur.Ready == ready && r.cur.NotReady == why {
+	if !ready {
+		pid = 0
+	}
+	if r.cur.Ready == ready && r.cur.NotReady == why && r.cur.ReadyPID == pid {
 		return
 	}
-	r.cur.Ready, r.cur.NotReady = ready, why
+	r.cur.Ready, r.cur.NotReady, r.cur.ReadyPID = ready, why, pid
 	r.publishLocked()
+}
+
+// pid is the pid of the named component's running process, 0 if none.
+func (r *Runner) pid(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cur.Components {
+		if c.Name == name {
+			return c.PID
+		}
+	}
+	return 0
 }
 
 // publishLocked publishes a copy of cur, which later updates do not touch.

@@ -81,6 +81,9 @@ func TestControlPlane(t *testing.T) {
 	}, supervisor.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
 
 	st := waitStatus(t, runner, "ready", func(s *Status) bool { return s.Ready && s.Running() })
+	if api, _ := st.Component(APIServer); st.ReadyPID != api.PID {
+		t.Errorf("ready pid %d, apiserver pid %d", st.ReadyPID, api.PID)
+	}
 	t.Logf("runner start → apiserver ready: %v", time.Since(start))
 	if st.Server != server {
 		t.Errorf("status names server %q, want %q", st.Server, server)
@@ -103,10 +106,13 @@ func TestControlPlane(t *testing.T) {
 	if err := syscall.Kill(api.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing the apiserver: %v", err)
 	}
-	waitStatus(t, runner, "apiserver restarted and ready", func(s *Status) bool {
+	restarted := waitStatus(t, runner, "apiserver restarted and ready", func(s *Status) bool {
 		c, _ := s.Component(APIServer)
-		return c.Starts >= 2 && c.Running && s.Ready
+		return c.Starts >= 2 && c.Running && s.Ready && s.ReadyPID == c.PID
 	})
+	if restarted.ReadyPID == api.PID {
+		t.Errorf("readiness of the killed apiserver (pid %d) reported for its successor", api.PID)
+	}
 
 	// Stopping leaves no process.
 	running := waitStatus(t, runner, "running", func(s *Status) bool { return s.Running() })
