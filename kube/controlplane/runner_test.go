@@ -92,8 +92,8 @@ func TestControlPlane(t *testing.T) {
 	// Everything the apiserver stored sits under the confined prefix.
 	var k8sKeys int
 	for _, k := range kubetest.AllKeys(t, raw) {
-		if !strings.HasPrefix(k, prefix+"registry/") {
-			t.Errorf("key %q outside %sregistry/", k, prefix)
+		if !strings.HasPrefix(k, prefix+"/registry/") {
+			t.Errorf("key %q outside %s/registry/", k, prefix)
 		}
 		k8sKeys++
 	}

@@ -177,8 +177,8 @@ func TestControlPlaneWithClientGo(t *testing.T) {
 
 	// Every key in etcd is the apiserver's, under the confined prefix.
 	for _, k := range kubetest.AllKeys(t, raw) {
-		if !strings.HasPrefix(k, prefix+"registry/") {
-			t.Errorf("key %q outside %sregistry/", k, prefix)
+		if !strings.HasPrefix(k, prefix+"/registry/") {
+			t.Errorf("key %q outside %s/registry/", k, prefix)
 		}
 	}
 }

@@ -49,7 +49,7 @@ var components = map[string]func() int{
 	"kubectl": func() int {
 		// As upstream's kubectl: verbosity from the arguments before the
 		// command is built, so building it can log.
-		_ = logs.GlogSetter(kubectl.GetLogVerbosity(os.Args))
+		_, _ = logs.GlogSetter(kubectl.GetLogVerbosity(os.Args))
 		if err := cli.RunNoErrOutput(kubectl.NewDefaultKubectlCommand()); err != nil {
 			kubectlutil.CheckErr(err) // prints the error as kubectl does, and exits
 		}
