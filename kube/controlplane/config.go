@@ -1,0 +1,149 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/polis-os/polis/kube/pki"
+)
+
+// Defaults of Config.
+const (
+	DefaultPort       = 6443
+	DefaultEtcdPrefix = "/registry"
+	DefaultStopGrace  = 10 * time.Second
+)
+
+// DefaultServiceCIDR is Kubernetes' usual service range; its first address
+// is the kubernetes service's, which the serving certificate must carry.
+var DefaultServiceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+
+// Config is what a Runner needs. Zero fields with a default get it.
+type Config struct {
+	// Bundle is the path of the polis-kube binary (kube/bundle).
+	Bundle string
+	// Dir is where the component files are written; it is created 0700.
+	Dir string
+	// Files are the node's component files (pki.Cluster.ControlPlaneFiles).
+	Files pki.Files
+	// Address is the node's address: the apiserver listens and advertises
+	// there. A loopback address (development, tests) works too; then the
+	// apiserver does not publish itself in the kubernetes service, which it
+	// would refuse to do with a loopback address.
+	Address netip.Addr
+	// Port is the apiserver's secure port; DefaultPort if 0.
+	Port int
+	// EtcdEndpoint is the confined etcd endpoint (etcdproxy's Endpoint).
+	EtcdEndpoint string
+	// EtcdPrefix is the apiserver's prefix inside that confined key space;
+	// DefaultEtcdPrefix if empty.
+	EtcdPrefix string
+	// ServiceCIDR is the range of service addresses; DefaultServiceCIDR if
+	// invalid (zero).
+	ServiceCIDR netip.Prefix
+	// StopGrace is how long a component may take to stop after SIGTERM
+	// before it is killed; DefaultStopGrace if 0.
+	StopGrace time.Duration
+}
+
+// withDefaults validates c and fills in the defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.Bundle == "" || !filepath.IsAbs(c.Bundle) {
+		return c, fmt.Errorf("controlplane: bundle path %q is not absolute", c.Bundle)
+	}
+	if c.Dir == "" || !filepath.IsAbs(c.Dir) {
+		return c, fmt.Errorf("controlplane: directory %q is not absolute", c.Dir)
+	}
+	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig} {
+		if len(c.Files[name]) == 0 {
+			return c, fmt.Errorf("controlplane: component file %s is missing", name)
+		}
+	}
+	if !c.Address.IsValid() || c.Address.IsUnspecified() {
+		return c, fmt.Errorf("controlplane: invalid node address %v", c.Address)
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return c, fmt.Errorf("controlplane: invalid port %d", c.Port)
+	}
+	if !strings.HasPrefix(c.EtcdEndpoint, "unix://") {
+		return c, errors.New("controlplane: the etcd endpoint must be a confined unix socket (unix://...), got " + strconv.Quote(c.EtcdEndpoint))
+	}
+	if c.EtcdPrefix == "" {
+		c.EtcdPrefix = DefaultEtcdPrefix
+	}
+	if !c.ServiceCIDR.IsValid() {
+		c.ServiceCIDR = DefaultServiceCIDR
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = DefaultStopGrace
+	}
+	return c, nil
+}
+
+// Server is the apiserver's URL.
+func (c Config) Server() string {
+	return "https://" + netip.AddrPortFrom(c.Address, uint16(c.Port)).String()
+}
+
+func (c Config) file(name string) string { return filepath.Join(c.Dir, name) }
+
+// apiserverArgs are kube-apiserver's flags.
+func (c Config) apiserverArgs() []string {
+	args := []string{
+		"--advertise-address=" + c.Address.String(),
+		"--bind-address=" + c.Address.String(),
+		"--secure-port=" + strconv.Itoa(c.Port),
+		"--etcd-servers=" + c.EtcdEndpoint,
+		"--etcd-prefix=" + c.EtcdPrefix,
+		// Compaction is global to etcd: the confined endpoint refuses it,
+		// and the cluster's etcd compacts itself.
+		"--etcd-compaction-interval=0",
+		"--client-ca-file=" + c.file(pki.FileCA),
+		"--tls-cert-file=" + c.file(pki.FileServingCert),
+		"--tls-private-key-file=" + c.file(pki.FileServingKey),
+		"--service-account-key-file=" + c.file(pki.FileServiceAccountPub),
+		"--service-account-signing-key-file=" + c.file(pki.FileServiceAccountKey),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
+		"--authorization-mode=RBAC",
+		"--allow-privileged=false",
+		"--profiling=false",
+	}
+	if c.Address.IsLoopback() {
+		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	return args
+}
+
+// controllerManagerArgs are kube-controller-manager's flags. It serves no
+// port of its own (--secure-port=0): the node's status says how it is.
+func (c Config) controllerManagerArgs() []string {
+	kc := c.file(pki.FileControllerManagerKubeconfig)
+	return []string{
+		"--kubeconfig=" + kc,
+		"--secure-port=0",
+		"--service-account-private-key-file=" + c.file(pki.FileServiceAccountKey),
+		"--root-ca-file=" + c.file(pki.FileCA),
+		"--use-service-account-credentials=true",
+		"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
+		"--cluster-name=polis",
+		"--profiling=false",
+	}
+}
+
+// schedulerArgs are kube-scheduler's flags.
+func (c Config) schedulerArgs() []string {
+	return []string{
+		"--kubeconfig=" + c.file(pki.FileSchedulerKubeconfig),
+		"--secure-port=0",
+		"--profiling=false",
+	}
+}

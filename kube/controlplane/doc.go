@@ -1,0 +1,37 @@
+// Package controlplane runs a Kubernetes control plane on one node: the
+// bundle's kube-apiserver, kube-controller-manager and kube-scheduler, each
+// as a supervised child process.
+//
+// # Model
+//
+// A Runner is given everything from outside: the bundle's path
+// (kube/bundle), the node's component files (kube/pki), the node's address,
+// and the etcd endpoint, which is a confined one (kube/etcdproxy), never the
+// cluster's etcd itself. Its Run is a supervisor.Runnable that writes the
+// files into a private directory and starts one child runnable per
+// component and one that probes the apiserver's /readyz:
+//
+//	Run ─┬─ apiserver           polis-kube apiserver ...
+//	     ├─ controller-manager  polis-kube controller-manager ...
+//	     ├─ scheduler           polis-kube scheduler ...
+//	     └─ readyz              GET https://address:port/readyz
+//
+// A component runnable starts its process, logs each line it writes on the
+// runnable's logger (so the node's log names the component; klog's
+// severity letter picks the level), and fails when the process exits, so
+// the supervisor restarts that component alone, with backoff. When its
+// context ends it stops the process (SIGTERM to its process group, SIGKILL
+// after StopGrace) and returns only once the process is gone: when Run has
+// returned, no component process is left. The processes are also killed by
+// the kernel if the node agent dies (Pdeathsig).
+//
+// Status is a value telling the truth: which components run (with their
+// pids and how often each started) and whether the apiserver's /readyz
+// answers ok (anonymously: Kubernetes lets everyone read its health).
+//
+// # What it does not do
+//
+// It does not decide whether the node should run Kubernetes (the kubernetes
+// worker does, from the node's roles), create or keep the PKI (the curator
+// will, in etcd), or run a kubelet.
+package controlplane

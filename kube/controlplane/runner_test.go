@@ -1,0 +1,199 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/etcdproxy"
+	"github.com/polis-os/polis/kube/kubetest"
+	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// TestMain fails the package if a goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	testutil.VerifyTestMainWithin(m, 15*time.Second)
+}
+
+// subnets gives each test its own 127.81.N.0/24.
+var subnets = testutil.Subnets{Octet: 81}
+
+// readyTimeout bounds the wait for an apiserver to be ready: a few seconds
+// on an idle machine, much more on two cores busy compiling.
+const readyTimeout = 5 * time.Minute
+
+const prefix = "/kubernetes/"
+
+func TestControlPlane(t *testing.T) {
+	bundlePath := kubetest.Bundle(t)
+	addrs := subnets.Addrs(1)
+	raw := kubetest.StartEtcd(t, testutil.FreePort(t, addrs[0]))
+	port := int(testutil.FreePort(t, addrs[0]).Port())
+
+	cluster, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := "https://" + netip.AddrPortFrom(addrs[0], uint16(port)).String()
+	files, err := cluster.ControlPlaneFiles(addrs, netip.MustParseAddr("10.96.0.1"), server, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	proxy, err := etcdproxy.New(etcdproxy.Config{Client: raw, Prefix: prefix, Socket: filepath.Join(dir, "etcd.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := New(Config{
+		Bundle:       bundlePath,
+		Dir:          filepath.Join(dir, "kube"),
+		Files:        files,
+		Address:      addrs[0],
+		Port:         port,
+		EtcdEndpoint: proxy.Endpoint(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+
+	start := time.Now()
+	_, cancel := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
+		if err := supervisor.Run(ctx, "etcdproxy", proxy.Run); err != nil {
+			return err
+		}
+		if err := supervisor.Run(ctx, "kubernetes", runner.Run); err != nil {
+			return err
+		}
+		supervisor.Signal(ctx, supervisor.SignalHealthy)
+		<-ctx.Done()
+		return ctx.Err()
+	}, supervisor.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))))
+
+	st := waitStatus(t, runner, "ready", func(s *Status) bool { return s.Ready && s.Running() })
+	if api, _ := st.Component(APIServer); st.ReadyPID != api.PID {
+		t.Errorf("ready pid %d, apiserver pid %d", st.ReadyPID, api.PID)
+	}
+	t.Logf("runner start → apiserver ready: %v", time.Since(start))
+	if st.Server != server {
+		t.Errorf("status names server %q, want %q", st.Server, server)
+	}
+
+	// Everything the apiserver stored sits under the confined prefix.
+	var k8sKeys int
+	for _, k := range kubetest.AllKeys(t, raw) {
+		if !strings.HasPrefix(k, prefix+"/registry/") {
+			t.Errorf("key %q outside %s/registry/", k, prefix)
+		}
+		k8sKeys++
+	}
+	if k8sKeys == 0 {
+		t.Error("the apiserver stored nothing")
+	}
+
+	// A killed apiserver is restarted, and is ready again.
+	api, _ := st.Component(APIServer)
+	if err := syscall.Kill(api.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing the apiserver: %v", err)
+	}
+	restarted := waitStatus(t, runner, "apiserver restarted and ready", func(s *Status) bool {
+		c, _ := s.Component(APIServer)
+		return c.Starts >= 2 && c.Running && s.Ready && s.ReadyPID == c.PID
+	})
+	if restarted.ReadyPID == api.PID {
+		t.Errorf("readiness of the killed apiserver (pid %d) reported for its successor", api.PID)
+	}
+
+	// Stopping leaves no process.
+	running := waitStatus(t, runner, "running", func(s *Status) bool { return s.Running() })
+	cancel()
+	st = waitStatus(t, runner, "stopped", func(s *Status) bool {
+		for _, c := range s.Components {
+			if c.Running {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range st.Components {
+		if c.Starts == 0 {
+			t.Errorf("%s never started", c.Name)
+		}
+	}
+	for _, c := range running.Components {
+		if err := syscall.Kill(c.PID, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%s (pid %d) is still there after the runner stopped: %v", c.Name, c.PID, err)
+		}
+	}
+}
+
+func waitStatus(t testing.TB, r *Runner, what string, pred func(*Status) bool) *Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	st, err := event.Get(ctx, r.Status(), event.Filter(pred))
+	if err != nil {
+		last, _ := event.Get(context.Background(), r.Status())
+		t.Fatalf("waiting for the control plane to be %s: %v; last status %+v", what, err, last)
+	}
+	return st
+}
+
+func TestConfigValidation(t *testing.T) {
+	c, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := c.ControlPlaneFiles([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, netip.MustParseAddr("10.96.0.1"), "https://10.0.0.1:6443", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := Config{Bundle: "/bin/polis-kube", Dir: "/run/kube", Files: files, Address: netip.MustParseAddr("10.0.0.1"), EtcdEndpoint: "unix:///run/etcd.sock"}
+	if _, err := New(good); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	missing := pki.Files{}
+	for k, v := range files {
+		if k != pki.FileSchedulerKubeconfig {
+			missing[k] = v
+		}
+	}
+	for name, tc := range map[string]struct {
+		mod  func(*Config)
+		want string
+	}{
+		"relative bundle":   {func(c *Config) { c.Bundle = "polis-kube" }, "bundle"},
+		"relative dir":      {func(c *Config) { c.Dir = "kube" }, "directory"},
+		"no address":        {func(c *Config) { c.Address = netip.Addr{} }, "address"},
+		"unspecified":       {func(c *Config) { c.Address = netip.IPv4Unspecified() }, "address"},
+		"bad port":          {func(c *Config) { c.Port = 70000 }, "port"},
+		"etcd over tcp":     {func(c *Config) { c.EtcdEndpoint = "http://127.0.0.1:2379" }, "confined"},
+		"missing kubeconfg": {func(c *Config) { c.Files = missing }, pki.FileSchedulerKubeconfig},
+	} {
+		cfg := good
+		tc.mod(&cfg)
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+	r, _ := New(good)
+	args := strings.Join(r.cfg.apiserverArgs(), " ")
+	for _, want := range []string{"--etcd-servers=unix:///run/etcd.sock", "--etcd-compaction-interval=0", "--bind-address=10.0.0.1", "--secure-port=6443"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("apiserver flags %q lack %q", args, want)
+		}
+	}
+	if strings.Contains(args, "endpoint-reconciler") {
+		t.Errorf("a non-loopback address got the endpoint reconciler turned off: %s", args)
+	}
+}

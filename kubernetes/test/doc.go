@@ -1,0 +1,8 @@
+// Package test runs the Kubernetes control plane of Polis end to end with
+// a stock Kubernetes client: the bundle built by kube/bundle, an embedded
+// etcd confined by kube/etcdproxy, the PKI of kube/pki, and the runner of
+// kube/controlplane; client-go (which only this module may import, to keep
+// Kubernetes out of the main module) creates objects and the test checks
+// what the controller-manager and scheduler make of them and where they
+// are stored. scripts/test runs it after the main module's tests.
+package test
