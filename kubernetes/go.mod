@@ -1,6 +1,6 @@
 module github.com/polis-os/polis/kubernetes
 
-go 1.26.0
+go 1.26.3
 
 require (
 	github.com/polis-os/polis v0.0.0
