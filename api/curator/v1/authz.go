@@ -114,23 +114,35 @@ func MethodRequirement(fullMethod string) (Requirement, error) {
 // lookupRequirement is MethodRequirement over the descriptors in files,
 // without the cache.
 func lookupRequirement(files *protoregistry.Files, fullMethod string) (Requirement, error) {
+	md, err := FindMethod(files, fullMethod)
+	if err != nil {
+		return Requirement{}, err
+	}
+	return methodRequirement(md)
+}
+
+// FindMethod returns the descriptor of the gRPC method fullMethod
+// ("/package.Service/Method", as interceptors see it) among files. Every
+// API whose methods declare their callers as options reads them through
+// it (the curator's here, the node API's in api/node/v1).
+func FindMethod(files *protoregistry.Files, fullMethod string) (protoreflect.MethodDescriptor, error) {
 	service, method, ok := splitFullMethod(fullMethod)
 	if !ok {
-		return Requirement{}, fmt.Errorf("%q is not a full gRPC method name (/package.Service/Method)", fullMethod)
+		return nil, fmt.Errorf("%q is not a full gRPC method name (/package.Service/Method)", fullMethod)
 	}
 	d, err := files.FindDescriptorByName(service)
 	if err != nil {
-		return Requirement{}, fmt.Errorf("method %s: service %s: %w", fullMethod, service, err)
+		return nil, fmt.Errorf("method %s: service %s: %w", fullMethod, service, err)
 	}
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if !ok {
-		return Requirement{}, fmt.Errorf("method %s: %s is not a service", fullMethod, service)
+		return nil, fmt.Errorf("method %s: %s is not a service", fullMethod, service)
 	}
 	md := sd.Methods().ByName(method)
 	if md == nil {
-		return Requirement{}, fmt.Errorf("method %s: service %s has no method %s", fullMethod, service, method)
+		return nil, fmt.Errorf("method %s: service %s has no method %s", fullMethod, service, method)
 	}
-	return methodRequirement(md)
+	return md, nil
 }
 
 // splitFullMethod splits "/package.Service/Method" into its service and

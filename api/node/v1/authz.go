@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
@@ -52,22 +51,9 @@ func (r Requirement) validate() error {
 // It fails for an unknown method, or one without a valid declaration: the
 // node must refuse such a call.
 func MethodRequirement(fullMethod string) (Requirement, error) {
-	rest, _ := strings.CutPrefix(fullMethod, "/")
-	service, method, ok := strings.Cut(rest, "/")
-	if !ok || !strings.HasPrefix(fullMethod, "/") {
-		return Requirement{}, fmt.Errorf("%q is not a full gRPC method name (/package.Service/Method)", fullMethod)
-	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	md, err := cpb.FindMethod(protoregistry.GlobalFiles, fullMethod)
 	if err != nil {
-		return Requirement{}, fmt.Errorf("method %s: service %s: %w", fullMethod, service, err)
-	}
-	sd, ok := d.(protoreflect.ServiceDescriptor)
-	if !ok {
-		return Requirement{}, fmt.Errorf("method %s: %s is not a service", fullMethod, service)
-	}
-	md := sd.Methods().ByName(protoreflect.Name(method))
-	if md == nil {
-		return Requirement{}, fmt.Errorf("method %s: service %s has no method %s", fullMethod, service, method)
+		return Requirement{}, err
 	}
 	opts, _ := md.Options().(*descriptorpb.MethodOptions)
 	if opts == nil || !proto.HasExtension(opts, E_NodeAuthz) {
