@@ -747,6 +747,13 @@ func TestWatchesShareOneEtcdWatch(t *testing.T) {
 	if _, err := b.rpc.s.nodes.current(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	// The cache lists before it opens its etcd watch: count from when
+	// its one watch is open, or that watch would pass for a stream's.
+	for deadline := time.Now().Add(30 * time.Second); b.watches.n.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node cache never opened its etcd watch")
+		}
+	}
 	base := b.watches.n.Load()
 	ctx, cancel := context.WithCancel(ctxT(t))
 	const streams = 50
