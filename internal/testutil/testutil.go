@@ -73,10 +73,13 @@ func VerifyTestMainWithin(m *testing.M, grace time.Duration) {
 }
 
 // Subnets hands out loopback /24s of one package: 127.<Octet>.<n>.0/24 with
-// n counting from 1. It wraps around after 250 (long benchmarks); by then
-// the earlier users are long gone, and ports are checked free anyway. The
-// zero value of the counter is ready; declare one Subnets per package, with
-// the package's own Octet (see the package doc for those in use).
+// n counting from a start derived from the process ID, so that two test
+// binaries of the same package running at once (two checkouts, or -count
+// runs in parallel) rarely meet on a /24. It wraps around after 250 (long
+// benchmarks); by then the earlier users are long gone, and ports are
+// checked free anyway. The zero value is ready; declare one Subnets per
+// package, with the package's own Octet (see the package doc for those in
+// use).
 type Subnets struct {
 	// Octet is the second octet of every address, the package's own.
 	Octet byte
@@ -87,7 +90,7 @@ type Subnets struct {
 // Addrs returns n addresses, 127.<Octet>.<s>.1 to .n, in a /24 no earlier
 // call returned.
 func (s *Subnets) Addrs(n int) []netip.Addr {
-	sub := 1 + (s.next.Add(1)-1)%250
+	sub := 1 + (uint32(os.Getpid())+s.next.Add(1)-1)%250
 	res := make([]netip.Addr, 0, n)
 	for i := 1; i <= n; i++ {
 		res = append(res, netip.AddrFrom4([4]byte{127, s.Octet, byte(sub), byte(i)}))
