@@ -17,10 +17,11 @@
 // from it: a serving certificate per controller node (its addresses and the
 // in-cluster names of the kubernetes service), and client certificates.
 //
-// Everything here is a pure function of its inputs plus fresh randomness
-// (keys, serial numbers): no files, no etcd. Keeping the Cluster in etcd
-// (created once by the curator) and writing the files to the node's
-// storage are the callers' business. Keys are ECDSA P-256, which every
+// Everything but the store is a pure function of its inputs plus fresh
+// randomness (keys, serial numbers). The store (Ensure, Load) keeps the
+// Cluster in etcd under StoreKey, created once in one transaction however
+// many nodes race to create it; which key space (the curator's namespace)
+// and writing the files to the node's storage are the callers' business. Keys are ECDSA P-256, which every
 // Kubernetes component and client accepts for TLS and service-account
 // tokens (ES256). Everything is exchanged as PEM.
 package pki
