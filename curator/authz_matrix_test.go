@@ -93,6 +93,8 @@ var authzMatrix = map[string]map[callerKind]bool{
 	cpb.ManagementService_DecommissionNode_FullMethodName:     onlyOwner,
 	cpb.ManagementService_DeleteNode_FullMethodName:           onlyOwner,
 	cpb.ManagementService_UpdateNodeLabels_FullMethodName:     onlyOwner,
+	// Kubernetes' superuser: the owner alone, never a delegate.
+	cpb.ManagementService_IssueKubernetesCredentials_FullMethodName: onlyOwner,
 
 	cpb.AAAService_TakeOwnership_FullMethodName:  onlyOwner,
 	cpb.AAAService_RotateOwnerKey_FullMethodName: onlyOwner,

@@ -33,8 +33,11 @@ var ErrBootstrapMismatch = errors.New("curator: the store holds another cluster"
 
 // Bootstrap initialises the curator's state for a new cluster in an etcd
 // namespace that has just been created: the cluster CA, the owner's key, a
-// register ticket, and the first node, UP with the ConsensusMember and
-// KubernetesController roles. It returns the first node's certificate.
+// register ticket, and the first node, UP with the ConsensusMember role.
+// It returns the first node's certificate. No node holds a Kubernetes role
+// until an operator gives one (UpdateNodeRoles; polis-launch --kubernetes
+// gives the first node KubernetesController): the role means a running
+// Kubernetes control plane, which needs the Kubernetes bundle on the node.
 //
 // It is idempotent: run again with the same owner and node (after a crash
 // half-way, or when the node's control plane restarts before the node has
@@ -62,11 +65,8 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 		Id:        id,
 		PublicKey: p.NodeKey,
 		State:     cpb.NodeState_NODE_STATE_UP,
-		Roles: &cpb.Roles{
-			ConsensusMember:      &cpb.ConsensusMemberRole{},
-			KubernetesController: &cpb.KubernetesControllerRole{},
-		},
-		Status: p.NodeStatus,
+		Roles:     &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}},
+		Status:    p.NodeStatus,
 	}
 	op, err := putNodeOp(node)
 	if err != nil {

@@ -26,7 +26,7 @@ func TestBootstrapIsIdempotentAndRefusesAnotherCluster(t *testing.T) {
 		t.Fatalf("certificate for %q", cert.Subject.CommonName)
 	}
 	n, _, err := getNode(ctxT(t), cli, identity.NodeID(params.NodeKey))
-	if err != nil || n.State != cpb.NodeState_NODE_STATE_UP || n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() == nil {
+	if err != nil || n.State != cpb.NodeState_NODE_STATE_UP || n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() != nil || n.Roles.GetKubernetesWorker() != nil {
 		t.Fatalf("first node = %v, %v", n, err)
 	}
 

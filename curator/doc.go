@@ -101,6 +101,22 @@
 // accept no other server certificate, and the cluster directory lists only
 // consensus members. docs/threat-model.md has the whole picture.
 //
+// # The cluster's Kubernetes PKI
+//
+// The curator keeps the Kubernetes PKI (kube/pki: the Kubernetes CA and
+// the service-account key) in its own etcd namespace, at pki.StoreKey
+// ("kubernetes/pki" under the curator's prefix), where the apiserver's
+// confined etcd endpoint cannot reach it. A leader makes sure it exists
+// each time it starts leading (pki.Ensure: created once per cluster, in
+// one transaction), and logs whether it created or loaded it; the
+// kubernetes worker of every controller node reads it with pki.Load from
+// the curator's namespace, so every apiserver serves with the same CA and
+// accepts the same service-account tokens. ManagementService's
+// IssueKubernetesCredentials (rpc_kubernetes.go) signs the owner's
+// Kubernetes client certificates with it: for a public key the owner
+// sends, as KubernetesAdminUser in system:masters, for
+// KubernetesAdminLifetime (a day, since Kubernetes cannot revoke them).
+//
 // This package is being built in steps; see docs/architecture.md for what is
 // there today.
 package curator

@@ -94,6 +94,9 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if _, err := event.Get(ctxT(t), &c.curator.leader, event.Filter(func(l *leaderState) bool { return l != nil })); err != nil {
 		t.Fatalf("waiting for the curator to lead: %v", err)
 	}
+	// The new leader stores the Kubernetes PKI; tests that compare the
+	// store before and after a call start once it has.
+	leaderKubernetesPKI(t, c.curator)
 	return c
 }
 

@@ -40,6 +40,10 @@ type leaderState struct {
 	// registration.
 	statusWrites map[string]time.Time
 
+	// kube is the cluster's Kubernetes PKI, read or created once per
+	// term (rpc_kubernetes.go).
+	kube kubernetesPKI
+
 	mu sync.Mutex
 	// heartbeats is the time of each node's last heartbeat in this term.
 	heartbeats map[string]time.Time

@@ -239,6 +239,7 @@ func TestManagementPermissionDenied(t *testing.T) {
 		_, calls["DeleteNode"] = m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: fresh.Id})
 		_, calls["UpdateNodeLabels"] = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: up.Id, Set: map[string]string{"a": "b"}})
 		_, calls["RotateRegisterTicket"] = m.RotateRegisterTicket(ctx, &cpb.RotateRegisterTicketRequest{})
+		_, calls["IssueKubernetesCredentials"] = m.IssueKubernetesCredentials(ctx, &cpb.IssueKubernetesCredentialsRequest{})
 		_, calls["RotateOwnerKey"] = cpb.NewAAAServiceClient(conn).RotateOwnerKey(ctx, &cpb.RotateOwnerKeyRequest{})
 		if !cl.holdsOwnerKey {
 			_, calls["TakeOwnership"] = cpb.NewAAAServiceClient(conn).TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})
@@ -321,13 +322,13 @@ func TestUpdateNodeRolesRules(t *testing.T) {
 	if !proto.Equal(resp.Roles, want) || !proto.Equal(c.record(up.Id).Roles, want) {
 		t.Errorf("after giving KubernetesWorker: response %v, record %v; want %v", resp.Roles, c.record(up.Id).Roles, want)
 	}
-	// The first node holds ConsensusMember; it may lose and regain
+	// The first node holds ConsensusMember; it may gain and lose
 	// KubernetesController alone.
-	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(false)}); err != nil {
-		t.Fatalf("taking KubernetesController from a consensus member: %v", err)
-	}
 	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
 		t.Fatalf("giving KubernetesController to a consensus member: %v", err)
+	}
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(false)}); err != nil {
+		t.Fatalf("taking KubernetesController from a consensus member: %v", err)
 	}
 
 	before := c.storeState()
@@ -729,7 +730,7 @@ func TestListNodesAndDirectory(t *testing.T) {
 			if n.Health != cpb.NodeHealth_NODE_HEALTH_UNKNOWN || n.TimeSinceHeartbeat != nil {
 				t.Errorf("node not heard of yet: health %v, since %v", n.Health, n.TimeSinceHeartbeat)
 			}
-			if n.Id == first && (n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() == nil) {
+			if n.Id == first && (n.Roles.GetConsensusMember() == nil || n.Roles.GetKubernetesController() != nil) {
 				t.Errorf("the first node's roles: %v", n.Roles)
 			}
 		default:

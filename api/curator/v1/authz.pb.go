@@ -200,21 +200,26 @@ const (
 	// Replace the owner key, which revokes every certificate of the old
 	// one. Only the owner holds it, and it cannot be delegated.
 	Permission_PERMISSION_ROTATE_OWNER_KEY Permission = 9
+	// Get a client certificate for the cluster's Kubernetes as a member of
+	// system:masters, Kubernetes' superuser group: full control of every
+	// Kubernetes object. Only the owner holds it.
+	Permission_PERMISSION_ISSUE_KUBERNETES_ADMIN Permission = 10
 )
 
 // Enum value maps for Permission.
 var (
 	Permission_name = map[int32]string{
-		0: "PERMISSION_UNSPECIFIED",
-		1: "PERMISSION_READ_CLUSTER",
-		2: "PERMISSION_GET_REGISTER_TICKET",
-		3: "PERMISSION_APPROVE_NODE",
-		4: "PERMISSION_UPDATE_NODE_ROLES",
-		5: "PERMISSION_DECOMMISSION_NODE",
-		6: "PERMISSION_DELETE_NODE",
-		7: "PERMISSION_UPDATE_NODE_LABELS",
-		8: "PERMISSION_ROTATE_REGISTER_TICKET",
-		9: "PERMISSION_ROTATE_OWNER_KEY",
+		0:  "PERMISSION_UNSPECIFIED",
+		1:  "PERMISSION_READ_CLUSTER",
+		2:  "PERMISSION_GET_REGISTER_TICKET",
+		3:  "PERMISSION_APPROVE_NODE",
+		4:  "PERMISSION_UPDATE_NODE_ROLES",
+		5:  "PERMISSION_DECOMMISSION_NODE",
+		6:  "PERMISSION_DELETE_NODE",
+		7:  "PERMISSION_UPDATE_NODE_LABELS",
+		8:  "PERMISSION_ROTATE_REGISTER_TICKET",
+		9:  "PERMISSION_ROTATE_OWNER_KEY",
+		10: "PERMISSION_ISSUE_KUBERNETES_ADMIN",
 	}
 	Permission_value = map[string]int32{
 		"PERMISSION_UNSPECIFIED":            0,
@@ -227,6 +232,7 @@ var (
 		"PERMISSION_UPDATE_NODE_LABELS":     7,
 		"PERMISSION_ROTATE_REGISTER_TICKET": 8,
 		"PERMISSION_ROTATE_OWNER_KEY":       9,
+		"PERMISSION_ISSUE_KUBERNETES_ADMIN": 10,
 	}
 )
 
@@ -373,7 +379,7 @@ const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"\x11CALLER_KEY_HOLDER\x10\x02\x12\x0f\n" +
 	"\vCALLER_NODE\x10\x03\x12\x14\n" +
 	"\x10CALLER_NODE_SELF\x10\x04\x12\x0f\n" +
-	"\vCALLER_USER\x10\x05*\xd1\x02\n" +
+	"\vCALLER_USER\x10\x05*\xf8\x02\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -385,7 +391,9 @@ const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"\x16PERMISSION_DELETE_NODE\x10\x06\x12!\n" +
 	"\x1dPERMISSION_UPDATE_NODE_LABELS\x10\a\x12%\n" +
 	"!PERMISSION_ROTATE_REGISTER_TICKET\x10\b\x12\x1f\n" +
-	"\x1bPERMISSION_ROTATE_OWNER_KEY\x10\t:Z\n" +
+	"\x1bPERMISSION_ROTATE_OWNER_KEY\x10\t\x12%\n" +
+	"!PERMISSION_ISSUE_KUBERNETES_ADMIN\x10\n" +
+	":Z\n" +
 	"\x05authz\x12\x1e.google.protobuf.MethodOptions\x18\xec\x94\x03 \x01(\v2\".polis.curator.v1.AuthzRequirementR\x05authzB4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (

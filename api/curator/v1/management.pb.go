@@ -900,6 +900,201 @@ func (x *UpdateNodeLabelsResponse) GetLabels() map[string]string {
 	return nil
 }
 
+// IssueKubernetesCredentialsRequest carries the public key to certify.
+type IssueKubernetesCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's public key: DER of a PKIX SubjectPublicKeyInfo (the
+	// "PUBLIC KEY" PEM block's content), of an ECDSA key on P-256, which
+	// every Kubernetes client accepts.
+	PublicKey     []byte `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueKubernetesCredentialsRequest) Reset() {
+	*x = IssueKubernetesCredentialsRequest{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKubernetesCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKubernetesCredentialsRequest) ProtoMessage() {}
+
+func (x *IssueKubernetesCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKubernetesCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*IssueKubernetesCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *IssueKubernetesCredentialsRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+// IssueKubernetesCredentialsResponse is what a kubeconfig needs.
+type IssueKubernetesCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// DER of the client certificate for public_key, from the Kubernetes CA.
+	ClientCertificate []byte `protobuf:"bytes,1,opt,name=client_certificate,json=clientCertificate,proto3" json:"client_certificate,omitempty"`
+	// DER of the cluster's Kubernetes CA certificate, which the apiservers'
+	// serving certificates chain to. Not the cluster CA of Polis.
+	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
+	// The apiservers: one per node that holds KubernetesController, in node
+	// ID order. At least one.
+	ApiServers []*KubernetesAPIServer `protobuf:"bytes,3,rep,name=api_servers,json=apiServers,proto3" json:"api_servers,omitempty"`
+	// The Kubernetes user name and groups the certificate names.
+	User          string   `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	Groups        []string `protobuf:"bytes,5,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueKubernetesCredentialsResponse) Reset() {
+	*x = IssueKubernetesCredentialsResponse{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKubernetesCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKubernetesCredentialsResponse) ProtoMessage() {}
+
+func (x *IssueKubernetesCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKubernetesCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*IssueKubernetesCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *IssueKubernetesCredentialsResponse) GetClientCertificate() []byte {
+	if x != nil {
+		return x.ClientCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubernetesCredentialsResponse) GetCaCertificate() []byte {
+	if x != nil {
+		return x.CaCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubernetesCredentialsResponse) GetApiServers() []*KubernetesAPIServer {
+	if x != nil {
+		return x.ApiServers
+	}
+	return nil
+}
+
+func (x *IssueKubernetesCredentialsResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *IssueKubernetesCredentialsResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// KubernetesAPIServer is where one controller node's apiserver listens.
+type KubernetesAPIServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's ID.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The node's external address (NodeStatus.external_address).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The apiserver's TCP port (6443).
+	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubernetesAPIServer) Reset() {
+	*x = KubernetesAPIServer{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubernetesAPIServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubernetesAPIServer) ProtoMessage() {}
+
+func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
+func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *KubernetesAPIServer) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *KubernetesAPIServer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *KubernetesAPIServer) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_management_proto_rawDesc = "" +
@@ -955,7 +1150,21 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x06labels\x18\x01 \x03(\v26.polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x95\b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
+	"!IssueKubernetesCredentialsRequest\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\fR\tpublicKey\"\xee\x01\n" +
+	"\"IssueKubernetesCredentialsResponse\x12-\n" +
+	"\x12client_certificate\x18\x01 \x01(\fR\x11clientCertificate\x12%\n" +
+	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\x12F\n" +
+	"\vapi_servers\x18\x03 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
+	"apiServers\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x16\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\"\\\n" +
+	"\x13KubernetesAPIServer\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port2\xab\t\n" +
 	"\x11ManagementService\x12o\n" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
@@ -975,7 +1184,10 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"DeleteNode\x12#.polis.curator.v1.DeleteNodeRequest\x1a$.polis.curator.v1.DeleteNodeResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x06\x18\x01\x12u\n" +
 	"\x10UpdateNodeLabels\x12).polis.curator.v1.UpdateNodeLabelsRequest\x1a*.polis.curator.v1.UpdateNodeLabelsResponse\"\n" +
-	"\xe2\xa6\x19\x06\b\x05\x10\a\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\xe2\xa6\x19\x06\b\x05\x10\a\x18\x01\x12\x93\x01\n" +
+	"\x1aIssueKubernetesCredentials\x123.polis.curator.v1.IssueKubernetesCredentialsRequest\x1a4.polis.curator.v1.IssueKubernetesCredentialsResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\n" +
+	"\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_management_proto_rawDescOnce sync.Once
@@ -989,67 +1201,73 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_polis_curator_v1_management_proto_goTypes = []any{
-	(*GetClusterInfoRequest)(nil),        // 0: polis.curator.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),       // 1: polis.curator.v1.GetClusterInfoResponse
-	(*ListNodesRequest)(nil),             // 2: polis.curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),            // 3: polis.curator.v1.ListNodesResponse
-	(*GetRegisterTicketRequest)(nil),     // 4: polis.curator.v1.GetRegisterTicketRequest
-	(*GetRegisterTicketResponse)(nil),    // 5: polis.curator.v1.GetRegisterTicketResponse
-	(*RotateRegisterTicketRequest)(nil),  // 6: polis.curator.v1.RotateRegisterTicketRequest
-	(*RotateRegisterTicketResponse)(nil), // 7: polis.curator.v1.RotateRegisterTicketResponse
-	(*ApproveNodeRequest)(nil),           // 8: polis.curator.v1.ApproveNodeRequest
-	(*ApproveNodeResponse)(nil),          // 9: polis.curator.v1.ApproveNodeResponse
-	(*UpdateNodeRolesRequest)(nil),       // 10: polis.curator.v1.UpdateNodeRolesRequest
-	(*UpdateNodeRolesResponse)(nil),      // 11: polis.curator.v1.UpdateNodeRolesResponse
-	(*DecommissionNodeRequest)(nil),      // 12: polis.curator.v1.DecommissionNodeRequest
-	(*DecommissionNodeResponse)(nil),     // 13: polis.curator.v1.DecommissionNodeResponse
-	(*DeleteNodeRequest)(nil),            // 14: polis.curator.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),           // 15: polis.curator.v1.DeleteNodeResponse
-	(*UpdateNodeLabelsRequest)(nil),      // 16: polis.curator.v1.UpdateNodeLabelsRequest
-	(*UpdateNodeLabelsResponse)(nil),     // 17: polis.curator.v1.UpdateNodeLabelsResponse
-	nil,                                  // 18: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                                  // 19: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                                  // 20: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),             // 21: polis.curator.v1.ClusterDirectory
-	(NodeState)(0),                       // 22: polis.curator.v1.NodeState
-	(*Node)(nil),                         // 23: polis.curator.v1.Node
-	(*Roles)(nil),                        // 24: polis.curator.v1.Roles
+	(*GetClusterInfoRequest)(nil),              // 0: polis.curator.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),             // 1: polis.curator.v1.GetClusterInfoResponse
+	(*ListNodesRequest)(nil),                   // 2: polis.curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                  // 3: polis.curator.v1.ListNodesResponse
+	(*GetRegisterTicketRequest)(nil),           // 4: polis.curator.v1.GetRegisterTicketRequest
+	(*GetRegisterTicketResponse)(nil),          // 5: polis.curator.v1.GetRegisterTicketResponse
+	(*RotateRegisterTicketRequest)(nil),        // 6: polis.curator.v1.RotateRegisterTicketRequest
+	(*RotateRegisterTicketResponse)(nil),       // 7: polis.curator.v1.RotateRegisterTicketResponse
+	(*ApproveNodeRequest)(nil),                 // 8: polis.curator.v1.ApproveNodeRequest
+	(*ApproveNodeResponse)(nil),                // 9: polis.curator.v1.ApproveNodeResponse
+	(*UpdateNodeRolesRequest)(nil),             // 10: polis.curator.v1.UpdateNodeRolesRequest
+	(*UpdateNodeRolesResponse)(nil),            // 11: polis.curator.v1.UpdateNodeRolesResponse
+	(*DecommissionNodeRequest)(nil),            // 12: polis.curator.v1.DecommissionNodeRequest
+	(*DecommissionNodeResponse)(nil),           // 13: polis.curator.v1.DecommissionNodeResponse
+	(*DeleteNodeRequest)(nil),                  // 14: polis.curator.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),                 // 15: polis.curator.v1.DeleteNodeResponse
+	(*UpdateNodeLabelsRequest)(nil),            // 16: polis.curator.v1.UpdateNodeLabelsRequest
+	(*UpdateNodeLabelsResponse)(nil),           // 17: polis.curator.v1.UpdateNodeLabelsResponse
+	(*IssueKubernetesCredentialsRequest)(nil),  // 18: polis.curator.v1.IssueKubernetesCredentialsRequest
+	(*IssueKubernetesCredentialsResponse)(nil), // 19: polis.curator.v1.IssueKubernetesCredentialsResponse
+	(*KubernetesAPIServer)(nil),                // 20: polis.curator.v1.KubernetesAPIServer
+	nil,                                        // 21: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                                        // 22: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                                        // 23: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),                   // 24: polis.curator.v1.ClusterDirectory
+	(NodeState)(0),                             // 25: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 26: polis.curator.v1.Node
+	(*Roles)(nil),                              // 27: polis.curator.v1.Roles
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	21, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	22, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	18, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	23, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	21, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	21, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	24, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	19, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	20, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	0,  // 9: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	2,  // 10: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	4,  // 11: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	6,  // 12: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
-	8,  // 13: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	10, // 14: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	12, // 15: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	14, // 16: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	16, // 17: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	1,  // 18: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	3,  // 19: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	5,  // 20: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	7,  // 21: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
-	9,  // 22: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	11, // 23: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	13, // 24: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	15, // 25: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	17, // 26: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	24, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	25, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	21, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	26, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	24, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	24, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	22, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	23, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	20, // 9: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	0,  // 10: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	2,  // 11: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	4,  // 12: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	6,  // 13: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	8,  // 14: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	10, // 15: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	12, // 16: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	14, // 17: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	16, // 18: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	18, // 19: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
+	1,  // 20: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	3,  // 21: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	5,  // 22: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	7,  // 23: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	9,  // 24: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	11, // 25: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	13, // 26: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	15, // 27: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	17, // 28: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	19, // 29: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }
@@ -1066,7 +1284,7 @@ func file_polis_curator_v1_management_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

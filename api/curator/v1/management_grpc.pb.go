@@ -19,15 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ManagementService_GetClusterInfo_FullMethodName       = "/polis.curator.v1.ManagementService/GetClusterInfo"
-	ManagementService_ListNodes_FullMethodName            = "/polis.curator.v1.ManagementService/ListNodes"
-	ManagementService_GetRegisterTicket_FullMethodName    = "/polis.curator.v1.ManagementService/GetRegisterTicket"
-	ManagementService_RotateRegisterTicket_FullMethodName = "/polis.curator.v1.ManagementService/RotateRegisterTicket"
-	ManagementService_ApproveNode_FullMethodName          = "/polis.curator.v1.ManagementService/ApproveNode"
-	ManagementService_UpdateNodeRoles_FullMethodName      = "/polis.curator.v1.ManagementService/UpdateNodeRoles"
-	ManagementService_DecommissionNode_FullMethodName     = "/polis.curator.v1.ManagementService/DecommissionNode"
-	ManagementService_DeleteNode_FullMethodName           = "/polis.curator.v1.ManagementService/DeleteNode"
-	ManagementService_UpdateNodeLabels_FullMethodName     = "/polis.curator.v1.ManagementService/UpdateNodeLabels"
+	ManagementService_GetClusterInfo_FullMethodName             = "/polis.curator.v1.ManagementService/GetClusterInfo"
+	ManagementService_ListNodes_FullMethodName                  = "/polis.curator.v1.ManagementService/ListNodes"
+	ManagementService_GetRegisterTicket_FullMethodName          = "/polis.curator.v1.ManagementService/GetRegisterTicket"
+	ManagementService_RotateRegisterTicket_FullMethodName       = "/polis.curator.v1.ManagementService/RotateRegisterTicket"
+	ManagementService_ApproveNode_FullMethodName                = "/polis.curator.v1.ManagementService/ApproveNode"
+	ManagementService_UpdateNodeRoles_FullMethodName            = "/polis.curator.v1.ManagementService/UpdateNodeRoles"
+	ManagementService_DecommissionNode_FullMethodName           = "/polis.curator.v1.ManagementService/DecommissionNode"
+	ManagementService_DeleteNode_FullMethodName                 = "/polis.curator.v1.ManagementService/DeleteNode"
+	ManagementService_UpdateNodeLabels_FullMethodName           = "/polis.curator.v1.ManagementService/UpdateNodeLabels"
+	ManagementService_IssueKubernetesCredentials_FullMethodName = "/polis.curator.v1.ManagementService/IssueKubernetesCredentials"
 )
 
 // ManagementServiceClient is the client API for ManagementService service.
@@ -111,6 +112,22 @@ type ManagementServiceClient interface {
 	// UpdateNodeLabelsRequest, or a key is both set and removed;
 	// RESOURCE_EXHAUSTED if the node would end up with more than 64 labels.
 	UpdateNodeLabels(ctx context.Context, in *UpdateNodeLabelsRequest, opts ...grpc.CallOption) (*UpdateNodeLabelsResponse, error)
+	// IssueKubernetesCredentials issues the caller a client certificate for
+	// the cluster's Kubernetes, signed by the cluster's Kubernetes CA (which
+	// the curator keeps in etcd), for the public key in the request: the
+	// private key stays on the caller's machine. The certificate names the
+	// Kubernetes user KubernetesAdminUser ("polis-owner") in the group
+	// system:masters, and is valid for KubernetesAdminLifetime (24 hours):
+	// Kubernetes cannot revoke a client certificate, so it must expire soon
+	// (rotating the owner key does not revoke it; call again to renew). The
+	// response also names the apiservers: the nodes that hold
+	// KubernetesController. polisctl kubeconfig writes it all as a
+	// kubeconfig.
+	//
+	// Errors: INVALID_ARGUMENT if public_key is not a PKIX ECDSA P-256
+	// public key; FAILED_PRECONDITION if no node holds
+	// KubernetesController.
+	IssueKubernetesCredentials(ctx context.Context, in *IssueKubernetesCredentialsRequest, opts ...grpc.CallOption) (*IssueKubernetesCredentialsResponse, error)
 }
 
 type managementServiceClient struct {
@@ -220,6 +237,16 @@ func (c *managementServiceClient) UpdateNodeLabels(ctx context.Context, in *Upda
 	return out, nil
 }
 
+func (c *managementServiceClient) IssueKubernetesCredentials(ctx context.Context, in *IssueKubernetesCredentialsRequest, opts ...grpc.CallOption) (*IssueKubernetesCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueKubernetesCredentialsResponse)
+	err := c.cc.Invoke(ctx, ManagementService_IssueKubernetesCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ManagementServiceServer is the server API for ManagementService service.
 // All implementations must embed UnimplementedManagementServiceServer
 // for forward compatibility.
@@ -301,6 +328,22 @@ type ManagementServiceServer interface {
 	// UpdateNodeLabelsRequest, or a key is both set and removed;
 	// RESOURCE_EXHAUSTED if the node would end up with more than 64 labels.
 	UpdateNodeLabels(context.Context, *UpdateNodeLabelsRequest) (*UpdateNodeLabelsResponse, error)
+	// IssueKubernetesCredentials issues the caller a client certificate for
+	// the cluster's Kubernetes, signed by the cluster's Kubernetes CA (which
+	// the curator keeps in etcd), for the public key in the request: the
+	// private key stays on the caller's machine. The certificate names the
+	// Kubernetes user KubernetesAdminUser ("polis-owner") in the group
+	// system:masters, and is valid for KubernetesAdminLifetime (24 hours):
+	// Kubernetes cannot revoke a client certificate, so it must expire soon
+	// (rotating the owner key does not revoke it; call again to renew). The
+	// response also names the apiservers: the nodes that hold
+	// KubernetesController. polisctl kubeconfig writes it all as a
+	// kubeconfig.
+	//
+	// Errors: INVALID_ARGUMENT if public_key is not a PKIX ECDSA P-256
+	// public key; FAILED_PRECONDITION if no node holds
+	// KubernetesController.
+	IssueKubernetesCredentials(context.Context, *IssueKubernetesCredentialsRequest) (*IssueKubernetesCredentialsResponse, error)
 	mustEmbedUnimplementedManagementServiceServer()
 }
 
@@ -337,6 +380,9 @@ func (UnimplementedManagementServiceServer) DeleteNode(context.Context, *DeleteN
 }
 func (UnimplementedManagementServiceServer) UpdateNodeLabels(context.Context, *UpdateNodeLabelsRequest) (*UpdateNodeLabelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateNodeLabels not implemented")
+}
+func (UnimplementedManagementServiceServer) IssueKubernetesCredentials(context.Context, *IssueKubernetesCredentialsRequest) (*IssueKubernetesCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueKubernetesCredentials not implemented")
 }
 func (UnimplementedManagementServiceServer) mustEmbedUnimplementedManagementServiceServer() {}
 func (UnimplementedManagementServiceServer) testEmbeddedByValue()                           {}
@@ -514,6 +560,24 @@ func _ManagementService_UpdateNodeLabels_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManagementService_IssueKubernetesCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueKubernetesCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ManagementServiceServer).IssueKubernetesCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ManagementService_IssueKubernetesCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ManagementServiceServer).IssueKubernetesCredentials(ctx, req.(*IssueKubernetesCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ManagementService_ServiceDesc is the grpc.ServiceDesc for ManagementService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +616,10 @@ var ManagementService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateNodeLabels",
 			Handler:    _ManagementService_UpdateNodeLabels_Handler,
+		},
+		{
+			MethodName: "IssueKubernetesCredentials",
+			Handler:    _ManagementService_IssueKubernetesCredentials_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,218 @@
+package curator
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/kube/controlplane"
+	"github.com/polis-os/polis/kube/pki"
+)
+
+// storedKubernetesPKI waits until the cluster's Kubernetes PKI is in etcd
+// (the leader creates it when it takes over) and returns it.
+func (c *testCluster) storedKubernetesPKI() *pki.Cluster {
+	c.t.Helper()
+	ctx := ctxT(c.t)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		k, err := pki.Load(ctx, c.etcd)
+		if err == nil {
+			return k
+		}
+		if !errors.Is(err, pki.ErrNoCluster) {
+			c.t.Fatalf("loading the Kubernetes PKI: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("the leader never stored a Kubernetes PKI: %v", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// leaderKubernetesPKI waits until curator s leads with the Kubernetes PKI
+// in hand, and returns that.
+func leaderKubernetesPKI(t testing.TB, s *Service) *pki.Cluster {
+	t.Helper()
+	ctx := ctxT(t)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if l, _ := event.Get(ctx, &s.leader); l != nil {
+			l.kube.mu.Lock()
+			k := l.kube.cluster
+			l.kube.mu.Unlock()
+			if k != nil {
+				return k
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the curator never led with the Kubernetes PKI: %v", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// The leader creates the Kubernetes PKI when a cluster's first curator
+// starts leading, in its own namespace, and a new leader loads the same one
+// instead of making another.
+func TestKubernetesPKICreatedOnce(t *testing.T) {
+	c := newTestCluster(t)
+	stored := c.storedKubernetesPKI()
+	if !slices.Equal(leaderKubernetesPKI(t, c.curator).CACert, stored.CACert) {
+		t.Fatal("the leader holds another Kubernetes CA than the one in etcd")
+	}
+	ca, err := pki.ParseCertificate(stored.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := kubernetesClusterName(c.ca.Certificate().Raw); ca.Subject.CommonName != "Kubernetes CA of "+want {
+		t.Errorf("Kubernetes CA named %q, want it to name %q", ca.Subject.CommonName, want)
+	}
+
+	follower := c.startFollower()
+	c.curator.election.Resign()
+	if got := leaderKubernetesPKI(t, follower); !slices.Equal(got.CACert, stored.CACert) || !slices.Equal(got.ServiceAccountKey, stored.ServiceAccountKey) {
+		t.Error("the new leader holds another Kubernetes PKI than the first one stored")
+	}
+	if again := c.storedKubernetesPKI(); !slices.Equal(again.CACert, stored.CACert) || !slices.Equal(again.CAKey, stored.CAKey) {
+		t.Error("the Kubernetes PKI in etcd changed with the leader")
+	}
+}
+
+func newP256(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func pkixDER(t *testing.T, pub any) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+// The owner gets a Kubernetes client certificate for its own key, from the
+// stored Kubernetes CA, naming the owner's Kubernetes user in
+// system:masters for a day, with the apiservers of the controller nodes;
+// bad keys, a cluster without a controller node and callers other than the
+// owner are refused.
+func TestIssueKubernetesCredentials(t *testing.T) {
+	c := newTestCluster(t)
+	m := c.management()
+	ctx := ctxT(t)
+	first := identity.NodeID(c.nodeKey.Public().(ed25519.PublicKey))
+	key := newP256(t)
+	req := &cpb.IssueKubernetesCredentialsRequest{PublicKey: pkixDER(t, &key.PublicKey)}
+
+	// A new cluster has no controller node: nothing to talk to.
+	_, err := m.IssueKubernetesCredentials(ctx, req)
+	wantStatus(t, "without a controller node", err, codes.FailedPrecondition, "no node holds the KubernetesController role")
+
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatalf("giving the first node KubernetesController: %v", err)
+	}
+	// A node that holds no Kubernetes role is no apiserver.
+	c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	before := time.Now()
+	resp, err := m.IssueKubernetesCredentials(ctx, req)
+	if err != nil {
+		t.Fatalf("IssueKubernetesCredentials: %v", err)
+	}
+	stored := c.storedKubernetesPKI()
+	storedCA, err := pki.ParseCertificate(stored.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.CaCertificate, storedCA.Raw) {
+		t.Error("the response's CA is not the stored Kubernetes CA")
+	}
+	cert, err := x509.ParseCertificate(resp.ClientCertificate)
+	if err != nil {
+		t.Fatalf("client certificate: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(storedCA)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the client certificate does not verify against the stored Kubernetes CA: %v", err)
+	}
+	polisRoots := x509.NewCertPool()
+	polisRoots.AddCert(c.ca.Certificate())
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: polisRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("the Kubernetes client certificate verifies against the Polis cluster CA")
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		t.Error("the client certificate is not for the key sent")
+	}
+	if cert.Subject.CommonName != KubernetesAdminUser || !slices.Equal(cert.Subject.Organization, []string{pki.MastersGroup}) ||
+		resp.User != KubernetesAdminUser || !slices.Equal(resp.Groups, []string{pki.MastersGroup}) {
+		t.Errorf("certificate subject %v, response user %q groups %v; want %s in %s", cert.Subject, resp.User, resp.Groups, KubernetesAdminUser, pki.MastersGroup)
+	}
+	if life := cert.NotAfter.Sub(before); life > KubernetesAdminLifetime || life < KubernetesAdminLifetime-time.Minute {
+		t.Errorf("the client certificate is valid for %v from now, want %v", life, KubernetesAdminLifetime)
+	}
+	want := []*cpb.KubernetesAPIServer{{NodeId: first, Address: c.status.Address.Addr().String(), Port: controlplane.DefaultPort}}
+	if !slices.EqualFunc(resp.ApiServers, want, func(a, b *cpb.KubernetesAPIServer) bool { return proto.Equal(a, b) }) {
+		t.Errorf("apiservers %v, want %v", resp.ApiServers, want)
+	}
+
+	// Bad keys are named.
+	edPub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mentions string
+		der            []byte
+	}{
+		{"no key", "no public key", nil},
+		{"not DER", "not a DER PKIX public key", []byte("-----BEGIN PUBLIC KEY-----")},
+		{"ed25519", "not an ECDSA P-256 key", pkixDER(t, edPub)},
+		{"RSA", "*rsa.PublicKey, not an ECDSA P-256 key", pkixDER(t, &rsaKey.PublicKey)},
+		{"P-384", "not on P-256", pkixDER(t, &p384.PublicKey)},
+	} {
+		_, err := m.IssueKubernetesCredentials(ctx, &cpb.IssueKubernetesCredentialsRequest{PublicKey: tc.der})
+		wantStatus(t, tc.name, err, codes.InvalidArgument, tc.mentions)
+	}
+
+	// Only the owner: not a node, not another user.
+	_, err = cpb.NewManagementServiceClient(c.asFirstNode()).IssueKubernetesCredentials(ctx, req)
+	wantStatus(t, "as a node", err, codes.PermissionDenied, "")
+	aliceKey := mustKey(t)
+	alice, err := c.ca.IssueUser("alice", aliceKey.Public().(ed25519.PublicKey), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cpb.NewManagementServiceClient(c.asUserCert(alice, aliceKey)).IssueKubernetesCredentials(ctx, req)
+	wantStatus(t, "as another user", err, codes.PermissionDenied, "")
+}
