@@ -91,7 +91,7 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	root.PersistentFlags().StringVar(&c.configDir, "config", "", "configuration directory (default $POLISCTL_CONFIG, $XDG_CONFIG_HOME/polisctl or ~/.config/polisctl)")
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
 	root.PersistentFlags().Uint16Var(&c.nodeAPIPort, "node-api-port", nodeapi.DefaultPort, "the port of the nodes' own API (node logs, services, graph, reboot)")
-	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd())
+	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd())
 	return root
 }
 

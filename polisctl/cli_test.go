@@ -172,10 +172,10 @@ func TestCLI(t *testing.T) {
 		t.Errorf("labels after removing rack: %q", out)
 	}
 	// Roles: give and take the worker role.
-	if out := r.ok("node", "add-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "consensus-member, kubernetes-controller, kubernetes-worker\n") {
+	if out := r.ok("node", "add-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "consensus-member, kubernetes-worker\n") {
 		t.Errorf("add-role: %q", out)
 	}
-	if out := r.ok("node", "remove-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "now holds: consensus-member, kubernetes-controller\n") {
+	if out := r.ok("node", "remove-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "now holds: consensus-member\n") {
 		t.Errorf("remove-role: %q", out)
 	}
 

@@ -39,6 +39,8 @@
 //	ticket           the register ticket, or node parameters for a new node
 //	ticket rotate    replace the register ticket; the old one registers nobody
 //	owner rotate-key replace the owner key, revoking its certificates
+//	kubeconfig       a kubeconfig for the cluster's Kubernetes, with a key
+//	                 made here and a day-long certificate the cluster signs
 //
 // Every command but take-ownership calls the curator leader as the owner
 // (Dial). Errors say what went wrong and what to do next; gRPC status codes
