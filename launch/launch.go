@@ -83,6 +83,15 @@ type Options struct {
 	// VM, when set, launches qemu VMs booting the node image instead of
 	// processes (vmnode.go); Addresses then default to VM.Network's.
 	VM *VMOptions
+	// Kubernetes runs Kubernetes in the cluster (kubernetes.go): every
+	// node gets the bundle, the first node KubernetesController, and
+	// Launch returns once its apiserver is ready. Off, no node holds a
+	// Kubernetes role and the bundle is not built. Process nodes only.
+	Kubernetes bool
+	// KubernetesBundle is the polis-kube binary for Kubernetes; empty
+	// means one next to the running executable, else the one kube/bundle
+	// builds (a quarter of an hour the first time, seconds after).
+	KubernetesBundle string
 }
 
 func (o *Options) setDefaults() error {
@@ -147,6 +156,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Kubernetes && o.VM != nil {
+		return errors.New("launch: Kubernetes runs on process nodes only, not on VMs (yet)")
 	}
 	return nil
 }
@@ -217,6 +229,12 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Kubernetes {
+		if opts.KubernetesBundle, err = c.kubernetesBundle(ctx); err != nil {
+			return nil, err
+		}
+		c.opts.KubernetesBundle = opts.KubernetesBundle
+	}
 	for i, a := range opts.Addresses {
 		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, "node"+strconv.Itoa(i+1)), binary: bin, report: c.progress}
 		n.Log = filepath.Join(c.BaseDir, fmt.Sprintf("node%d.log", n.Index))
@@ -245,6 +263,11 @@ func (c *Cluster) form(ctx context.Context) error {
 			if err := c.MakeConsensusMember(ctx, n); err != nil {
 				return err
 			}
+		}
+	}
+	if c.opts.Kubernetes {
+		if err := c.startKubernetes(ctx); err != nil {
+			return err
 		}
 	}
 	c.progress("cluster ready: %d nodes, all UP and healthy", len(c.Nodes))

@@ -45,6 +45,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Nodes: 1, Addresses: []netip.Addr{netip.IPv4Unspecified()}}, "want one a node can be reached on"},
 		{Options{ConsensusPort: 9000, CuratorPort: 9000}, "both 9000"},
 		{Options{LogFormat: "xml"}, "want console or json"},
+		{Options{Kubernetes: true, VM: &VMOptions{}}, "process nodes only"},
 	} {
 		if err := tc.o.setDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)
@@ -68,6 +69,22 @@ func TestLaunchRefusesBusyPorts(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(base, "c")); !os.IsNotExist(err) {
 		t.Errorf("Launch created its directory before refusing: %v", err)
+	}
+}
+
+// Only a cluster launched with Kubernetes passes the bundle to its nodes.
+func TestNodeArgsKubernetes(t *testing.T) {
+	n := &Node{Address: netip.MustParseAddr("127.79.0.1"), Dir: t.TempDir()}
+	o := Options{KubernetesBundle: "/opt/polis-kube"}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(nodeArgs(n, &o), " "); strings.Contains(args, "--kubernetes-bundle") {
+		t.Errorf("without Kubernetes, the node is given the bundle: %s", args)
+	}
+	o.Kubernetes = true
+	if args := strings.Join(nodeArgs(n, &o), " "); !strings.Contains(args, "--kubernetes-bundle /opt/polis-kube") {
+		t.Errorf("with Kubernetes, the node is not given the bundle: %s", args)
 	}
 }
 

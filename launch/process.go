@@ -220,5 +220,8 @@ func nodeArgs(n *Node, o *Options) []string {
 	if o.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", o.HeartbeatInterval.String())
 	}
+	if o.Kubernetes {
+		args = append(args, "--kubernetes-bundle", o.KubernetesBundle)
+	}
 	return append(args, "--consensus-port", strconv.Itoa(int(o.ConsensusPort)), "--curator-port", strconv.Itoa(int(o.CuratorPort)))
 }

@@ -7,7 +7,7 @@
 // runs until Ctrl-C, when it stops every node and removes what it created
 // (--keep keeps it).
 //
-//	go run ./cmd/polis-launch [--vm] [--nodes 3] [--dir DIR --keep] [--config DIR]
+//	go run ./cmd/polis-launch [--vm | --kubernetes] [--nodes 3] [--dir DIR --keep] [--config DIR]
 //
 // The work is done by package launch; this is its command line.
 package main
@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 0, "the nodes' heartbeat interval (0: the curator's default)")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
 	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
+	fs.BoolVar(&o.Kubernetes, "kubernetes", false, "run Kubernetes: give every node the Kubernetes bundle (built on first use: about 15 minutes on two cores, seconds afterwards) and the first node the kubernetes-controller role")
+	fs.StringVar(&o.KubernetesBundle, "kubernetes-bundle", "", "with --kubernetes: the polis-kube binary (default: one next to this program, else built from the repository's kubernetes/ module)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -117,4 +119,15 @@ or set it once for this shell:
 
 Ctrl-C stops the cluster.
 `, addrs, logs, c.ConfigDir, c.ConfigDir)
+	if bundle := c.KubernetesBundle(); bundle != "" {
+		fmt.Fprintf(out, `
+Kubernetes runs on %v. As the owner, write a kubeconfig and use it:
+
+    go run ./cmd/polisctl --config %s kubeconfig
+    export KUBECONFIG=%s/kubeconfig
+    %s kubectl get nodes,deployments -A
+
+(any kubectl of Kubernetes 1.37 does too).
+`, c.Nodes[0].Address, c.ConfigDir, c.ConfigDir, bundle)
+	}
 }
