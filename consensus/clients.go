@@ -55,3 +55,48 @@ func (s *Status) ClientFor(user string) (*clientv3.Client, error) {
 	c.Lease = namespace.NewLease(clientv3.NewLease(m.cli), prefix)
 	return c, nil
 }
+
+// Connection is a user's namespace reached over a gRPC connection of its
+// own to the local member: what a proxy needs that serves the namespace to
+// another process and forwards etcd's watch and lease streams one to one
+// (kube/etcdproxy, through which kube-apiserver reaches the namespace
+// "kubernetes"). A namespaced client from ClientFor cannot be that proxy's
+// upstream, since it has no connection of its own to forward streams on.
+//
+// The confinement is then the proxy's job: Client reaches the whole key
+// space, and Prefix is the namespace the proxy must confine every key,
+// range, watch and lease to. Hand Client to nothing that does not confine;
+// a component of the node that only needs its own keys takes ClientFor.
+type Connection struct {
+	// Prefix is the namespace's key prefix, /namespace/<user>/, the same
+	// that ClientFor(user) confines to.
+	Prefix string
+	// Client is unconfined, with a live connection (ActiveConnection) to
+	// the local member's client socket.
+	Client *clientv3.Client
+}
+
+// Close closes the connection.
+func (c *Connection) Close() error { return c.Client.Close() }
+
+// ConnectionFor returns a Connection to the namespace of user (see
+// Connection for what it is for, and ClientFor for the namespaces). The
+// caller must Close it; it stops working when this Status' Run ends.
+func (s *Status) ConnectionFor(user string) (*Connection, error) {
+	m, err := s.running()
+	if err != nil {
+		return nil, err
+	}
+	if !UserRegexp.MatchString(user) {
+		return nil, fmt.Errorf("consensus user %q does not match %s", user, UserRegexp)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"unix://" + m.cfg.ClientSocket},
+		DialTimeout: clientDialTimeout,
+		Logger:      m.cli.GetLogger().Named(user),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the local etcd for %s: %w", user, err)
+	}
+	return &Connection{Prefix: namespacePrefix + user + "/", Client: cli}, nil
+}

@@ -98,3 +98,51 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("beta sees alpha's election keys: %v, %v", resp, err)
 	}
 }
+
+// ConnectionFor gives a namespace's prefix, the one ClientFor confines to,
+// and a client of its own live connection, which closing leaves the
+// member's clients alone.
+func TestConnectionFor(t *testing.T) {
+	a := addrs(t, 1)
+	svc := newService(t, bootstrapConfig(t, "one", a[0]))
+	start(t, svc)
+	st := waitVoter(t, svc)
+
+	for _, bad := range []string{"", "Kube", "a/b", "../x"} {
+		if _, err := st.ConnectionFor(bad); err == nil {
+			t.Errorf("ConnectionFor(%q) succeeded, want an error", bad)
+		}
+	}
+	if _, err := (&Status{State: StateStopped}).ConnectionFor("kube"); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("ConnectionFor on a stopped status: %v, want ErrNotRunning", err)
+	}
+
+	conn, err := st.ConnectionFor("kube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn.Prefix != "/namespace/kube/" {
+		t.Errorf("prefix %q, want /namespace/kube/", conn.Prefix)
+	}
+	if conn.Client.ActiveConnection() == nil {
+		t.Error("the connection's client has no gRPC connection of its own")
+	}
+	ns, err := st.ClientFor("kube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ctx := ctxT(t)
+	if _, err := conn.Client.Put(ctx, conn.Prefix+"k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ns.Get(ctx, "k"); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Errorf("the namespaced client reads %v, %v under its namespace; want the key put at the connection's prefix", resp, err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Get(ctx, "k"); err != nil {
+		t.Errorf("the member's clients stopped working when a connection closed: %v", err)
+	}
+}

@@ -37,7 +37,11 @@
 // network. [Status.ClientFor] gives a
 // client confined to /namespace/<user>/, with user names checked by an
 // anchored expression that excludes "/", so namespaces can neither collide
-// nor reach the internal prefix.
+// nor reach the internal prefix. [Status.ConnectionFor] gives a namespace's
+// prefix with an unconfined client of its own connection, for a proxy that
+// confines another process to the namespace (kube/etcdproxy serves
+// /namespace/kubernetes/ to kube-apiserver): the one way past the
+// namespaced clients, and only for code that confines.
 //
 // # Bootstrap, join, restart
 //

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -56,6 +57,14 @@ type Config struct {
 	// LogRing holds the agent's log lines for the node API's Logs; the
 	// caller tees its logger into it. Optional.
 	LogRing *logring.Ring
+	// KubernetesBundle is the absolute path of the Kubernetes bundle
+	// (polis-kube, kube/bundle). Empty: the node runs no Kubernetes, and
+	// its status says so while it holds KubernetesController.
+	KubernetesBundle string
+	// KubernetesAPIServerPort is the apiserver's port while the node runs
+	// the Kubernetes control plane; zero means 6443 (controlplane's
+	// default).
+	KubernetesAPIServerPort uint16
 	// Power reboots or powers off the node for the node API; optional
 	// (without it the node API refuses both).
 	Power nodeapi.PowerFunc
@@ -80,6 +89,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if !cfg.Address.IsValid() || cfg.Address.IsUnspecified() {
 		return nil, fmt.Errorf("node config: Address %v: a node needs the IP address other nodes reach it on", cfg.Address)
+	}
+	if cfg.KubernetesBundle != "" && !filepath.IsAbs(cfg.KubernetesBundle) {
+		return nil, fmt.Errorf("node config: KubernetesBundle %q is not an absolute path", cfg.KubernetesBundle)
 	}
 	if cfg.Sealer == nil {
 		cfg.Sealer = localstorage.Unsealed{}
@@ -185,8 +197,15 @@ func (n *Node) Run(ctx context.Context) error {
 	cp.NodeKey = en.key
 
 	rs, err := roleserve.New(roleserve.Config{
-		Node:          roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID},
-		ControlPlane:  cp,
+		Node:         roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID},
+		ControlPlane: cp,
+		Kubernetes: roleserve.KubernetesConfig{
+			Bundle: n.cfg.KubernetesBundle,
+			// Derived from the cluster's PKI at every start: nothing to
+			// keep across a reboot.
+			Dir:           filepath.Join(n.root.Ephemeral.Path, "kubernetes"),
+			APIServerPort: n.cfg.KubernetesAPIServerPort,
+		},
 		RolesFile:     n.root.Data.Roles,
 		DirectoryFile: n.root.ESP.ClusterDirectory,
 	}, n.values)

@@ -143,12 +143,7 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			}
 			return fmt.Sprintf("%d curators: %s", len(d), strings.Join(eps, ", "))
 		}),
-		view(&v.Kubernetes, func(k *roleserve.KubernetesStatus) string {
-			if k == nil {
-				return "none"
-			}
-			return fmt.Sprintf("controller=%t worker=%t: %s", k.Controller, k.Worker, k.Note)
-		}),
+		view(&v.Kubernetes, (*roleserve.KubernetesStatus).String),
 	}
 }
 

@@ -198,11 +198,40 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	if p := st.GetConsensusPeerPort(); p != 0 {
 		row("Consensus peer port", fmt.Sprint(p))
 	}
+	if n.GetRoles().GetKubernetesController() != nil {
+		row("Kubernetes controller", kubernetesController(st.GetKubernetes()))
+	}
+	if n.GetRoles().GetKubernetesWorker() != nil {
+		row("Kubernetes worker", dash(st.GetKubernetes().GetWorkerNote()))
+	}
 	if st.GetTimestamp() != nil {
 		row("Status reported", st.GetTimestamp().AsTime().UTC().Format(time.RFC3339))
 	}
 	row("Labels", dash(formatLabels(n.Labels)))
 	return tw.Flush()
+}
+
+// kubernetesController says what a node holding KubernetesController runs
+// of it, as the node reported: the components running, whether the
+// apiserver is ready, and the node's note on what is not run.
+func kubernetesController(k *cpb.KubernetesStatus) string {
+	if k == nil {
+		return "not reported by the node yet"
+	}
+	s := "nothing running"
+	if len(k.GetRunning()) > 0 {
+		s = strings.Join(k.GetRunning(), ", ") + " running"
+	}
+	switch {
+	case k.GetApiserverReady():
+		s += fmt.Sprintf("; apiserver ready on port %d", k.GetApiserverPort())
+	case len(k.GetRunning()) > 0:
+		s += "; apiserver not ready"
+	}
+	if note := k.GetControllerNote(); note != "" {
+		s += " (" + note + ")"
+	}
+	return s
 }
 
 func formatLabels(l map[string]string) string {

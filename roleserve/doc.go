@@ -35,7 +35,10 @@
 //	                          │ localRoles                            │
 //	                          ├───────────────────────────────────────┘
 //	                          ▼
-//	                      kubernetes ──► kubernetes (status)
+//	                      kubernetes ◄── localControlPlane (its consensus
+//	                          │          member's status)
+//	                          ▼
+//	                      kubernetes (status) ──► statuspush
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials that finds the curator leader through
@@ -57,12 +60,25 @@
 // never wait for it to serve: nil is an answer ("no local curator"), and a
 // local curator that does not serve leaves a working membership alone.
 // localControlPlane, the handles on the running services, follows the same
-// rule (withdrawn when the run ends) but no worker reads it; it is for the
-// node agent and its tests.
+// rule (withdrawn when the run ends); it is for the node agent and its
+// tests, and for the kubernetes worker, which takes the consensus member
+// from it and waits on that member's own status.
 //
 // # What it does not do
 //
 // The role server does not enrol the node: credentials come from outside
-// (bootstrap, registration, or rejoining after a reboot). The kubernetes
-// worker does not run Kubernetes yet; its status says so.
+// (bootstrap, registration, or rejoining after a reboot).
+//
+// # Kubernetes
+//
+// The kubernetes worker runs the Kubernetes control plane (kube-apiserver,
+// kube-controller-manager, kube-scheduler from the bundle, as child
+// processes) while the node holds KubernetesController, over the local
+// consensus member: the apiserver reaches etcd only through a proxy
+// confined to the namespace "kubernetes" (kube/etcdproxy), and the PKI is
+// the cluster's, kept in the curator's namespace (kube/pki). Its status
+// tells what runs and whether the apiserver is ready, and why a held role
+// is not run: no bundle given to the node agent, or KubernetesWorker,
+// since no kubelet runs on nodes of this kind; statuspush reports it to the
+// curator.
 package roleserve

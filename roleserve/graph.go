@@ -65,6 +65,13 @@ func Produces(g *Graph, worker, name string) {
 	g.add(Edge{Worker: worker, Value: name, Writes: true})
 }
 
+// ReadsProduced declares that worker waits on the value called name that
+// another worker's runnables produce (see Produces): the local consensus
+// member's status, which the kubernetes worker follows.
+func ReadsProduced(g *Graph, worker, name string) {
+	g.add(Edge{Worker: worker, Value: name, Writes: false})
+}
+
 // declared reports whether worker declared a use of the value called name.
 func (g *Graph) declared(worker, name string) bool {
 	g.mu.Lock()

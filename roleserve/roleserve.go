@@ -22,6 +22,9 @@ type Config struct {
 	// ControlPlane configures the controlplane worker. Its Address
 	// defaults to Node.ExternalAddress.
 	ControlPlane ControlPlaneConfig
+	// Kubernetes configures the kubernetes worker; its zero value runs no
+	// Kubernetes (the status says why).
+	Kubernetes KubernetesConfig
 	// RolesFile keeps the node's last known roles (localstorage's
 	// Data.Roles).
 	RolesFile localstorage.File
@@ -60,6 +63,9 @@ func (c *Config) validate() error {
 	}
 	if c.DirectoryFile.Path == "" {
 		errs = append(errs, errors.New("DirectoryFile is required"))
+	}
+	if err := c.Kubernetes.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("role server config: %w", err)
@@ -102,7 +108,7 @@ func New(cfg Config, v *Values) (*RoleServer, error) {
 	add("statuspush", newWorkerStatusPush(g, v, cfg.Node, cfg.ControlPlane.consensusPort()).run)
 	add("heartbeat", newWorkerHeartbeat(g, v).run)
 	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
-	add("kubernetes", newWorkerKubernetes(g, v).run)
+	add("kubernetes", newWorkerKubernetes(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
 	// The graph is fixed once the workers are built: a worker that reads
 	// what nobody writes would wait forever, so refuse to start at all.
 	if err := g.Check(externalValues...); err != nil {

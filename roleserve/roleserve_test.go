@@ -31,10 +31,10 @@ func TestRoleServerGraph(t *testing.T) {
 	const want = `clusterdirectory: reads membership; writes directory
 controlplane: reads localRoles; writes consensus.status, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
-kubernetes: reads localRoles; writes kubernetes
+kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localRoles
-statuspush: reads localCurator, membership; writes nothing
+statuspush: reads kubernetes, localCurator, membership; writes nothing
 `
 	if got := rs.Graph().String(); got != want {
 		t.Errorf("graph:\n%s\nwant:\n%s", got, want)

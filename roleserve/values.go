@@ -4,7 +4,10 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -29,7 +32,8 @@ type Values struct {
 	// are known.
 	LocalRoles memory.Value[*cpb.Roles]
 	// LocalControlPlane is the consensus member and curator running on this
-	// node; nil when none runs.
+	// node; nil when none runs. The kubernetes worker reads it for the
+	// consensus member (and waits on that member's own status).
 	LocalControlPlane memory.Value[*LocalControlPlane]
 	// LocalCurator is where the curator on this node serves: set only
 	// while it serves (its Status is set), nil otherwise, never unset once
@@ -57,12 +61,7 @@ func NewValues() *Values {
 	v.LocalRoles.Equal = func(a, b *cpb.Roles) bool { return proto.Equal(a, b) }
 	v.Directory.Equal = sameEndpoints
 	v.LocalCurator.Equal = func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }
-	v.Kubernetes.Equal = func(a, b *KubernetesStatus) bool {
-		if a == nil || b == nil {
-			return a == b
-		}
-		return a.Controller == b.Controller && a.Worker == b.Worker && a.Note == b.Note && slices.Equal(a.Running, b.Running)
-	}
+	v.Kubernetes.Equal = kubernetesStatusEqual
 	return v
 }
 
@@ -113,9 +112,10 @@ type ClusterMembership struct {
 // LocalControlPlane is the control plane running on this node: handles on
 // its services, for the node and its tests. Its writer (the controlplane
 // worker) sets it to nil when it starts and when its run ends, and publishes
-// it once the consensus member votes and the curator has been started. No
-// worker reads it: "the local curator serves" is LocalCurator, published
-// only while it is true.
+// it once the consensus member votes and the curator has been started.
+// Workers that need the curator do not read it: "the local curator serves"
+// is LocalCurator, published only while it is true. The kubernetes worker
+// reads it for the consensus member, whose own status it then waits on.
 type LocalControlPlane struct {
 	// Consensus is the local consensus member.
 	Consensus *consensus.Service
@@ -134,16 +134,85 @@ type LocalCuratorService interface {
 
 var _ LocalCuratorService = (*curator.Service)(nil)
 
-// KubernetesStatus is what the Kubernetes worker runs on this node.
+// KubernetesStatus is what the kubernetes worker runs on this node. It
+// tells the truth: a role the node holds but does not run has a note
+// saying why.
 type KubernetesStatus struct {
 	// Controller is set when the node holds KubernetesController.
 	Controller bool
 	// Worker is set when the node holds KubernetesWorker.
 	Worker bool
-	// Running lists the Kubernetes services actually running. Empty for
-	// now: running them is the subject of a later issue, and this status
-	// says so rather than pretending.
+	// Running lists the control-plane components whose processes run
+	// (controlplane.APIServer, ...), in that order.
 	Running []string
-	// Note explains what is and is not running.
-	Note string
+	// Ready is set while the apiserver answers /readyz with ok.
+	Ready bool
+	// Server is the apiserver's URL while the control plane runs.
+	Server string
+	// ControllerNote says why KubernetesController, when held, is not run
+	// in full (not available, starting, a component down); empty when it
+	// runs and is ready.
+	ControllerNote string
+	// WorkerNote says why KubernetesWorker, when held, is not run.
+	WorkerNote string
+}
+
+func kubernetesStatusEqual(a, b *KubernetesStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Controller == b.Controller && a.Worker == b.Worker && slices.Equal(a.Running, b.Running) &&
+		a.Ready == b.Ready && a.Server == b.Server && a.ControllerNote == b.ControllerNote && a.WorkerNote == b.WorkerNote
+}
+
+// String summarises the status on one line, for logs and the node API.
+func (s *KubernetesStatus) String() string {
+	if s == nil {
+		return "none"
+	}
+	var parts []string
+	if s.Controller {
+		c := "controller: " + dashIfEmpty(strings.Join(s.Running, ", ")) + " running"
+		if s.Ready {
+			c += ", apiserver ready at " + s.Server
+		}
+		if s.ControllerNote != "" {
+			c += " (" + s.ControllerNote + ")"
+		}
+		parts = append(parts, c)
+	}
+	if s.Worker {
+		parts = append(parts, "worker: "+s.WorkerNote)
+	}
+	if len(parts) == 0 {
+		return "no Kubernetes roles"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// Proto is the status as the node reports it to the curator (NodeStatus),
+// nil while the node holds no Kubernetes role.
+func (s *KubernetesStatus) Proto() *cpb.KubernetesStatus {
+	if s == nil || (!s.Controller && !s.Worker) {
+		return nil
+	}
+	p := &cpb.KubernetesStatus{
+		Running:        slices.Clone(s.Running),
+		ApiserverReady: s.Ready,
+		ControllerNote: s.ControllerNote,
+		WorkerNote:     s.WorkerNote,
+	}
+	if u, err := url.Parse(s.Server); err == nil && s.Server != "" {
+		if port, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+			p.ApiserverPort = uint32(port)
+		}
+	}
+	return p
 }

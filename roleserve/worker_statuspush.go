@@ -15,12 +15,14 @@ import (
 )
 
 // workerStatusPush reports this node's status to the curator whenever it
-// changes: its address, version and boot, and the curator it runs, which
-// is how the other nodes find that curator (see workerClusterDirectory).
+// changes: its address, version and boot, the curator it runs, which is
+// how the other nodes find that curator (see workerClusterDirectory), and
+// what it runs of Kubernetes (what polisctl node describe shows).
 type workerStatusPush struct {
 	g            *Graph
 	membership   event.ValueWatch[*ClusterMembership]   // reads
 	localCurator event.ValueWatch[*cpb.CuratorEndpoint] // reads
+	kubernetes   event.ValueWatch[*KubernetesStatus]    // reads
 
 	node NodeInfo
 	// consensusPort is where a consensus member on this node listens for
@@ -35,6 +37,7 @@ func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint1
 		g:             g,
 		membership:    Reads[*ClusterMembership](g, name, &v.Membership),
 		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
+		kubernetes:    Reads[*KubernetesStatus](g, name, &v.Kubernetes),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -51,6 +54,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	local := Input(in, w.localCurator, nil)
+	kube := Input(in, w.kubernetes, nil)
 
 	// sent is what this run reported; a restart reports again, since a
 	// failed call may or may not have reached the curator.
@@ -60,7 +64,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		status := w.status(local.Latest())
+		status := w.status(local.Latest(), kube.Latest())
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
 		if proto.Equal(status, sent) && !m.Changed() {
@@ -77,14 +81,15 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 }
 
 // status is the node's status with the local curator serving at local (nil:
-// none), without a timestamp, so that two statuses compare equal when
-// nothing in them changed.
-func (w *workerStatusPush) status(local *cpb.CuratorEndpoint) *cpb.NodeStatus {
+// none) and Kubernetes as kube says, without a timestamp, so that two
+// statuses compare equal when nothing in them changed.
+func (w *workerStatusPush) status(local *cpb.CuratorEndpoint, kube *KubernetesStatus) *cpb.NodeStatus {
 	s := &cpb.NodeStatus{
 		ExternalAddress:   w.node.ExternalAddress.String(),
 		Version:           w.node.Version,
 		BootId:            w.node.BootID,
 		ConsensusPeerPort: uint32(w.consensusPort),
+		Kubernetes:        kube.Proto(),
 	}
 	if local != nil {
 		s.RunningCurator = &cpb.RunningCurator{Port: local.GetPort()}

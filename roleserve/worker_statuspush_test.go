@@ -24,6 +24,7 @@ func TestStatusPush(t *testing.T) {
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalCurator.Set(nil)
+	v.Kubernetes.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 
@@ -59,6 +60,22 @@ func TestStatusPush(t *testing.T) {
 	if got := latest(&f.statuses); len(got) != 2 {
 		t.Errorf("the first curator got %d statuses, want 2: %v", len(got), got)
 	}
+
+	// What runs of Kubernetes is reported too.
+	v.Kubernetes.Set(&KubernetesStatus{Controller: true, Worker: true, Running: []string{"apiserver"}, Server: "https://192.0.2.1:6443",
+		ControllerNote: "controller-manager not running", WorkerNote: noteWorkerNotRun})
+	got2 = waitFor(t, &f2.statuses, "the status with Kubernetes", statusCount(2))
+	wantKube := &cpb.KubernetesStatus{Running: []string{"apiserver"}, ApiserverPort: 6443,
+		ControllerNote: "controller-manager not running", WorkerNote: noteWorkerNotRun}
+	if k := got2[1].GetKubernetes(); !proto.Equal(k, wantKube) {
+		t.Errorf("reported Kubernetes status %v, want %v", k, wantKube)
+	}
+	// No Kubernetes role, no Kubernetes status.
+	v.Kubernetes.Set(&KubernetesStatus{})
+	got2 = waitFor(t, &f2.statuses, "the status without Kubernetes", statusCount(3))
+	if k := got2[2].GetKubernetes(); k != nil {
+		t.Errorf("a node without Kubernetes roles reported %v", k)
+	}
 }
 
 // A failed report fails the worker; its restart reports again.
@@ -68,6 +85,7 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	v.LocalCurator.Set(nil)
+	v.Kubernetes.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
@@ -81,6 +99,7 @@ func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
 	v.Membership.Name = "renamed-membership"
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	v.LocalCurator.Set(nil)
+	v.Kubernetes.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the first status", statusCount(1))

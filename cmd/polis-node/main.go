@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -90,6 +91,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.UintVar(&metricsPort, "metrics-port", nodeapi.DefaultMetricsPort, "the port of /metrics (plain HTTP on a loopback address, else HTTPS with the cluster's mTLS)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
+	fs.StringVar(&o.cfg.KubernetesBundle, "kubernetes-bundle", "", "the absolute path of the Kubernetes bundle (polis-kube, built by polis-kube-build); without it the node runs no Kubernetes, and says so while it holds KubernetesController")
 	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +129,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		return nil, errors.New("--lease-ttl and --heartbeat-interval must not be negative")
 	}
 	o.cfg.LeaseTTL, o.cfg.HeartbeatInterval = leaseTTL, heartbeatIntv
+	if b := o.cfg.KubernetesBundle; b != "" && !filepath.IsAbs(b) {
+		return nil, fmt.Errorf("--kubernetes-bundle %q: give an absolute path", b)
+	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return nil, fmt.Errorf("--log-format %q: want json or console", o.logFormat)
 	}
@@ -200,7 +205,8 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		zap.String("storage", o.cfg.StorageRoot),
 		zap.Stringer("address", o.cfg.Address),
 		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
-		zap.Uint16("curator_port", o.cfg.CuratorPort))
+		zap.Uint16("curator_port", o.cfg.CuratorPort),
+		zap.String("kubernetes_bundle", o.cfg.KubernetesBundle))
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")

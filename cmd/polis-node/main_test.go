@@ -29,6 +29,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--metrics-port", "65536"}, wantErr: "--metrics-port 65536: not a port"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-bundle", "polis-kube"}, wantErr: "--kubernetes-bundle \"polis-kube\": give an absolute path"},
 	} {
 		o, err := parseFlags(tc.args, io.Discard)
 		if tc.wantErr == "" {
@@ -79,5 +80,16 @@ func TestLoggerFeedsTheRing(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "hello") {
 		t.Errorf("the output lost the line: %q", buf.String())
+	}
+}
+
+// The bundle's path reaches the node's configuration.
+func TestKubernetesBundleFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-bundle", "/opt/polis/polis-kube"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.KubernetesBundle != "/opt/polis/polis-kube" {
+		t.Errorf("KubernetesBundle %q", o.cfg.KubernetesBundle)
 	}
 }

@@ -30,6 +30,10 @@ const (
 	Scheduler         = "scheduler"
 )
 
+// StatusName is the name of a Runner's status value (event.Info), by which
+// the role server's graph knows it.
+const StatusName = "kube.controlplane.status"
+
 // probeEvery is how often the apiserver's /readyz is asked; probeTimeout
 // bounds one ask.
 const (
@@ -102,7 +106,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg}
-	r.status.Name = "kube.controlplane.status"
+	r.status.Name = StatusName
 	r.cur.Server = cfg.Server()
 	r.cur.NotReady = "not started"
 	for _, n := range []string{APIServer, ControllerManager, Scheduler} {

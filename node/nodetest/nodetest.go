@@ -83,6 +83,10 @@ type Node struct {
 	// PowerRequests receives the node API's Reboot and PowerOff requests;
 	// nothing else happens to the agent (the test decides).
 	PowerRequests chan nodeapi.PowerAction
+	// KubernetesBundle and KubernetesAPIServerPort are passed to the agent
+	// (node.Config); set them before Start.
+	KubernetesBundle        string
+	KubernetesAPIServerPort uint16
 
 	stop func()
 }
@@ -123,12 +127,14 @@ func (n *Node) Start(t testing.TB) {
 	t.Helper()
 	n.Logs = logring.New(logring.Config{})
 	a, err := node.New(node.Config{
-		StorageRoot:       filepath.Join(n.Dir, "storage"),
-		Address:           n.Addr,
-		ParametersFile:    n.ParametersFile(),
-		LeaseTTL:          LeaseTTL,
-		HeartbeatInterval: HeartbeatInterval,
-		LogRing:           n.Logs,
+		StorageRoot:             filepath.Join(n.Dir, "storage"),
+		Address:                 n.Addr,
+		ParametersFile:          n.ParametersFile(),
+		LeaseTTL:                LeaseTTL,
+		HeartbeatInterval:       HeartbeatInterval,
+		LogRing:                 n.Logs,
+		KubernetesBundle:        n.KubernetesBundle,
+		KubernetesAPIServerPort: n.KubernetesAPIServerPort,
 		Power: func(a nodeapi.PowerAction) {
 			select {
 			case n.PowerRequests <- a:

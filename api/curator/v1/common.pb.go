@@ -639,8 +639,11 @@ type NodeStatus struct {
 	// so the node must choose it in advance. 0 (unset) while the node
 	// cannot run a consensus member; ConsensusMember is then refused.
 	ConsensusPeerPort uint32 `protobuf:"varint,6,opt,name=consensus_peer_port,json=consensusPeerPort,proto3" json:"consensus_peer_port,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the node runs of Kubernetes; unset while it holds no Kubernetes
+	// role.
+	Kubernetes    *KubernetesStatus `protobuf:"bytes,7,opt,name=kubernetes,proto3" json:"kubernetes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -715,6 +718,100 @@ func (x *NodeStatus) GetConsensusPeerPort() uint32 {
 	return 0
 }
 
+func (x *NodeStatus) GetKubernetes() *KubernetesStatus {
+	if x != nil {
+		return x.Kubernetes
+	}
+	return nil
+}
+
+// KubernetesStatus is what a node runs for its Kubernetes roles, as its
+// kubernetes worker sees it.
+type KubernetesStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The control-plane components whose processes run on the node:
+	// "apiserver", "controller-manager", "scheduler".
+	Running []string `protobuf:"bytes,1,rep,name=running,proto3" json:"running,omitempty"`
+	// Whether the node's apiserver answers /readyz with ok.
+	ApiserverReady bool `protobuf:"varint,2,opt,name=apiserver_ready,json=apiserverReady,proto3" json:"apiserver_ready,omitempty"`
+	// The TCP port of the node's apiserver, at its external address; 0 while
+	// none runs.
+	ApiserverPort uint32 `protobuf:"varint,3,opt,name=apiserver_port,json=apiserverPort,proto3" json:"apiserver_port,omitempty"`
+	// Why KubernetesController, when held, is not run in full; empty when it
+	// is, or is not held. At most 200 bytes.
+	ControllerNote string `protobuf:"bytes,4,opt,name=controller_note,json=controllerNote,proto3" json:"controller_note,omitempty"`
+	// Why KubernetesWorker, when held, is not run; empty when it is not
+	// held. At most 200 bytes.
+	WorkerNote    string `protobuf:"bytes,5,opt,name=worker_note,json=workerNote,proto3" json:"worker_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubernetesStatus) Reset() {
+	*x = KubernetesStatus{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubernetesStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubernetesStatus) ProtoMessage() {}
+
+func (x *KubernetesStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubernetesStatus.ProtoReflect.Descriptor instead.
+func (*KubernetesStatus) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *KubernetesStatus) GetRunning() []string {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+func (x *KubernetesStatus) GetApiserverReady() bool {
+	if x != nil {
+		return x.ApiserverReady
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetApiserverPort() uint32 {
+	if x != nil {
+		return x.ApiserverPort
+	}
+	return 0
+}
+
+func (x *KubernetesStatus) GetControllerNote() string {
+	if x != nil {
+		return x.ControllerNote
+	}
+	return ""
+}
+
+func (x *KubernetesStatus) GetWorkerNote() string {
+	if x != nil {
+		return x.WorkerNote
+	}
+	return ""
+}
+
 // RunningCurator describes the curator a node runs.
 type RunningCurator struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -726,7 +823,7 @@ type RunningCurator struct {
 
 func (x *RunningCurator) Reset() {
 	*x = RunningCurator{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +835,7 @@ func (x *RunningCurator) String() string {
 func (*RunningCurator) ProtoMessage() {}
 
 func (x *RunningCurator) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +848,7 @@ func (x *RunningCurator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningCurator.ProtoReflect.Descriptor instead.
 func (*RunningCurator) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunningCurator) GetPort() uint32 {
@@ -777,7 +874,7 @@ type CuratorEndpoint struct {
 
 func (x *CuratorEndpoint) Reset() {
 	*x = CuratorEndpoint{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +886,7 @@ func (x *CuratorEndpoint) String() string {
 func (*CuratorEndpoint) ProtoMessage() {}
 
 func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +899,7 @@ func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CuratorEndpoint.ProtoReflect.Descriptor instead.
 func (*CuratorEndpoint) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CuratorEndpoint) GetNodeId() string {
@@ -849,7 +946,7 @@ type ClusterDirectory struct {
 
 func (x *ClusterDirectory) Reset() {
 	*x = ClusterDirectory{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +958,7 @@ func (x *ClusterDirectory) String() string {
 func (*ClusterDirectory) ProtoMessage() {}
 
 func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +971,7 @@ func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDirectory.ProtoReflect.Descriptor instead.
 func (*ClusterDirectory) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClusterDirectory) GetCurators() []*CuratorEndpoint {
@@ -924,7 +1021,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1a\n" +
 	"\x18KubernetesControllerRole\"\x16\n" +
-	"\x14KubernetesWorkerRole\"\x9f\x02\n" +
+	"\x14KubernetesWorkerRole\"\xe3\x02\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x10external_address\x18\x01 \x01(\tR\x0fexternalAddress\x12I\n" +
@@ -932,7 +1029,17 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x17\n" +
 	"\aboot_id\x18\x04 \x01(\tR\x06bootId\x128\n" +
 	"\ttimestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12.\n" +
-	"\x13consensus_peer_port\x18\x06 \x01(\rR\x11consensusPeerPort\"$\n" +
+	"\x13consensus_peer_port\x18\x06 \x01(\rR\x11consensusPeerPort\x12B\n" +
+	"\n" +
+	"kubernetes\x18\a \x01(\v2\".polis.curator.v1.KubernetesStatusR\n" +
+	"kubernetes\"\xc6\x01\n" +
+	"\x10KubernetesStatus\x12\x18\n" +
+	"\arunning\x18\x01 \x03(\tR\arunning\x12'\n" +
+	"\x0fapiserver_ready\x18\x02 \x01(\bR\x0eapiserverReady\x12%\n" +
+	"\x0eapiserver_port\x18\x03 \x01(\rR\rapiserverPort\x12'\n" +
+	"\x0fcontroller_note\x18\x04 \x01(\tR\x0econtrollerNote\x12\x1f\n" +
+	"\vworker_note\x18\x05 \x01(\tR\n" +
+	"workerNote\"$\n" +
 	"\x0eRunningCurator\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\"X\n" +
 	"\x0fCuratorEndpoint\x12\x17\n" +
@@ -968,7 +1075,7 @@ func file_polis_curator_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_polis_curator_v1_common_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: polis.curator.v1.NodeState
 	(NodeHealth)(0),                  // 1: polis.curator.v1.NodeHealth
@@ -980,33 +1087,35 @@ var file_polis_curator_v1_common_proto_goTypes = []any{
 	(*KubernetesControllerRole)(nil), // 7: polis.curator.v1.KubernetesControllerRole
 	(*KubernetesWorkerRole)(nil),     // 8: polis.curator.v1.KubernetesWorkerRole
 	(*NodeStatus)(nil),               // 9: polis.curator.v1.NodeStatus
-	(*RunningCurator)(nil),           // 10: polis.curator.v1.RunningCurator
-	(*CuratorEndpoint)(nil),          // 11: polis.curator.v1.CuratorEndpoint
-	(*ClusterDirectory)(nil),         // 12: polis.curator.v1.ClusterDirectory
-	nil,                              // 13: polis.curator.v1.Node.LabelsEntry
-	(*durationpb.Duration)(nil),      // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*KubernetesStatus)(nil),         // 10: polis.curator.v1.KubernetesStatus
+	(*RunningCurator)(nil),           // 11: polis.curator.v1.RunningCurator
+	(*CuratorEndpoint)(nil),          // 12: polis.curator.v1.CuratorEndpoint
+	(*ClusterDirectory)(nil),         // 13: polis.curator.v1.ClusterDirectory
+	nil,                              // 14: polis.curator.v1.Node.LabelsEntry
+	(*durationpb.Duration)(nil),      // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_common_proto_depIdxs = []int32{
 	0,  // 0: polis.curator.v1.Node.state:type_name -> polis.curator.v1.NodeState
 	3,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
 	9,  // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
-	13, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
+	14, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
 	1,  // 4: polis.curator.v1.Node.health:type_name -> polis.curator.v1.NodeHealth
-	14, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
+	15, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
 	4,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
 	7,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
 	8,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
 	5,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
 	6,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
-	10, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
-	15, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
-	11, // 13: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	11, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
+	16, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
+	10, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
+	12, // 14: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_common_proto_init() }
@@ -1020,7 +1129,7 @@ func file_polis_curator_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_common_proto_rawDesc), len(file_polis_curator_v1_common_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
