@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -171,7 +172,9 @@ func (r *rpcServer) IssueKubernetesCredentials(ctx context.Context, req *cpb.Iss
 }
 
 // kubernetesAPIServers lists, in node ID order, where the apiserver of
-// each UP node holding KubernetesController listens.
+// each UP node holding KubernetesController listens: at its external
+// address, on the port its status reports (KubernetesStatus), else
+// controlplane.DefaultPort.
 func kubernetesAPIServers(snap *nodeSnapshot) []*cpb.KubernetesAPIServer {
 	var out []*cpb.KubernetesAPIServer
 	for _, id := range slices.Sorted(maps.Keys(snap.nodes)) {
@@ -183,7 +186,10 @@ func kubernetesAPIServers(snap *nodeSnapshot) []*cpb.KubernetesAPIServer {
 		if err != nil {
 			continue // not reported yet: nowhere to reach it
 		}
-		out = append(out, &cpb.KubernetesAPIServer{NodeId: id, Address: addr.String(), Port: controlplane.DefaultPort})
+		// The port the node reports, once its apiserver runs; until then
+		// the one it will run on unless configured otherwise.
+		port := cmp.Or(n.Status.GetKubernetes().GetApiserverPort(), controlplane.DefaultPort)
+		out = append(out, &cpb.KubernetesAPIServer{NodeId: id, Address: addr.String(), Port: port})
 	}
 	return out
 }

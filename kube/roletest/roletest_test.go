@@ -44,8 +44,9 @@ const waitTimeout = 5 * time.Minute
 // components is every control-plane component, in the status' order.
 var components = []string{controlplane.APIServer, controlplane.ControllerManager, controlplane.Scheduler}
 
-// controller is one node agent bootstrapped with the bundle: the
-// bootstrapping node holds ConsensusMember and KubernetesController.
+// controller is one node agent bootstrapped with the bundle, then given
+// KubernetesController (a new cluster's first node holds ConsensusMember
+// only).
 type controller struct {
 	node   *nodetest.Node
 	id     string
@@ -68,7 +69,9 @@ func startController(t testing.TB) *controller {
 	n.Start(t)
 	creds := n.Credentials(t)
 	curators := []*cpb.CuratorEndpoint{{NodeId: creds.NodeID, Address: addr.String(), Port: roleserve.DefaultCuratorPort}}
-	return &controller{node: n, id: creds.NodeID, bundle: bundle, mgmt: nodetest.Owner(t, ownerKey, creds.CACertificate, curators)}
+	c := &controller{node: n, id: creds.NodeID, bundle: bundle, mgmt: nodetest.Owner(t, ownerKey, creds.CACertificate, curators)}
+	c.setRole(t, true)
+	return c
 }
 
 // waitKube waits until the node's Kubernetes status satisfies pred.

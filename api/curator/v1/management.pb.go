@@ -1038,7 +1038,8 @@ type KubernetesAPIServer struct {
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// The node's external address (NodeStatus.external_address).
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// The apiserver's TCP port (6443).
+	// The apiserver's TCP port: the one the node reports
+	// (KubernetesStatus.apiserver_port), or 6443 while it reports none.
 	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
