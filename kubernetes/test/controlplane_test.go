@@ -118,62 +118,11 @@ func TestControlPlaneWithClientGo(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating a ConfigMap: %v", err)
 	}
-	cms, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("listing ConfigMaps: %v", err)
-	}
-	found := false
-	for _, c := range cms.Items {
-		found = found || (c.Name == "hello" && c.Data["greeting"] == "hello")
-	}
-	if !found {
-		t.Errorf("the ConfigMap is not listed: %v", cms.Items)
-	}
-
+	checkConfigMapListed(ctx, t, cs)
 	// A Deployment gets its ReplicaSet from the controller-manager and its
-	// Pods, Pending with no kubelet to run them; the scheduler has seen
-	// them (it reports that no node fits).
-	replicas := int32(2)
-	labels := map[string]string{"app": "web"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:1"}}},
-			},
-		},
-	}
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating a Deployment: %v", err)
-	}
-	pods := waitList(ctx, t, "2 Pending pods of web, seen by the scheduler", func() (bool, string, error) {
-		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil {
-			return false, "", err
-		}
-		n := 0
-		var seen []string
-		for _, p := range list.Items {
-			seen = append(seen, p.Name+":"+string(p.Status.Phase))
-			for _, c := range p.Status.Conditions {
-				if p.Status.Phase == corev1.PodPending && c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					n++
-				}
-			}
-		}
-		return n == 2, strings.Join(seen, " "), nil
-	})
-	t.Logf("pods: %s", pods)
-	rs, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs.Items) != 1 || len(rs.Items[0].OwnerReferences) != 1 || rs.Items[0].OwnerReferences[0].Name != "web" {
-		t.Errorf("ReplicaSets of web: %+v", rs.Items)
-	}
+	// Pods, Pending with no kubelet to run them.
+	createDeployment(ctx, t, cs)
+	waitDeploymentPods(ctx, t, cs)
 
 	// Every key in etcd is the apiserver's, under the confined prefix.
 	for _, k := range kubetest.AllKeys(t, raw) {
@@ -204,4 +153,82 @@ func waitList(ctx context.Context, t *testing.T, what string, check func() (bool
 		case <-tick.C:
 		}
 	}
+}
+
+// checkConfigMapListed checks that the ConfigMap "hello" created before is
+// listed.
+func checkConfigMapListed(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
+	cms, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing ConfigMaps: %v", err)
+	}
+	found := false
+	for _, c := range cms.Items {
+		found = found || (c.Name == "hello" && c.Data["greeting"] == "hello")
+	}
+	if !found {
+		t.Errorf("the ConfigMap is not listed: %v", cms.Items)
+	}
+}
+
+// createDeployment creates the Deployment "web" of two replicas.
+func createDeployment(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
+	replicas := int32(2)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:1"}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Deployment: %v", err)
+	}
+}
+
+// waitDeploymentPods waits until "web" has its ReplicaSet from the
+// controller-manager and its two Pods, Pending with no kubelet to run
+// them, which the scheduler has seen (it reports that no node fits).
+func waitDeploymentPods(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
+	pods := waitList(ctx, t, "2 Pending pods of web, seen by the scheduler", func() (bool, string, error) {
+		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, "", err
+		}
+		n := 0
+		var seen []string
+		for _, p := range list.Items {
+			seen = append(seen, p.Name+":"+string(p.Status.Phase))
+			for _, c := range p.Status.Conditions {
+				if p.Status.Phase == corev1.PodPending && c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					n++
+				}
+			}
+		}
+		return n == 2, strings.Join(seen, " "), nil
+	})
+	t.Logf("pods: %s", pods)
+	rs, err := cs.AppsV1().ReplicaSets("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Items) != 1 || len(rs.Items[0].OwnerReferences) != 1 || rs.Items[0].OwnerReferences[0].Name != "web" {
+		t.Errorf("ReplicaSets of web: %+v", rs.Items)
+	}
+}
+
+// testWriter sends progress lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
