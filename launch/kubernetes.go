@@ -71,7 +71,7 @@ func (c *Cluster) kubernetesBundle(ctx context.Context) (string, error) {
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	path, err := bundle.Builder{Progress: progressWriter{c}}.Build(ctx, out)
 	if err != nil {
-		return "", fmt.Errorf("launch: %w; run from inside the Polis repository, or pass the path of a polis-kube binary (polis-launch --kubernetes-bundle)", err)
+		return "", fmt.Errorf("launch: %w; or pass the path of a polis-kube binary (polis-launch --kubernetes-bundle)", err)
 	}
 	return path, nil
 }
