@@ -4,5 +4,8 @@
 // kube/controlplane; client-go (which only this module may import, to keep
 // Kubernetes out of the main module) creates objects and the test checks
 // what the controller-manager and scheduler make of them and where they
-// are stored. scripts/test runs it after the main module's tests.
+// are stored. TestLaunchedClusterWithKubernetes does what an operator
+// does: the real polis-launch --kubernetes, polisctl kubeconfig, and
+// client-go with nothing but that kubeconfig. scripts/test runs it after
+// the main module's tests.
 package test
