@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,8 +135,13 @@ func TestIssueKubernetesCredentials(t *testing.T) {
 	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
 		t.Fatalf("giving the first node KubernetesController: %v", err)
 	}
-	// A node that holds no Kubernetes role is no apiserver.
+	// A node that holds no Kubernetes role is no apiserver; a second
+	// controller node is, on the port its status reports.
 	c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	other.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}, KubernetesController: &cpb.KubernetesControllerRole{}}
+	other.Status.Kubernetes = &cpb.KubernetesStatus{Running: []string{"apiserver"}, ApiserverPort: 16443}
+	c.putNode(other)
 	before := time.Now()
 	resp, err := m.IssueKubernetesCredentials(ctx, req)
 	if err != nil {
@@ -173,7 +179,11 @@ func TestIssueKubernetesCredentials(t *testing.T) {
 	if life := cert.NotAfter.Sub(before); life > KubernetesAdminLifetime || life < KubernetesAdminLifetime-time.Minute {
 		t.Errorf("the client certificate is valid for %v from now, want %v", life, KubernetesAdminLifetime)
 	}
-	want := []*cpb.KubernetesAPIServer{{NodeId: first, Address: c.status.Address.Addr().String(), Port: controlplane.DefaultPort}}
+	want := []*cpb.KubernetesAPIServer{
+		{NodeId: first, Address: c.status.Address.Addr().String(), Port: controlplane.DefaultPort},
+		{NodeId: other.Id, Address: other.Status.ExternalAddress, Port: 16443},
+	}
+	slices.SortFunc(want, func(a, b *cpb.KubernetesAPIServer) int { return strings.Compare(a.NodeId, b.NodeId) })
 	if !slices.EqualFunc(resp.ApiServers, want, func(a, b *cpb.KubernetesAPIServer) bool { return proto.Equal(a, b) }) {
 		t.Errorf("apiservers %v, want %v", resp.ApiServers, want)
 	}
