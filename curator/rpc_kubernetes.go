@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -146,7 +147,11 @@ func (r *rpcServer) IssueKubernetesCredentials(ctx context.Context, req *cpb.Iss
 		return nil, status.Error(codes.FailedPrecondition, "no node holds the KubernetesController role, so no apiserver runs: give one to a consensus member (polisctl node add-role NODE kubernetes-controller)")
 	}
 	cluster, _, _, err := r.s.kubernetesPKI(ctx, l)
-	if err != nil {
+	switch {
+	case errors.Is(err, pki.ErrCorruptCluster):
+		// Never replaced by itself: every controller node depends on it.
+		return nil, status.Errorf(codes.Internal, "the cluster's Kubernetes PKI in etcd (%s) cannot be used: %v", pki.StoreKey, err)
+	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "reading the Kubernetes PKI: %v", err)
 	}
 	groups := []string{pki.MastersGroup}
