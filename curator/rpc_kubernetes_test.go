@@ -226,3 +226,29 @@ func TestIssueKubernetesCredentials(t *testing.T) {
 	_, err = cpb.NewManagementServiceClient(c.asUserCert(alice, aliceKey)).IssueKubernetesCredentials(ctx, req)
 	wantStatus(t, "as another user", err, codes.PermissionDenied, "")
 }
+
+// A stored PKI that cannot be used is reported, and never replaced: every
+// controller node and every issued certificate depends on it.
+func TestCorruptKubernetesPKI(t *testing.T) {
+	c := newTestCluster(t)
+	first := identity.NodeID(c.nodeKey.Public().(ed25519.PublicKey))
+	if _, err := c.management().UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	follower := c.startFollower()
+	if _, err := c.etcd.Put(ctxT(t), pki.StoreKey, "{not a PKI"); err != nil {
+		t.Fatal(err)
+	}
+	c.curator.election.Resign()
+	if _, err := event.Get(ctxT(t), &follower.leader, event.Filter(func(l *leaderState) bool { return l != nil })); err != nil {
+		t.Fatal(err)
+	}
+	key := newP256(t)
+	m := cpb.NewManagementServiceClient(c.at(followerAddress(t, follower)).asOwner())
+	_, err := m.IssueKubernetesCredentials(ctxT(t), &cpb.IssueKubernetesCredentialsRequest{PublicKey: pkixDER(t, &key.PublicKey)})
+	wantStatus(t, "with a corrupt PKI", err, codes.Internal, pki.StoreKey)
+	resp, err := c.etcd.Get(ctxT(t), pki.StoreKey)
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "{not a PKI" {
+		t.Errorf("the corrupt PKI was replaced: %v, %v", resp, err)
+	}
+}
