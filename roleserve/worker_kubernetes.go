@@ -71,6 +71,12 @@ const (
 	// kubernetesClusterName names the cluster in its Kubernetes CA; the
 	// controller-manager's --cluster-name is the same.
 	kubernetesClusterName = "polis"
+	// kubernetesStopGrace is how long a component may take to stop before
+	// it is killed. With etcd there, the apiserver stops in about a second;
+	// when the whole node stops, etcd stops alongside and the apiserver's
+	// clean shutdown waits on it until killed. Killing it loses nothing:
+	// its state is in etcd.
+	kubernetesStopGrace = 5 * time.Second
 	// pkiTimeout bounds reading (or creating) the PKI in etcd.
 	pkiTimeout = 30 * time.Second
 	// maxNoteLen bounds each note of the status, which the node reports to
@@ -298,6 +304,7 @@ func (w *workerKubernetes) start(ctx context.Context, st *consensus.Status) (*co
 		Address:      w.address,
 		Port:         int(port),
 		EtcdEndpoint: proxy.Endpoint(),
+		StopGrace:    kubernetesStopGrace,
 	})
 	if err != nil {
 		return nil, err
@@ -380,7 +387,7 @@ func truncateNote(s string) string {
 // proxyStopBound bounds how long the confined etcd proxy keeps serving,
 // once stopped, for components that have not stopped yet: longer than the
 // runner's grace before it kills them.
-const proxyStopBound = controlplane.DefaultStopGrace + 5*time.Second
+const proxyStopBound = kubernetesStopGrace + 5*time.Second
 
 // proxyOutliving runs the proxy so that it outlives the components: when
 // the run is cancelled, every runnable of it is cancelled at once, and an
