@@ -19,7 +19,6 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
-	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/controlplane"
 	"github.com/polis-os/polis/kube/kubetest"
@@ -56,19 +55,17 @@ type controller struct {
 func startController(t testing.TB) *controller {
 	t.Helper()
 	bundle := kubetest.Bundle(t)
-	addr := subnets.Addrs(1)[0]
-	n := nodetest.NewNode(t, addr)
-	n.KubernetesBundle = bundle
-	n.KubernetesAPIServerPort = testutil.FreePort(t, addr).Port()
-	ownerKey, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
+	c := nodetest.FormClusterWith(t, 1, &subnets, withBundle(t, bundle))
+	return &controller{node: c.Node(0), id: c.IDs[0], bundle: bundle, mgmt: c.Management}
+}
+
+// withBundle gives a node the bundle and a free apiserver port at its
+// address.
+func withBundle(t testing.TB, bundle string) func(*nodetest.Node) {
+	return func(n *nodetest.Node) {
+		n.KubernetesBundle = bundle
+		n.KubernetesAPIServerPort = testutil.FreePort(t, n.Addr).Port()
 	}
-	n.WriteParameters(t, nodetest.BootstrapParameters(ownerKey))
-	n.Start(t)
-	creds := n.Credentials(t)
-	curators := []*cpb.CuratorEndpoint{{NodeId: creds.NodeID, Address: addr.String(), Port: roleserve.DefaultCuratorPort}}
-	return &controller{node: n, id: creds.NodeID, bundle: bundle, mgmt: nodetest.Owner(t, ownerKey, creds.CACertificate, curators)}
 }
 
 // waitKube waits until the node's Kubernetes status satisfies pred.
