@@ -49,8 +49,18 @@ func (c *KubernetesConfig) validate() error {
 	if !filepath.IsAbs(c.Dir) {
 		return fmt.Errorf("Kubernetes.Dir %q is not an absolute path (it is required with a bundle)", c.Dir)
 	}
+	if sock := c.etcdSocket(); len(sock) > maxSocketPath {
+		return fmt.Errorf("Kubernetes.Dir %q: the etcd socket %s would be longer than %d bytes, the limit for unix sockets", c.Dir, sock, maxSocketPath)
+	}
 	return nil
 }
+
+// maxSocketPath is the longest path of a unix socket (sun_path less its
+// terminating NUL).
+const maxSocketPath = 107
+
+// etcdSocket is where the confined etcd proxy serves.
+func (c *KubernetesConfig) etcdSocket() string { return filepath.Join(c.Dir, "etcd.sock") }
 
 func (c *KubernetesConfig) apiserverPort() uint16 {
 	if c.APIServerPort == 0 {
@@ -293,7 +303,7 @@ func (w *workerKubernetes) start(ctx context.Context, st *consensus.Status) (*co
 	}
 	// The proxy, a child, uses the connection until it has stopped.
 	supervisor.Cleanup(ctx, func() { conn.Close() })
-	proxy, err := etcdproxy.New(etcdproxy.Config{Client: conn.Client, Prefix: conn.Prefix, Socket: filepath.Join(w.cfg.Dir, "etcd.sock")})
+	proxy, err := etcdproxy.New(etcdproxy.Config{Client: conn.Client, Prefix: conn.Prefix, Socket: w.cfg.etcdSocket()})
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,7 @@ func TestKubernetesConfig(t *testing.T) {
 		{Bundle: "polis-kube", Dir: "/run/kube"},
 		{Bundle: "/bin/polis-kube"},
 		{Bundle: "/bin/polis-kube", Dir: "kube"},
+		{Bundle: "/bin/polis-kube", Dir: "/" + strings.Repeat("d", 100)},
 	} {
 		if err := c.validate(); err == nil {
 			t.Errorf("config %+v accepted", c)
