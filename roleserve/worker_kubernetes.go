@@ -352,7 +352,7 @@ func (w *workerKubernetes) clusterPKI(ctx context.Context, st *consensus.Status)
 
 // describe fills s from what the runner says.
 func (w *workerKubernetes) describe(s *KubernetesStatus, st *controlplane.Status) {
-	s.Server = st.Server
+	s.APIServer = netip.AddrPortFrom(w.address, w.cfg.apiserverPort())
 	// Ready only for the apiserver that runs now: between a killed
 	// apiserver and the probe's next answer, the runner's Ready is still
 	// its predecessor's.

@@ -38,7 +38,7 @@ func TestTwoControllers(t *testing.T) {
 	var servers []string
 	for i := range c.Nodes {
 		ctl := &controller{node: c.Node(i), id: c.IDs[i], bundle: bundle, mgmt: c.Management}
-		servers = append(servers, ctl.waitKube(t, "ready", ready).Server)
+		servers = append(servers, "https://"+ctl.waitKube(t, "ready", ready).APIServer.String())
 	}
 
 	// The cluster's Kubernetes PKI, as kept in etcd; an administrator's
