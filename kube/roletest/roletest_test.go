@@ -100,7 +100,8 @@ func (c *controller) setRole(t testing.TB, give bool) {
 // TestKubernetesController follows the role on one node: the bootstrapped
 // node runs a ready control plane whose keys all sit in the Kubernetes
 // namespace, reports it to the curator, restarts a killed apiserver, stops
-// every process when the role goes, and starts again when it comes back.
+// every process when the role goes, starts again when it comes back, and
+// leaves no process when the node agent stops.
 func TestKubernetesController(t *testing.T) {
 	c := startController(t)
 	st := c.waitKube(t, "ready", ready)
@@ -167,6 +168,15 @@ func TestKubernetesController(t *testing.T) {
 	c.setRole(t, true)
 	c.waitKube(t, "ready after the role came back", ready)
 	t.Logf("role added → apiserver ready: %v", time.Since(start).Round(time.Millisecond))
+
+	// The node agent stopped (its etcd stops with it): no process is left;
+	// started again, it runs the control plane again from its saved roles.
+	c.node.Stop()
+	if left := c.processes(t); len(left) != 0 {
+		t.Errorf("processes left after the node agent stopped: %v", left)
+	}
+	c.node.Start(t)
+	c.waitKube(t, "ready after the node agent restarted", ready)
 }
 
 // checkKeys lists every key of the cluster's etcd: the apiserver's are all
