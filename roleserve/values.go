@@ -4,9 +4,8 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
-	"net/url"
+	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -147,8 +146,9 @@ type KubernetesStatus struct {
 	Running []string
 	// Ready is set while the apiserver answers /readyz with ok.
 	Ready bool
-	// Server is the apiserver's URL while the control plane runs.
-	Server string
+	// APIServer is where the apiserver serves (https) while the control
+	// plane runs; the zero AddrPort otherwise.
+	APIServer netip.AddrPort
 	// ControllerNote says why KubernetesController, when held, is not run
 	// in full (not available, starting, a component down); empty when it
 	// runs and is ready.
@@ -162,7 +162,7 @@ func kubernetesStatusEqual(a, b *KubernetesStatus) bool {
 		return a == b
 	}
 	return a.Controller == b.Controller && a.Worker == b.Worker && slices.Equal(a.Running, b.Running) &&
-		a.Ready == b.Ready && a.Server == b.Server && a.ControllerNote == b.ControllerNote && a.WorkerNote == b.WorkerNote
+		a.Ready == b.Ready && a.APIServer == b.APIServer && a.ControllerNote == b.ControllerNote && a.WorkerNote == b.WorkerNote
 }
 
 // String summarises the status on one line, for logs and the node API.
@@ -172,9 +172,9 @@ func (s *KubernetesStatus) String() string {
 	}
 	var parts []string
 	if s.Controller {
-		c := "controller: " + dashIfEmpty(strings.Join(s.Running, ", ")) + " running"
+		c := "controller: " + orNothing(strings.Join(s.Running, ", ")) + " running"
 		if s.Ready {
-			c += ", apiserver ready at " + s.Server
+			c += ", apiserver ready at https://" + s.APIServer.String()
 		}
 		if s.ControllerNote != "" {
 			c += " (" + s.ControllerNote + ")"
@@ -190,7 +190,7 @@ func (s *KubernetesStatus) String() string {
 	return strings.Join(parts, "; ")
 }
 
-func dashIfEmpty(s string) string {
+func orNothing(s string) string {
 	if s == "" {
 		return "nothing"
 	}
@@ -209,10 +209,8 @@ func (s *KubernetesStatus) Proto() *cpb.KubernetesStatus {
 		ControllerNote: s.ControllerNote,
 		WorkerNote:     s.WorkerNote,
 	}
-	if u, err := url.Parse(s.Server); err == nil && s.Server != "" {
-		if port, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
-			p.ApiserverPort = uint32(port)
-		}
+	if s.APIServer.IsValid() {
+		p.ApiserverPort = uint32(s.APIServer.Port())
 	}
 	return p
 }

@@ -49,8 +49,18 @@ func (c *KubernetesConfig) validate() error {
 	if !filepath.IsAbs(c.Dir) {
 		return fmt.Errorf("Kubernetes.Dir %q is not an absolute path (it is required with a bundle)", c.Dir)
 	}
+	if sock := c.etcdSocket(); len(sock) > maxSocketPath {
+		return fmt.Errorf("Kubernetes.Dir %q: the etcd socket %s would be longer than %d bytes, the limit for unix sockets", c.Dir, sock, maxSocketPath)
+	}
 	return nil
 }
+
+// maxSocketPath is the longest path of a unix socket (sun_path less its
+// terminating NUL).
+const maxSocketPath = 107
+
+// etcdSocket is where the confined etcd proxy serves.
+func (c *KubernetesConfig) etcdSocket() string { return filepath.Join(c.Dir, "etcd.sock") }
 
 func (c *KubernetesConfig) apiserverPort() uint16 {
 	if c.APIServerPort == 0 {
@@ -71,6 +81,12 @@ const (
 	// kubernetesClusterName names the cluster in its Kubernetes CA; the
 	// controller-manager's --cluster-name is the same.
 	kubernetesClusterName = "polis"
+	// kubernetesStopGrace is how long a component may take to stop before
+	// it is killed. With etcd there, the apiserver stops in about a second;
+	// when the whole node stops, etcd stops alongside and the apiserver's
+	// clean shutdown waits on it until killed. Killing it loses nothing:
+	// its state is in etcd.
+	kubernetesStopGrace = 5 * time.Second
 	// pkiTimeout bounds reading (or creating) the PKI in etcd.
 	pkiTimeout = 30 * time.Second
 	// maxNoteLen bounds each note of the status, which the node reports to
@@ -287,7 +303,7 @@ func (w *workerKubernetes) start(ctx context.Context, st *consensus.Status) (*co
 	}
 	// The proxy, a child, uses the connection until it has stopped.
 	supervisor.Cleanup(ctx, func() { conn.Close() })
-	proxy, err := etcdproxy.New(etcdproxy.Config{Client: conn.Client, Prefix: conn.Prefix, Socket: filepath.Join(w.cfg.Dir, "etcd.sock")})
+	proxy, err := etcdproxy.New(etcdproxy.Config{Client: conn.Client, Prefix: conn.Prefix, Socket: w.cfg.etcdSocket()})
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +314,7 @@ func (w *workerKubernetes) start(ctx context.Context, st *consensus.Status) (*co
 		Address:      w.address,
 		Port:         int(port),
 		EtcdEndpoint: proxy.Endpoint(),
+		StopGrace:    kubernetesStopGrace,
 	})
 	if err != nil {
 		return nil, err
@@ -335,7 +352,7 @@ func (w *workerKubernetes) clusterPKI(ctx context.Context, st *consensus.Status)
 
 // describe fills s from what the runner says.
 func (w *workerKubernetes) describe(s *KubernetesStatus, st *controlplane.Status) {
-	s.Server = st.Server
+	s.APIServer = netip.AddrPortFrom(w.address, w.cfg.apiserverPort())
 	// Ready only for the apiserver that runs now: between a killed
 	// apiserver and the probe's next answer, the runner's Ready is still
 	// its predecessor's.
@@ -380,7 +397,7 @@ func truncateNote(s string) string {
 // proxyStopBound bounds how long the confined etcd proxy keeps serving,
 // once stopped, for components that have not stopped yet: longer than the
 // runner's grace before it kills them.
-const proxyStopBound = controlplane.DefaultStopGrace + 5*time.Second
+const proxyStopBound = kubernetesStopGrace + 5*time.Second
 
 // proxyOutliving runs the proxy so that it outlives the components: when
 // the run is cancelled, every runnable of it is cancelled at once, and an

@@ -49,7 +49,7 @@ func TestKubernetesIsHonest(t *testing.T) {
 			v.LocalControlPlane.Set(nil)
 			v.LocalRoles.Set(both)
 			st := waitFor(t, &v.Kubernetes, "both roles", func(s *KubernetesStatus) bool { return s != nil && s.Controller && s.Worker })
-			if len(st.Running) != 0 || st.Ready || st.Server != "" {
+			if len(st.Running) != 0 || st.Ready || st.APIServer.IsValid() {
 				t.Errorf("status %+v claims something runs", st)
 			}
 			if !strings.Contains(st.ControllerNote, tc.want) || !strings.HasPrefix(st.ControllerNote, map[bool]string{true: "starting", false: "not available"}[tc.want == noteNoConsensus]) {
@@ -81,6 +81,7 @@ func TestKubernetesConfig(t *testing.T) {
 		{Bundle: "polis-kube", Dir: "/run/kube"},
 		{Bundle: "/bin/polis-kube"},
 		{Bundle: "/bin/polis-kube", Dir: "kube"},
+		{Bundle: "/bin/polis-kube", Dir: "/" + strings.Repeat("d", 100)},
 	} {
 		if err := c.validate(); err == nil {
 			t.Errorf("config %+v accepted", c)

@@ -62,7 +62,7 @@ func TestStatusPush(t *testing.T) {
 	}
 
 	// What runs of Kubernetes is reported too.
-	v.Kubernetes.Set(&KubernetesStatus{Controller: true, Worker: true, Running: []string{"apiserver"}, Server: "https://192.0.2.1:6443",
+	v.Kubernetes.Set(&KubernetesStatus{Controller: true, Worker: true, Running: []string{"apiserver"}, APIServer: netip.MustParseAddrPort("192.0.2.1:6443"),
 		ControllerNote: "controller-manager not running", WorkerNote: noteWorkerNotRun})
 	got2 = waitFor(t, &f2.statuses, "the status with Kubernetes", statusCount(2))
 	wantKube := &cpb.KubernetesStatus{Running: []string{"apiserver"}, ApiserverPort: 6443,

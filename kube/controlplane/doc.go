@@ -32,6 +32,7 @@
 // # What it does not do
 //
 // It does not decide whether the node should run Kubernetes (the kubernetes
-// worker does, from the node's roles), create or keep the PKI (the curator
-// will, in etcd), or run a kubelet.
+// worker does, from the node's roles), create or keep the PKI (kube/pki
+// keeps it in etcd; the kubernetes worker passes the node's files), or run
+// a kubelet.
 package controlplane

@@ -2,7 +2,8 @@
 // given KubernetesController runs the real control plane from the bundle
 // (kube/kubetest builds it once per machine) on the cluster's own etcd,
 // confined to the consensus namespace "kubernetes"; the role taken away
-// stops every component process; a killed apiserver comes back. The agents
+// stops every component process; a killed apiserver comes back; two
+// controller nodes serve the same objects with the CA kept in etcd. The agents
 // run in the test process (node/nodetest) on 127.87.x.y.
 //
 // It holds tests and benchmarks only; the kubernetes worker itself is in

@@ -19,7 +19,6 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
-	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/controlplane"
 	"github.com/polis-os/polis/kube/kubetest"
@@ -57,21 +56,19 @@ type controller struct {
 func startController(t testing.TB) *controller {
 	t.Helper()
 	bundle := kubetest.Bundle(t)
-	addr := subnets.Addrs(1)[0]
-	n := nodetest.NewNode(t, addr)
-	n.KubernetesBundle = bundle
-	n.KubernetesAPIServerPort = testutil.FreePort(t, addr).Port()
-	ownerKey, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
+	c := nodetest.FormClusterWith(t, 1, &subnets, withBundle(t, bundle))
+	ctl := &controller{node: c.Node(0), id: c.IDs[0], bundle: bundle, mgmt: c.Management}
+	ctl.setRole(t, true)
+	return ctl
+}
+
+// withBundle gives a node the bundle and a free apiserver port at its
+// address.
+func withBundle(t testing.TB, bundle string) func(*nodetest.Node) {
+	return func(n *nodetest.Node) {
+		n.KubernetesBundle = bundle
+		n.KubernetesAPIServerPort = testutil.FreePort(t, n.Addr).Port()
 	}
-	n.WriteParameters(t, nodetest.BootstrapParameters(ownerKey))
-	n.Start(t)
-	creds := n.Credentials(t)
-	curators := []*cpb.CuratorEndpoint{{NodeId: creds.NodeID, Address: addr.String(), Port: roleserve.DefaultCuratorPort}}
-	c := &controller{node: n, id: creds.NodeID, bundle: bundle, mgmt: nodetest.Owner(t, ownerKey, creds.CACertificate, curators)}
-	c.setRole(t, true)
-	return c
 }
 
 // waitKube waits until the node's Kubernetes status satisfies pred.
@@ -106,7 +103,8 @@ func (c *controller) setRole(t testing.TB, give bool) {
 // TestKubernetesController follows the role on one node: the bootstrapped
 // node runs a ready control plane whose keys all sit in the Kubernetes
 // namespace, reports it to the curator, restarts a killed apiserver, stops
-// every process when the role goes, and starts again when it comes back.
+// every process when the role goes, starts again when it comes back, and
+// leaves no process when the node agent stops.
 func TestKubernetesController(t *testing.T) {
 	c := startController(t)
 	st := c.waitKube(t, "ready", ready)
@@ -173,6 +171,15 @@ func TestKubernetesController(t *testing.T) {
 	c.setRole(t, true)
 	c.waitKube(t, "ready after the role came back", ready)
 	t.Logf("role added → apiserver ready: %v", time.Since(start).Round(time.Millisecond))
+
+	// The node agent stopped (its etcd stops with it): no process is left;
+	// started again, it runs the control plane again from its saved roles.
+	c.node.Stop()
+	if left := c.processes(t); len(left) != 0 {
+		t.Errorf("processes left after the node agent stopped: %v", left)
+	}
+	c.node.Start(t)
+	c.waitKube(t, "ready after the node agent restarted", ready)
 }
 
 // checkKeys lists every key of the cluster's etcd: the apiserver's are all

@@ -229,10 +229,20 @@ func (c *Cluster) Node(i int) *Node { return c.Nodes[i] }
 // member.
 func FormCluster(t testing.TB, n int, subnets *testutil.Subnets) *Cluster {
 	t.Helper()
+	return FormClusterWith(t, n, subnets, nil)
+}
+
+// FormClusterWith is FormCluster with setup, if not nil, called on each
+// node before it starts (to set its KubernetesBundle, say).
+func FormClusterWith(t testing.TB, n int, subnets *testutil.Subnets, setup func(*Node)) *Cluster {
+	t.Helper()
 	addrs := subnets.Addrs(n)
 	nodes := make([]*Node, n)
 	for i := range nodes {
 		nodes[i] = NewNode(t, addrs[i])
+		if setup != nil {
+			setup(nodes[i])
+		}
 	}
 	ownerKey, err := identity.GenerateKey()
 	if err != nil {
