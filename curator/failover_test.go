@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
@@ -146,5 +148,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waiting for %s: timed out", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A record whose curator stopped writing long ago is deleted by the
+// curators that read it; a recent one, and a curator's own, stay.
+func TestStaleHeartbeatRecordsDeleted(t *testing.T) {
+	c := newTestCluster(t)
+	put := func(curator string, written time.Time) {
+		t.Helper()
+		rec := &cpb.HeartbeatRecord{WrittenAt: timestamppb.New(written), Nodes: []*cpb.HeardNode{{NodeId: c.status.NodeID, AgeMs: 10}}}
+		if _, err := c.etcd.Put(ctxT(t), heartbeatKey(curator), string(mustMarshal(t, rec))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale, recent := identity.NodeID(mustKey(t).Public().(ed25519.PublicKey)), identity.NodeID(mustKey(t).Public().(ed25519.PublicKey))
+	put(recent, time.Now())
+	put(stale, time.Now().Add(-staleRecordAge(DefaultHeartbeatInterval)-time.Minute))
+	waitFor(t, "the stale record to be deleted", func() bool {
+		resp, err := c.etcd.Get(ctxT(t), heartbeatKey(stale))
+		return err == nil && len(resp.Kvs) == 0
+	})
+	if resp, err := c.etcd.Get(ctxT(t), heartbeatKey(recent)); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("the recent record: %v, %v; want it kept", resp, err)
+	}
+	// What the recent record says was merged.
+	if _, heard, _ := c.curator.heartbeats.last(c.status.NodeID); !heard {
+		t.Error("the recent record's heartbeat was not merged")
 	}
 }
