@@ -144,6 +144,7 @@ func runScale(b *testing.B) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	say("  this process (the simulated nodes): %d goroutines, max RSS %d MiB, load average %s", runtime.NumGoroutine(), ru.Maxrss/1024, loadAverage())
+	f.sayEnded("sessions ended before the kill (retried on the same curator)")
 	b.ReportMetric(ms(pct(beats, 50)), "hb-p50-ms")
 	b.ReportMetric(ms(pct(beats, 99)), "hb-p99-ms")
 	b.ReportMetric(ms(pct(toNode, 99)), "role-p99-ms")
@@ -215,6 +216,7 @@ func runScale(b *testing.B) {
 		}
 		say("  curator %d: heartbeats %d, open Watch streams %d, RSS %d MiB", i+1, afterPer[i], metrics[i].openWatches, rssMiB(pids[i]))
 	}
+	f.sayEnded("sessions ended in all")
 	b.ReportMetric(mutationAfterKill.Seconds(), "kill-mutation-s")
 	b.ReportMetric(rewatched.Seconds(), "kill-rewatch-s")
 	b.ReportMetric(float64(counts[cpb.NodeHealth_NODE_HEALTH_HEALTHY]), "kill-healthy-nodes")
@@ -224,6 +226,20 @@ func runScale(b *testing.B) {
 // lines, so the report goes to standard output.
 func say(format string, args ...any) {
 	fmt.Printf("    "+format+"\n", args...)
+}
+
+// sayEnded reports why sessions ended so far.
+func (f *fleet) sayEnded(what string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.ended {
+		n += c
+	}
+	say("  %s: %d", what, n)
+	for msg, c := range f.ended {
+		say("    %d× %s", c, msg)
+	}
 }
 
 // loadAverage is the machine's one-minute load average, for the record.

@@ -14,8 +14,9 @@
 //	go test -run '^$' -bench . -benchtime=1x -timeout 30m ./test/scale/
 //
 // The simulated nodes spread their calls over the three curators by
-// dialling each curator directly (node i talks to curator i mod 3, and to
-// the next one when its curator goes away): the curator client's
+// dialling each curator directly (node i talks to curator i mod 3, again
+// after a broken session, and to the next one once its curator is
+// killed): the curator client's
 // balancing over all curators is not used, so the figures show the
 // curators' side of an even spread. Clusters get 127.86.<n>.1–3, used by
 // nothing else in the repository.

@@ -51,6 +51,8 @@ type fleet struct {
 	ready atomic.Int64
 	// moves counts reconnections to another curator.
 	moves atomic.Int64
+	// ended counts why sessions ended, by error message; guarded by mu.
+	ended map[string]int
 
 	// probe is the role change under way, for the all-nodes watchers to
 	// time its arrival.
@@ -91,43 +93,57 @@ func newSimNode(key ed25519.PrivateKey, cert *x509.Certificate, v *identity.Veri
 	return &simNode{id: identity.NodeID(key.Public().(ed25519.PublicKey)), key: key, tls: cfg, roleSeen: make(chan time.Time, 16)}, nil
 }
 
-// run keeps the node connected until ctx ends: on its curator while that
-// works, on the next live one when it does not.
+// run keeps the node connected until ctx ends: on its own curator while
+// that lives (a broken session is retried there, as a balancing client
+// keeps its spread), on the next live one once it is killed.
 func (f *fleet) run(ctx context.Context, n *simNode) {
 	for ctx.Err() == nil {
 		home := int(n.home.Load())
-		f.session(ctx, n, home)
+		err := f.session(ctx, n, home)
 		if ctx.Err() != nil {
 			return
 		}
-		// Move on to the next live curator, as a node whose curator
-		// went away would reach another one.
-		next := home
-		for i := 1; i <= len(f.curators); i++ {
-			c := (home + i) % len(f.curators)
-			if !f.dead[c].Load() {
-				next = c
-				break
-			}
-		}
-		if next != home {
-			n.home.Store(int32(next))
-			f.moves.Add(1)
-		} else {
+		f.sessionEnded(err)
+		if !f.dead[home].Load() {
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond): // a retry's pause, not synchronisation
+			}
+			continue
+		}
+		for i := 1; i < len(f.curators); i++ {
+			if c := (home + i) % len(f.curators); !f.dead[c].Load() {
+				n.home.Store(int32(c))
+				f.moves.Add(1)
+				break
 			}
 		}
 	}
 }
 
+// sessionEnded counts why a session ended.
+func (f *fleet) sessionEnded(err error) {
+	msg := "ended"
+	if err != nil {
+		msg = err.Error()
+		if len(msg) > 120 {
+			msg = msg[:120]
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended == nil {
+		f.ended = map[string]int{}
+	}
+	f.ended[msg]++
+}
+
 // session is one connection's life: heartbeats and the two watches, until
 // one of them fails (or ctx ends).
-func (f *fleet) session(ctx context.Context, n *simNode, curator int) {
+func (f *fleet) session(ctx context.Context, n *simNode, curator int) error {
 	conn, err := grpc.NewClient(f.curators[curator].String(), grpc.WithTransportCredentials(credentials.NewTLS(n.tls)))
 	if err != nil {
-		return
+		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -159,6 +175,7 @@ func (f *fleet) session(ctx context.Context, n *simNode, curator int) {
 	if counted {
 		f.ready.Add(-1)
 	}
+	return context.Cause(ctx)
 }
 
 // heartbeat beats until ctx ends. A failed heartbeat is counted and
