@@ -135,7 +135,7 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		if l, _ = event.Get(ctx, &s.leader); l == nil {
 			return nil, s.notLeader()
 		}
-	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED:
+	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED && !unfencedMethods[method]:
 		// Served here from this curator's view, which may lag etcd:
 		// bring it up to every write acknowledged so far, for the
 		// caller's standing and for the handler (fencedFrom).
@@ -157,16 +157,14 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		}
 		return ctx, nil
 	}
-	if !unconfirmedLeaderMethods[method] {
-		// A leader cut off from etcd believes it leads until its lease
-		// runs out; confirming with etcd first keeps it from answering
-		// from a stale view meanwhile. Writes are guarded anyway.
-		if err := l.leadership.Confirm(ctx); err != nil {
-			if errors.Is(err, ErrNotLeader) {
-				return nil, s.notLeader()
-			}
-			return nil, status.Errorf(codes.Unavailable, "confirming the leadership with etcd: %v", err)
+	// A leader cut off from etcd believes it leads until its lease runs
+	// out; confirming with etcd first keeps it from answering from a
+	// stale view meanwhile. Writes are guarded anyway.
+	if err := l.leadership.Confirm(ctx); err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			return nil, s.notLeader()
 		}
+		return nil, status.Errorf(codes.Unavailable, "confirming the leadership with etcd: %v", err)
 	}
 	if req.Caller == cpb.Caller_CALLER_USER {
 		if err := s.checkUserStanding(ctx, caller); err != nil {
@@ -176,11 +174,12 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	return context.WithValue(ctx, leaderKey{}, l), nil
 }
 
-// unconfirmedLeaderMethods are served by a leader without first
-// confirming its leadership with etcd: heartbeats are too frequent for a
-// round trip each, and a deposed leader recording one in its memory harms
-// nobody.
-var unconfirmedLeaderMethods = map[string]bool{
+// unfencedMethods are SERVE_ANY methods served without first fencing the
+// node cache on a quorum read: heartbeats are too frequent for a round
+// trip each, and one accepted from a node decommissioned a moment ago
+// harms nobody (only UP nodes' health is ever reported). The caller's
+// standing is checked against the cache as it is.
+var unfencedMethods = map[string]bool{
 	cpb.CuratorService_Heartbeat_FullMethodName: true,
 }
 

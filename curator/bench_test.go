@@ -84,7 +84,7 @@ func BenchmarkCuratorHeartbeat(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	if h, _ := wb.term.health(nodes[0].Id, time.Now()); h != cpb.NodeHealth_NODE_HEALTH_HEALTHY {
+	if h, _ := wb.rpc.s.heartbeats.health(nodes[0].Id, time.Now()); h != cpb.NodeHealth_NODE_HEALTH_HEALTHY {
 		b.Fatalf("after heartbeats: %v", h)
 	}
 }

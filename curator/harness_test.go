@@ -37,6 +37,8 @@ type testCluster struct {
 	target netip.AddrPort
 	// stopConsensus stops the etcd member, without waiting.
 	stopConsensus func()
+	// stopCurator stops the first curator, without waiting.
+	stopCurator func()
 }
 
 // newTestCluster bootstraps a cluster and starts its curator, with the
@@ -86,7 +88,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, c.curator.Run)
+	c.stopCurator = supervisor.TestHarness(t, c.curator.Run)
 	c.status, err = event.Get(ctxT(t), c.curator.Status())
 	if err != nil {
 		t.Fatal(err)
@@ -119,18 +121,22 @@ func (c *testCluster) at(addr netip.AddrPort) *testCluster {
 // startFollower starts a second curator on the cluster's etcd, on a node
 // of its own that holds ConsensusMember (all a curator needs to serve),
 // and waits until it serves. The first curator leads, so this one
-// follows.
-func (c *testCluster) startFollower() *Service {
+// follows. opts change its Config.
+func (c *testCluster) startFollower(opts ...func(*Config)) *Service {
 	c.t.Helper()
 	n := c.seedNode(cpb.NodeState_NODE_STATE_UP)
 	n.node.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
 	c.putNode(n.node)
-	f, err := New(Config{
+	cfg := Config{
 		Client:        c.etcd,
 		Consensus:     c.consensus.Status(),
 		NodeKey:       n.key,
 		ListenAddress: netip.AddrPortFrom(c.status.Address.Addr(), 0).String(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f, err := New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -17,13 +17,6 @@ import (
 type leaderState struct {
 	leadership *Leadership
 	ca         *identity.CA
-	// since is when this term started. health counts the silence of nodes
-	// not heard from in this term from here, so that a leader change does
-	// not make every node look dead.
-	since time.Time
-	// heartbeatInterval is the interval nodes are told to heartbeat at
-	// (Config.HeartbeatInterval); health judges silence against it.
-	heartbeatInterval time.Duration
 
 	// membership serialises the management calls that change etcd's
 	// membership along with node records (UpdateNodeRoles,
@@ -43,17 +36,6 @@ type leaderState struct {
 	// kube is the cluster's Kubernetes PKI, read or created once per
 	// term (rpc_kubernetes.go).
 	kube kubernetesPKI
-
-	mu sync.Mutex
-	// heartbeats is the time of each node's last heartbeat in this term.
-	heartbeats map[string]time.Time
-}
-
-// heartbeat records that node id was heard of at now (see health).
-func (l *leaderState) heartbeat(id string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.heartbeats[id] = now
 }
 
 // runLeader publishes a leaderState while the election says this curator
@@ -81,7 +63,7 @@ func (s *Service) runLeader(ctx context.Context, ca *identity.CA) error {
 			s.leader.Set(nil)
 		case st.Leading != nil && (current == nil || current.leadership != st.Leading):
 			supervisor.Logger(ctx).Info("taking over as leader", zap.Stringer("because", why))
-			current = &leaderState{leadership: st.Leading, ca: ca, since: s.cfg.Now(), heartbeatInterval: s.cfg.HeartbeatInterval, heartbeats: map[string]time.Time{}, statusWrites: map[string]time.Time{}}
+			current = &leaderState{leadership: st.Leading, ca: ca, statusWrites: map[string]time.Time{}}
 			s.leader.Set(current)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -31,7 +30,7 @@ import (
 //   - Prometheus metrics of every call, per service and method (counts by
 //     status code, and handling-time histograms), from the grpc
 //     ecosystem's middleware; RegisterMetrics exposes them, and
-//     HeartbeatAges the leader's view of each node's last heartbeat.
+//     HeartbeatAges this curator's view of each node's last heartbeat.
 //
 // Health and reflection need no caller check: they tell which services
 // exist and where the leader is, which GetLeader tells anyone anyway.
@@ -54,22 +53,10 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 // HeartbeatAges returns how long ago each node last heartbeated, as this
-// curator's leader term has heard; nil while it does not lead.
+// curator knows: from the heartbeats it received and those every curator
+// recorded (health.go). Every curator answers alike, leader or not.
 func (s *Service) HeartbeatAges() map[string]time.Duration {
-	// The value is set (to nil) when the Service is made, so this does not
-	// wait.
-	l, err := event.Get(context.Background(), &s.leader)
-	if err != nil || l == nil {
-		return nil
-	}
-	now := s.cfg.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ages := make(map[string]time.Duration, len(l.heartbeats))
-	for id, at := range l.heartbeats {
-		ages[id] = max(now.Sub(at), 0)
-	}
-	return ages
+	return s.heartbeats.ages(s.cfg.Now())
 }
 
 // openServices are the standard services every caller may use.

@@ -185,8 +185,8 @@ func (r *rpcServer) UpdateNodeStatus(ctx context.Context, req *cpb.UpdateNodeSta
 }
 
 func (r *rpcServer) Heartbeat(ctx context.Context, _ *cpb.HeartbeatRequest) (*cpb.HeartbeatResponse, error) {
-	// In memory only, by design: see health.go.
-	leaderFrom(ctx).heartbeat(callerFrom(ctx).NodeID, r.s.cfg.Now())
+	// Recorded in etcd with the others of this interval (heartbeats.go).
+	r.s.heartbeats.heard(callerFrom(ctx).NodeID, r.s.cfg.Now())
 	return &cpb.HeartbeatResponse{Interval: durationpb.New(r.s.cfg.HeartbeatInterval)}, nil
 }
 

@@ -567,7 +567,7 @@ func TestWatchOutlivesLeaderChange(t *testing.T) {
 	w.initial()
 	term, _ := event.Get(ctxT(t), &c.curator.leader)
 	// A new term, as after losing the leadership and winning it back.
-	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, since: time.Now(), heartbeatInterval: term.heartbeatInterval, heartbeats: map[string]time.Time{}})
+	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, statusWrites: map[string]time.Time{}})
 	c.curator.leader.Set(nil)
 	n := c.seedNode(cpb.NodeState_NODE_STATE_STANDBY).node
 	m := w.next()
@@ -689,8 +689,9 @@ func newWatchBench(t testing.TB) *watchBench {
 	counted := clientv3.NewCtxClient(context.Background())
 	counted.KV, counted.Watcher, counted.Lease = cli.KV, cw, cli.Lease
 	t.Cleanup(func() { counted.Close() })
-	s := &Service{cfg: Config{Client: counted, HeartbeatInterval: DefaultHeartbeatInterval, Now: time.Now}, nodes: newNodeCache(counted)}
-	term := &leaderState{since: time.Now(), heartbeatInterval: DefaultHeartbeatInterval, heartbeats: map[string]time.Time{}}
+	s := &Service{cfg: Config{Client: counted, HeartbeatInterval: DefaultHeartbeatInterval, Now: time.Now}, nodes: newNodeCache(counted),
+		heartbeats: newHeartbeatBook(counted, "node-000000000000000000000000", DefaultHeartbeatInterval, time.Now)}
+	term := &leaderState{statusWrites: map[string]time.Time{}}
 	s.leader.Set(term)
 	supervisor.TestHarness(t, s.nodes.run)
 

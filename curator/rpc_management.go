@@ -48,13 +48,17 @@ func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoReq
 }
 
 // ListNodes serves from the node cache, the same view that authorises
-// callers, adding the leader's judgement of each UP node's health.
+// callers, at the snapshot the call was fenced on (so it holds every
+// write acknowledged before the call), adding this curator's judgement of
+// each UP node's health, which every curator makes alike (health.go).
 func (r *rpcServer) ListNodes(req *cpb.ListNodesRequest, stream grpc.ServerStreamingServer[cpb.ListNodesResponse]) error {
 	ctx := stream.Context()
-	l := leaderFrom(ctx)
-	snap, err := r.s.nodes.current(ctx)
-	if err != nil {
-		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	snap := fencedFrom(ctx)
+	if snap == nil {
+		return status.Error(codes.Internal, "ListNodes was not fenced on the node records")
+	}
+	if err := r.s.heartbeats.waitLoaded(ctx); err != nil {
+		return status.Errorf(codes.Unavailable, "the curator has not read the heartbeat records yet: %v", err)
 	}
 	now := r.s.cfg.Now()
 	var batch []*cpb.Node
@@ -67,7 +71,7 @@ func (r *rpcServer) ListNodes(req *cpb.ListNodesRequest, stream grpc.ServerStrea
 		// Records in a snapshot are shared: copy before filling in.
 		out := withoutJoinData(n)
 		if n.State == cpb.NodeState_NODE_STATE_UP {
-			h, ago := l.health(id, now)
+			h, ago := r.s.heartbeats.health(id, now)
 			out.Health = h
 			if h == cpb.NodeHealth_NODE_HEALTH_HEALTHY || h == cpb.NodeHealth_NODE_HEALTH_HEARTBEAT_TIMEOUT {
 				out.TimeSinceHeartbeat = durationpb.New(ago)

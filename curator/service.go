@@ -30,7 +30,9 @@ type Service struct {
 	nodeID   string
 	election *Election
 	nodes    *nodeCache
-	status   memory.Value[*Status]
+	// heartbeats is what this curator knows of every node's heartbeats.
+	heartbeats *heartbeatBook
+	status     memory.Value[*Status]
 	// leader is this curator's leader state while it leads, nil otherwise.
 	leader memory.Value[*leaderState]
 	// logger is the logger of the current run, for RPC handlers, which run
@@ -67,10 +69,12 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	id := identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey))
 	s := &Service{
-		cfg:    cfg,
-		nodeID: identity.NodeID(cfg.NodeKey.Public().(ed25519.PublicKey)),
-		nodes:  newNodeCache(cfg.Client),
+		cfg:        cfg,
+		nodeID:     id,
+		nodes:      newNodeCache(cfg.Client),
+		heartbeats: newHeartbeatBook(cfg.Client, id, cfg.HeartbeatInterval, cfg.Now),
 		// renewAt is a field so that tests can make renewal due sooner.
 		renewAt: identity.RenewAt,
 	}
@@ -139,6 +143,12 @@ func (s *Service) Run(ctx context.Context) error {
 	// run before this, so nothing reads it earlier.
 	s.election.setCandidate(candidate)
 	if err := supervisor.Run(ctx, "nodes", s.nodes.run); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "heartbeats", s.heartbeats.follow); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "heartbeat-record", s.heartbeats.record); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "election", s.election.Run); err != nil {

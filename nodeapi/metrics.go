@@ -35,8 +35,9 @@ const DefaultMetricsPort = 7837
 //     (polis_curator_grpc_server_*, per service and method);
 //   - the node's own: its supervisor tree (polis_supervisor_runnables by
 //     state, polis_supervisor_runnable_restarts per runnable) and, while
-//     this node's curator leads, every node's heartbeat age
-//     (polis_curator_node_heartbeat_age_seconds).
+//     this node runs a curator, every node's heartbeat age as that curator
+//     knows it (polis_curator_node_heartbeat_age_seconds; every curator
+//     knows every heartbeat, see the curator's package documentation).
 //
 // Where. On a loopback address (development mode, where every node of a
 // cluster is a process on one machine) /metrics is plain HTTP: only this
@@ -75,7 +76,7 @@ var (
 	restartsDesc = prometheus.NewDesc("polis_supervisor_runnable_restarts",
 		"Restarts of each runnable since its parent last started it.", []string{"runnable"}, nil)
 	heartbeatDesc = prometheus.NewDesc("polis_curator_node_heartbeat_age_seconds",
-		"Seconds since each node's last heartbeat, as this node's curator sees it while it leads.", []string{"node"}, nil)
+		"Seconds since each node's last heartbeat, as this node's curator knows it.", []string{"node"}, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {

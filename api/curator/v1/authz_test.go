@@ -72,7 +72,7 @@ func atAny(r Requirement) Requirement    { r.Serve = Serve_SERVE_ANY; return r }
 var wantRequirements = map[string]Requirement{
 	CuratorService_Watch_FullMethodName:              atAny(anyNode),
 	CuratorService_UpdateNodeStatus_FullMethodName:   atLeader(nodeSelf),
-	CuratorService_Heartbeat_FullMethodName:          atLeader(nodeSelf),
+	CuratorService_Heartbeat_FullMethodName:          atAny(nodeSelf),
 	CuratorService_RenewCertificate_FullMethodName:   atLeader(nodeSelf),
 	CuratorService_Register_FullMethodName:           atLeader(keyHolder),
 	CuratorService_CommitRegistration_FullMethodName: atLeader(keyHolder),
@@ -82,7 +82,7 @@ var wantRequirements = map[string]Requirement{
 	CuratorService_GetOwnerKey_FullMethodName:        atAny(anyNode),
 
 	ManagementService_GetClusterInfo_FullMethodName:       atAny(user(Permission_PERMISSION_READ_CLUSTER)),
-	ManagementService_ListNodes_FullMethodName:            atLeader(user(Permission_PERMISSION_READ_CLUSTER)),
+	ManagementService_ListNodes_FullMethodName:            atAny(user(Permission_PERMISSION_READ_CLUSTER)),
 	ManagementService_GetRegisterTicket_FullMethodName:    atLeader(user(Permission_PERMISSION_GET_REGISTER_TICKET)),
 	ManagementService_ApproveNode_FullMethodName:          atLeader(user(Permission_PERMISSION_APPROVE_NODE)),
 	ManagementService_UpdateNodeRoles_FullMethodName:      atLeader(user(Permission_PERMISSION_UPDATE_NODE_ROLES)),

@@ -100,17 +100,18 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 // NodeHealth is the curator's judgement of a node's liveness, from its
 // heartbeats.
 //
-// The leading curator keeps heartbeat times in memory, not in etcd (so
-// heartbeats cost no consensus writes): after a leader change every node is
-// UNKNOWN until its next heartbeat reaches the new leader.
+// Every curator judges it alike: from the heartbeats it received itself and
+// those the other curators recorded in etcd (at most one heartbeat interval
+// late), so a leader change does not change any node's health.
 type NodeHealth int32
 
 const (
 	// Not judged: the node is not UP (only UP nodes heartbeat), or the field
 	// is not filled in by this call.
 	NodeHealth_NODE_HEALTH_UNSPECIFIED NodeHealth = 0
-	// The node is UP but the current leader has not received a heartbeat
-	// from it yet.
+	// The node is UP but no curator has recorded a heartbeat from it yet,
+	// and the curator answering has not waited a full heartbeat timeout for
+	// one.
 	NodeHealth_NODE_HEALTH_UNKNOWN NodeHealth = 1
 	// The last heartbeat arrived within the curator's heartbeat timeout.
 	NodeHealth_NODE_HEALTH_HEALTHY NodeHealth = 2

@@ -1136,7 +1136,7 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12^\n" +
-	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12s\n" +
+	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x02\x12s\n" +
 	"\x10RenewCertificate\x12).polis.curator.v1.RenewCertificateRequest\x1a*.polis.curator.v1.RenewCertificateResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12[\n" +
 	"\bRegister\x12!.polis.curator.v1.RegisterRequest\x1a\".polis.curator.v1.RegisterResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12y\n" +
 	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12O\n" +

@@ -70,6 +70,10 @@ type CuratorServiceClient interface {
 	// at once that a heartbeat failed, where a client stream buffers
 	// messages and reports a broken stream late. The cost, one small request
 	// on an existing connection every few seconds, is negligible.
+	//
+	// Every curator takes heartbeats: each records those it received in
+	// etcd at most once per interval, and every curator judges health from
+	// all the records, so a leader change forgets nothing.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// RenewCertificate issues the calling node a fresh node certificate for
 	// its key. Nodes call it well before their certificate expires. A node
@@ -291,6 +295,10 @@ type CuratorServiceServer interface {
 	// at once that a heartbeat failed, where a client stream buffers
 	// messages and reports a broken stream late. The cost, one small request
 	// on an existing connection every few seconds, is negligible.
+	//
+	// Every curator takes heartbeats: each records those it received in
+	// etcd at most once per interval, and every curator judges health from
+	// all the records, so a leader change forgets nothing.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// RenewCertificate issues the calling node a fresh node certificate for
 	// its key. Nodes call it well before their certificate expires. A node

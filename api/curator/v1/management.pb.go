@@ -1170,7 +1170,7 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
 	"\tListNodes\x12\".polis.curator.v1.ListNodesRequest\x1a#.polis.curator.v1.ListNodesResponse\"\n" +
-	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x010\x01\x12x\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x020\x01\x12x\n" +
 	"\x11GetRegisterTicket\x12*.polis.curator.v1.GetRegisterTicketRequest\x1a+.polis.curator.v1.GetRegisterTicketResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x02\x18\x01\x12\x81\x01\n" +
 	"\x14RotateRegisterTicket\x12-.polis.curator.v1.RotateRegisterTicketRequest\x1a..polis.curator.v1.RotateRegisterTicketResponse\"\n" +

@@ -1,0 +1,38 @@
+// Package scale measures the control plane at a thousand nodes: three real
+// curators (polis-node processes started by package launch, each a
+// consensus member, so over a three-member etcd) and 1,000 simulated nodes
+// in this process. Each simulated node registers, is approved and commits
+// like a real one, then holds what a real node holds: its own mTLS
+// connection with its own node certificate, a heartbeat at the interval
+// the curator names (the default, 5 s), a Watch of its own record (as
+// rolefetch) and a Watch of all nodes (as clusterdirectory).
+//
+// It is a benchmark, not a test: it reports figures (docs/benchmarks.md,
+// issue 13) and fails only when the cluster does not work. Run it alone,
+// once:
+//
+//	go test -run '^$' -bench . -benchtime=1x -timeout 30m ./test/scale/
+//
+// The simulated nodes spread their calls over the three curators by
+// dialling each curator directly (node i talks to curator i mod 3, again
+// after a broken session, and to the next one once its curator is
+// killed): the curator client's
+// balancing over all curators is not used, so the figures show the
+// curators' side of an even spread. Clusters get 127.86.<n>.1–3, used by
+// nothing else in the repository.
+package scale
+
+import (
+	"testing"
+	"time"
+
+	"github.com/polis-os/polis/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	// Streams and connections end asynchronously after Close; give them
+	// a moment, then insist that nothing is left.
+	testutil.VerifyTestMainWithin(m, 30*time.Second)
+}
+
+var subnets = testutil.Subnets{Octet: 86}
