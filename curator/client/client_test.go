@@ -39,7 +39,8 @@ func TestConfigValidation(t *testing.T) {
 }
 
 // TestNoLeader checks that a call that finds no curator fails with its own
-// deadline and says why, rather than with a routing error.
+// deadline and says why, rather than with a routing error, whether it is
+// routed to the leader or to any curator.
 func TestNoLeader(t *testing.T) {
 	ap := testutil.FreePort(t, subnets.Addrs(1)[0]) // nothing listens there
 	conn, err := New(Config{
@@ -52,9 +53,16 @@ func TestNoLeader(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	// A call only the leader serves, and one any curator serves.
+	_, err = cpb.NewManagementServiceClient(conn).GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no curator leader served the call") {
-		t.Fatalf("GetClusterInfo: %v, want DEADLINE_EXCEEDED explaining that no leader was found", err)
+		t.Fatalf("GetRegisterTicket: %v, want DEADLINE_EXCEEDED explaining that no leader was found", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no curator served the call") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("GetClusterInfo: %v, want DEADLINE_EXCEEDED explaining that no curator was reachable", err)
 	}
 }
 
