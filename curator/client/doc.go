@@ -50,8 +50,7 @@
 // follower never moves a connection off a healthy leader (a leader that
 // hangs costs one probe timeout, probeTimeout, before the others are
 // asked). The others are asked starting with a different one each round.
-// A curator whose probe failed is asked in turn, not first, in later
-// rounds, and a follower naming it as the leader is not believed until it
+// A curator whose probe failed is asked last in later rounds, and a follower naming it as the leader is not believed until it
 // answers again: a dead leader stays named by every curator until its
 // lease runs out, and must cost no round a failed probe first. When the
 // leader followed stops answering and nobody names another, leader calls

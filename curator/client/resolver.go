@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -486,9 +487,9 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 // curator is not always asked first. A leader that failed costs one
 // refused or timed-out probe before the others are asked.
 //
-// A hint goes first instead of the leader. A leader whose last probe
-// failed is not put first: it is asked in turn like the others, so that a
-// dead leader no longer costs every round a failed probe first.
+// A hint goes first instead of the leader. Curators whose last probe
+// failed, the leader among them, go last, so that a dead leader no longer
+// costs every round a failed probe first.
 func (lr *leaderResolver) candidates(hint *cpb.CuratorEndpoint) []*cpb.CuratorEndpoint {
 	lr.mu.Lock()
 	all := slices.Concat(lr.r.cfg.Endpoints, lr.directory)
@@ -518,6 +519,10 @@ func (lr *leaderResolver) candidates(hint *cpb.CuratorEndpoint) []*cpb.CuratorEn
 		eps = slices.Concat(eps[n:], eps[:n])
 	}
 	lr.next++
+	// Those that did not answer last time go last.
+	slices.SortStableFunc(eps, func(a, b *cpb.CuratorEndpoint) int {
+		return cmp.Compare(b2i(lr.down[addrPort(a)]), b2i(lr.down[addrPort(b)]))
+	})
 	if first != nil {
 		eps = append([]*cpb.CuratorEndpoint{first}, eps...)
 	}
@@ -556,4 +561,11 @@ func addrPort(ep *cpb.CuratorEndpoint) netip.AddrPort {
 
 func sameEndpoint(a, b *cpb.CuratorEndpoint) bool {
 	return a != nil && b != nil && a.NodeId == b.NodeId && addrPort(a) == addrPort(b)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
