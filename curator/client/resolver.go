@@ -14,9 +14,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -419,13 +422,16 @@ func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoin
 	var errs []error
 	for _, ep := range eps {
 		ap := addrPort(ep)
-		resp, err := lr.ask(ctx, ap)
-		if err != nil {
+		resp, answered, err := lr.ask(ctx, ap)
+		if answered {
+			delete(lr.down, ap)
+		} else {
 			lr.down[ap] = true
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("asking %s: %w", ap, err))
 			continue
 		}
-		delete(lr.down, ap)
 		if err := validEndpoint(resp.Leader); err != nil {
 			errs = append(errs, fmt.Errorf("%s named an unusable leader: %w", ap, err))
 			continue
@@ -467,18 +473,23 @@ func (lr *leaderResolver) probe(ap netip.AddrPort) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetLeaderResponse, error) {
+// ask asks the curator at ap who leads. answered reports whether the
+// curator answered at all, even if only to say that it knows no leader (an
+// election is under way): a curator that answers is alive, one whose
+// connection failed or that let the probe time out is not.
+func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (resp *cpb.GetLeaderResponse, answered bool, err error) {
 	conn, err := lr.probe(ap)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	resp, err = cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
 	if err == nil && lr.r.distort != nil {
 		resp = lr.r.distort(resp)
 	}
-	return resp, err
+	answered = err == nil || (status.Code(err) != codes.DeadlineExceeded && conn.GetState() == connectivity.Ready)
+	return resp, answered, err
 }
 
 // candidates are the curators to ask in this round: the current leader
