@@ -107,7 +107,10 @@
 // first. A curator that is unreachable while its TCP connection
 // stays up (a silent partition) is only noticed by the keepalive pings,
 // some seconds later; calls meanwhile wait, so give every call a deadline.
-// It keeps no list of curators of its own:
+// It does not keep Watch streams through an etcd raft leader change:
+// every curator's streams end then (package curator), and each caller
+// watches again, on whichever curator is next in turn. It keeps no list
+// of curators of its own:
 // Config.Directory is how the node agent keeps it current. Calls without a
 // deadline wait for a leader as long as their context lives.
 package client
