@@ -193,9 +193,9 @@ type leaderResolver struct {
 	probes  map[netip.AddrPort]*grpc.ClientConn
 
 	// Owned by loop.
-	// down are the curators whose latest probe failed: a leader among
-	// them is not asked first, and a follower naming one as the leader
-	// is not believed until it answers again.
+	// down are the curators whose latest probe got no answer: they are
+	// asked last (the leader followed too), and a follower naming one as
+	// the leader is not believed until it answers again.
 	down map[netip.AddrPort]bool
 	// next rotates the endpoint asked first, so that a dead or stale
 	// curator is not always asked first.
