@@ -89,6 +89,7 @@ func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 var quietMethods = map[string]bool{
 	cpb.CuratorService_Heartbeat_FullMethodName:        true,
 	cpb.CuratorService_GetLeader_FullMethodName:        true,
+	cpb.CuratorService_WatchLeader_FullMethodName:      true,
 	cpb.CuratorService_GetCACertificate_FullMethodName: true,
 }
 

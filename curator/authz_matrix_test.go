@@ -74,6 +74,7 @@ var (
 // authzMatrix is who gets through to each RPC.
 var authzMatrix = map[string]map[callerKind]bool{
 	cpb.CuratorService_GetLeader_FullMethodName:          anyoneConnected,
+	cpb.CuratorService_WatchLeader_FullMethodName:        anyoneConnected,
 	cpb.CuratorService_GetCACertificate_FullMethodName:   anyoneConnected,
 	cpb.CuratorService_GetOwnerKey_FullMethodName:        onlyUpNode,
 	cpb.CuratorService_Register_FullMethodName:           liveKeyHolders,

@@ -395,9 +395,11 @@ func addrList(aps []netip.AddrPort) string {
 	return strings.Join(s, ", ")
 }
 
-// Dial returns a connection to the curator leader as the user saved in dir
-// (client.New with identity.UserClientConfig). It renews nothing and does
-// no I/O: the first call finds the leader. Errors name the missing file
+// Dial returns a connection to the cluster's curators as the user saved in
+// dir (client.New with identity.UserClientConfig): changes go to the
+// leader, reads (cluster info, node watch, the directory) to any curator
+// in turn. It renews nothing and does no I/O: the first call finds the
+// curators. Errors name the missing file
 // and the command that creates it.
 func Dial(dir string) (*grpc.ClientConn, error) {
 	uc, eps, err := ownerTLS(dir)

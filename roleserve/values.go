@@ -93,9 +93,10 @@ func (c *Credentials) TLSCertificate() tls.Certificate {
 
 // ClusterMembership answers "how do I reach a curator?". It is the only
 // thing in the node that dials curators: workers make their calls on Curator,
-// a connection that always reaches the leading curator, through the local
-// one when this node runs the control plane and through the cluster
-// directory otherwise.
+// a connection to every curator it knows (the local one when this node
+// runs the control plane, and the cluster directory) that routes each call
+// by its method's declaration: mutations to the leading curator, reads and
+// Watch streams to any healthy one (curator/client).
 //
 // A membership is replaced only when the credentials change, and the
 // connection of the replaced one is closed: calls and streams on it fail,
@@ -103,8 +104,9 @@ func (c *Credentials) TLSCertificate() tls.Certificate {
 type ClusterMembership struct {
 	// Credentials the connection authenticates with.
 	Credentials *Credentials
-	// Curator reaches the leading curator; use it with the generated
-	// clients (cpb.NewCuratorServiceClient).
+	// Curator reaches the curators, each call the one its method is
+	// served by; use it with the generated clients
+	// (cpb.NewCuratorServiceClient).
 	Curator grpc.ClientConnInterface
 }
 

@@ -15,15 +15,17 @@ import (
 	"github.com/polis-os/polis/supervisor"
 )
 
-// DialFunc makes a connection to the curator leader from a client
+// DialFunc makes a connection to the curators from a client
 // configuration. The role server uses client.New; it is a field of Config
 // only so that tests can hand workers a connection to an in-memory fake
 // curator, and check the configuration the membership worker built.
 type DialFunc func(client.Config) (*grpc.ClientConn, error)
 
 // workerMembership owns the answer to "how do I reach a curator?": one
-// connection per set of credentials, which finds the leader through the
-// local curator (when this node runs one) and the cluster directory.
+// connection per set of credentials, over the local curator (when this
+// node runs one) and the cluster directory: it finds the leader among
+// them for the calls only the leader serves, and spreads the others
+// (Watch, the reads) over every healthy one.
 type workerMembership struct {
 	g            *Graph
 	credentials  event.ValueWatch[*Credentials]           // reads
@@ -61,7 +63,8 @@ func (w *workerMembership) run(ctx context.Context) error {
 	localCurator := Input(in, w.localCurator, nil)
 	dir := Input(in, w.directory, nil)
 
-	// curators is what the connection searches for the leader: the local
+	// curators is what the connection spreads calls over and searches
+	// for the leader: the local
 	// curator first, then the directory. It changes under a live
 	// connection, so that a curator started here, or one added elsewhere,
 	// is found without dialling anew.

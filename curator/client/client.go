@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -71,8 +72,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// New returns a connection that sends every RPC to the curator leader.
-// Like grpc.NewClient it does no I/O: discovery starts with the first RPC.
+// New returns a connection that sends each RPC where its method is
+// served: to the curator leader, or to any healthy curator in turn (see
+// the package doc). Like grpc.NewClient it does no I/O: discovery and the
+// connections to the curators start with the first RPC.
 // Close the connection to release everything it holds.
 func New(cfg Config) (*grpc.ClientConn, error) {
 	if err := cfg.validate(); err != nil {
@@ -99,6 +102,7 @@ func newRouter(cfg Config) *router {
 func (r *router) dial() (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(scheme+":///leader",
 		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(routerServiceConfig),
 		grpc.WithTransportCredentials(r.creds),
 		grpc.WithConnectParams(connectParams),
 		// A curator that hangs without dropping the connection (a frozen
@@ -126,36 +130,93 @@ func retryable(err error) bool {
 }
 
 // gaveUp is the error of a call whose context ended while it was waiting for
-// a leader. It keeps the context's code, so that callers see their own
-// deadline or cancellation, and says what the last attempt ran into.
+// a curator to serve it. It keeps the context's code, so that callers see
+// their own deadline or cancellation, and says what the last attempt ran
+// into.
 func gaveUp(ctx context.Context, method string, last error) error {
 	if ctx.Err() == nil {
 		return last
 	}
+	who := "no curator leader"
+	if servedByAny(method) {
+		who = "no curator"
+	}
 	return status.Errorf(status.FromContextError(ctx.Err()).Code(),
-		"%s: no curator leader served the call before its context ended (last attempt: %s)", method, status.Convert(last).Message())
+		"%s: %s served the call before its context ended (last attempt: %s)", method, who, status.Convert(last).Message())
+}
+
+// servedByAny says whether method is declared SERVE_ANY: the balancer
+// sends it to any curator, and a failed attempt is retried on another
+// without asking who leads.
+func servedByAny(method string) bool {
+	req, err := cpb.MethodRequirement(method)
+	return err == nil && req.ServedByAny()
+}
+
+// retryWait is what a failed attempt waits for before the next one.
+type retryWait struct {
+	r      *router
+	method string
+	// any is set for SERVE_ANY methods, whose next attempt goes to the
+	// next curator in turn: it waits a backoff step, so that a call
+	// finding every curator down does not spin. Leader calls wait for a
+	// discovery round newer than the attempt (router.refresh).
+	any bool
+	b   *backoff.ExponentialBackOff
+}
+
+func newRetryWait(r *router, method string) *retryWait {
+	w := &retryWait{r: r, method: method, any: servedByAny(method)}
+	if w.any {
+		w.b = &backoff.ExponentialBackOff{
+			InitialInterval:     10 * time.Millisecond,
+			RandomizationFactor: 0.2,
+			Multiplier:          1.6,
+			MaxInterval:         time.Second,
+		}
+		w.b.Reset()
+	}
+	return w
+}
+
+// wait returns once the call may be tried again; an error if its context
+// ended first. seen is the discovery round before the failed attempt.
+func (w *retryWait) wait(ctx context.Context, seen uint64) error {
+	if !w.any {
+		return w.r.refresh(ctx, seen)
+	}
+	t := time.NewTimer(w.b.NextBackOff())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (r *router) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	w := newRetryWait(r, method)
 	for {
 		seen := r.generation()
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if !retryable(err) {
 			return err
 		}
-		r.log.Debug("retrying on the curator leader", zap.String("method", method), zap.Error(err))
-		if werr := r.refresh(ctx, seen); werr != nil {
+		r.log.Debug("retrying on another curator", zap.String("method", method), zap.Error(err))
+		if werr := w.wait(ctx, seen); werr != nil {
 			return gaveUp(ctx, method, err)
 		}
 	}
 }
 
 func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	w := newRetryWait(r, method)
 	for {
 		seen := r.generation()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err == nil {
-			s := &leaderStream{r: r, cur: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, seen: seen}
+			s := &retryStream{r: r, w: w, cur: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, seen: seen}
 			// Only a server stream can be replayed: its whole input is
 			// one message, sent before anything is received.
 			s.replayable = desc.ServerStreams && !desc.ClientStreams
@@ -164,18 +225,20 @@ func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		if !retryable(err) {
 			return nil, err
 		}
-		if werr := r.refresh(ctx, seen); werr != nil {
+		if werr := w.wait(ctx, seen); werr != nil {
 			return nil, gaveUp(ctx, method, err)
 		}
 	}
 }
 
-// leaderStream is a stream to the leader. A server stream that fails with
-// UNAVAILABLE before its first message is started again on the leader;
-// any other stream that fails so gets its error, after which the next call
-// goes to whoever leads by then.
-type leaderStream struct {
+// retryStream is a stream to the curator its method is routed to. A server
+// stream that fails with UNAVAILABLE before its first message is started
+// again (on the leader, or on another curator); any other stream that
+// fails so gets its error, after which the next call goes to whoever
+// leads, or serves, by then.
+type retryStream struct {
 	r          *router
+	w          *retryWait
 	ctx        context.Context
 	desc       *grpc.StreamDesc
 	cc         *grpc.ClientConn
@@ -193,31 +256,31 @@ type leaderStream struct {
 	received bool
 }
 
-func (s *leaderStream) current() grpc.ClientStream {
+func (s *retryStream) current() grpc.ClientStream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
 }
 
-func (s *leaderStream) Header() (metadata.MD, error) { return s.current().Header() }
-func (s *leaderStream) Trailer() metadata.MD         { return s.current().Trailer() }
-func (s *leaderStream) Context() context.Context     { return s.current().Context() }
+func (s *retryStream) Header() (metadata.MD, error) { return s.current().Header() }
+func (s *retryStream) Trailer() metadata.MD         { return s.current().Trailer() }
+func (s *retryStream) Context() context.Context     { return s.current().Context() }
 
-func (s *leaderStream) SendMsg(m any) error {
+func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
 	s.req = m
 	s.mu.Unlock()
 	return s.current().SendMsg(m)
 }
 
-func (s *leaderStream) CloseSend() error {
+func (s *retryStream) CloseSend() error {
 	s.mu.Lock()
 	s.sendDone = true
 	s.mu.Unlock()
 	return s.current().CloseSend()
 }
 
-func (s *leaderStream) RecvMsg(m any) error {
+func (s *retryStream) RecvMsg(m any) error {
 	for {
 		err := s.current().RecvMsg(m)
 		if err == nil {
@@ -236,7 +299,9 @@ func (s *leaderStream) RecvMsg(m any) error {
 			// The caller has seen part of the stream, and only it
 			// knows how to go on; make sure that when it does, it
 			// reaches the current leader.
-			s.r.kick()
+			if !s.w.any {
+				s.r.kick()
+			}
 			return err
 		}
 		if err := s.restart(err); err != nil {
@@ -245,13 +310,13 @@ func (s *leaderStream) RecvMsg(m any) error {
 	}
 }
 
-// restart opens the stream again on the leader and sends the request.
-func (s *leaderStream) restart(cause error) error {
+// restart opens the stream again and sends the request.
+func (s *retryStream) restart(cause error) error {
 	for {
-		if err := s.r.refresh(s.ctx, s.seen); err != nil {
+		if err := s.w.wait(s.ctx, s.seen); err != nil {
 			return gaveUp(s.ctx, s.method, cause)
 		}
-		s.r.log.Debug("restarting a stream on the curator leader", zap.String("method", s.method), zap.Error(cause))
+		s.r.log.Debug("restarting a stream on another curator", zap.String("method", s.method), zap.Error(cause))
 		s.seen = s.r.generation()
 		cs, err := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 		if err == nil {

@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,7 +41,8 @@ func TestConfigValidation(t *testing.T) {
 }
 
 // TestNoLeader checks that a call that finds no curator fails with its own
-// deadline and says why, rather than with a routing error.
+// deadline and says why, rather than with a routing error, whether it is
+// routed to the leader or to any curator.
 func TestNoLeader(t *testing.T) {
 	ap := testutil.FreePort(t, subnets.Addrs(1)[0]) // nothing listens there
 	conn, err := New(Config{
@@ -52,9 +55,16 @@ func TestNoLeader(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	// A call only the leader serves, and one any curator serves.
+	_, err = cpb.NewManagementServiceClient(conn).GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no curator leader served the call") {
-		t.Fatalf("GetClusterInfo: %v, want DEADLINE_EXCEEDED explaining that no leader was found", err)
+		t.Fatalf("GetRegisterTicket: %v, want DEADLINE_EXCEEDED explaining that no leader was found", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no curator served the call") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("GetClusterInfo: %v, want DEADLINE_EXCEEDED explaining that no curator was reachable", err)
 	}
 }
 
@@ -116,5 +126,55 @@ func TestCloseEndsWaitingCalls(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the call still waits after the connection was closed")
+	}
+}
+
+// TestDeadLeaderNotAskedFirst checks that once the leader followed fails
+// to answer a probe, discovery rounds no longer ask it first: before, a
+// dead leader was asked first in every round until a new leader was
+// followed, each time costing a refused connection or, for an address
+// that swallows packets, a whole probe timeout.
+func TestDeadLeaderNotAskedFirst(t *testing.T) {
+	var eps []*cpb.CuratorEndpoint
+	for _, ip := range subnets.Addrs(3) {
+		ap := testutil.FreePort(t, ip) // nothing listens there
+		eps = append(eps, &cpb.CuratorEndpoint{NodeId: "node-" + ip.String(), Address: ap.Addr().String(), Port: uint32(ap.Port())})
+	}
+	cfg := Config{Endpoints: eps, TLS: &tls.Config{MinVersion: tls.VersionTLS13}}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	lr := &leaderResolver{r: newRouter(cfg), probes: map[netip.AddrPort]*grpc.ClientConn{}, down: map[netip.AddrPort]bool{}}
+	defer func() {
+		for _, c := range lr.probes {
+			c.Close()
+		}
+	}()
+	leader := eps[1]
+	lr.leader = leader
+	if first := lr.candidates(nil)[0]; first != leader {
+		t.Fatalf("the leader followed is asked after %s; it must be asked first while it answers", first.NodeId)
+	}
+	if _, err := lr.discover(ctxT(t), nil); err == nil {
+		t.Fatal("discovery found a leader where no curator listens")
+	}
+	if !lr.down[addrPort(leader)] {
+		t.Fatal("the leader's failed probe was not recorded")
+	}
+	// The others answer again (as followers of a dead leader do, naming
+	// it until its lease runs out): the leader stays behind them.
+	for _, ep := range eps {
+		if ep != leader {
+			delete(lr.down, addrPort(ep))
+		}
+	}
+	for round := range 2 * len(eps) {
+		if first := lr.candidates(nil)[0]; first == leader {
+			t.Fatalf("round %d: the leader that did not answer is asked first again", round)
+		}
+	}
+	// A hint goes first all the same: the leader watch named it.
+	if first := lr.candidates(leader)[0]; first != leader {
+		t.Fatalf("a hinted curator is asked after %s", first.NodeId)
 	}
 }

@@ -1,5 +1,8 @@
-// Package client connects to the curator leader, whichever curator that is
-// at the moment, so that callers never deal with leadership themselves.
+// Package client connects to a cluster's curators and sends each call to
+// one that serves it: the leader, whichever curator that is at the moment,
+// for what only the leader serves, and any healthy curator for the rest.
+// Callers never deal with leadership themselves, and the followers share
+// the load of reads and watches.
 //
 // # Why on the client side
 //
@@ -17,45 +20,74 @@
 // This package does that, inside a *grpc.ClientConn, so that generated
 // stubs work unchanged and callers cannot forget to handle a leader change.
 //
+// # How calls are routed
+//
+// New returns one *grpc.ClientConn with its own gRPC resolver (passed with
+// grpc.WithResolvers, never registered globally), its own load-balancing
+// policy (balancer.go) and two interceptors. The resolver hands the
+// connection every known curator (Config.Endpoints and the live
+// Config.Directory), each dialled by IP and checked against its own name
+// (its node ID, or its IP when only that is known: every curator
+// certificate carries both), and marks the leader it found. The balancer
+// keeps a connection to each curator and routes every call by the
+// declaration of its method (curatorv1.Requirement.Serve): SERVE_ANY calls
+// (Watch, ListNodes, Heartbeat, GetClusterInfo, GetOwnerKey, GetLeader,
+// ...) go round robin to
+// the curators that are connected and report SERVING on grpc.health.v1;
+// SERVE_LEADER calls, and anything undeclared, to the marked leader. A
+// node's two Watch streams thus land on two different curators, and many
+// nodes' streams spread over all of them. Followers answer SERVE_ANY calls
+// linearizably (see package curator), so spreading changes no answer.
+// Only a curator certificate (identity's client configurations insist on
+// one) passes: a node that is not a curator, or no longer one, cannot pose
+// as one, whatever GetLeader answers name.
+//
 // # How leader changes are followed
 //
-// New returns a connection with its own gRPC resolver (passed with
-// grpc.WithResolvers, never registered globally) and two interceptors.
-//
 // The resolver discovers the leader by calling CuratorService.GetLeader,
-// which every curator answers, on the known curators one after another
-// (Config.Endpoints and the live Config.Directory), and points the
-// connection at the leader it is told of. The leader the connection
-// follows is asked first: while it says it leads, it is believed over any
-// follower, whose view may lag, so a stale follower never moves a
-// connection off a healthy leader (a leader that hangs costs one probe
-// timeout, probeTimeout, before the others are asked). The others are
-// asked starting with a different one each round. The connection dials
-// the leader by IP and checks its certificate against the leader's node ID,
-// which every curator certificate carries, so TLS verification holds
-// whichever curator leads. Only a curator certificate (identity's client
-// configurations insist on one) passes: a node that is not a curator, or no
-// longer one, cannot pose as the leader, whatever GetLeader answers name. A round runs when gRPC asks (the connection to the leader
-// broke), when an interceptor asks (a call failed with UNAVAILABLE), or when
-// the directory changes while no leader is known. A curator that hangs
-// without closing the connection is noticed by keepalive pings
-// (KeepaliveTime, KeepaliveTimeout): its connection breaks, which starts a
-// round. Rounds that follow each
-// other quickly without finding a new leader are spaced out with an
-// exponential backoff (25ms growing to one second), so that calls during an
-// election do not hammer the curators.
+// which every curator answers, on the known curators one after another.
+// The leader the connection follows is asked first: while it says it
+// leads, it is believed over any follower, whose view may lag, so a stale
+// follower never moves a connection off a healthy leader (a leader that
+// hangs costs one probe timeout, probeTimeout, before the others are
+// asked). The others are asked starting with a different one each round.
+// A curator whose probe failed is asked last in later rounds, and a follower naming it as the leader is not believed until it
+// answers again: a dead leader stays named by every curator until its
+// lease runs out, and must cost no round a failed probe first. When the
+// leader followed stops answering and nobody names another, leader calls
+// fail over to the interceptors' retry at once instead of going to it.
 //
-// The interceptors retry every call that fails with UNAVAILABLE once a new
-// discovery round has ended, until the call succeeds, fails otherwise, or
-// its context ends. A call whose context ends while it waits fails with the
-// context's code (DEADLINE_EXCEEDED or CANCELED), and its message says
-// what the last attempt ran into.
+// A round runs when gRPC asks (the connection to the leader broke), when
+// an interceptor asks (a call failed with UNAVAILABLE), when the directory
+// changes while no leader is known, and when the leader watch names a new
+// leader. A curator that hangs without closing the connection is noticed
+// by keepalive pings (KeepaliveTime, KeepaliveTimeout): its connection
+// breaks, which starts a round. Rounds that follow each other quickly
+// without finding a new leader are spaced out with an exponential backoff
+// (25ms growing to one second), so that calls during an election do not
+// hammer the curators; the leader watch's news is acted on at once.
+//
+// The leader watch (leaderwatch.go) is what makes a failover quick: each
+// connection holds one CuratorService.WatchLeader stream, on a follower
+// when there is one, and every curator pushes its view of the election as
+// soon as it changes. Polling would learn of the successor of a dead
+// leader at its first round after the election; the watch learns of it
+// when the successor is elected. The curator it names is asked first and
+// followed if it says it leads, so a stale view moves nothing.
+//
+// The interceptors retry every call that fails with UNAVAILABLE: a leader
+// call once a new discovery round has ended, a SERVE_ANY call after a
+// short backoff (10ms growing to one second) on the next curator in turn,
+// without waiting for any leader. They do so until the call succeeds,
+// fails otherwise, or its context ends. A call whose context ends while it
+// waits fails with the context's code (DEADLINE_EXCEEDED or CANCELED), and
+// its message says what the last attempt ran into.
 //
 // # Guarantees
 //
 //   - Callers never see "not the leader": a unary call, or a server stream
 //     that has not yet delivered a message, is retried on the new leader
-//     within the call's deadline. How soon there is a new leader is the
+//     (a SERVE_ANY one on another curator) within the call's deadline. How soon there is a new leader is the
 //     election's business: at once when a leader stops cleanly, after its
 //     lease (curator.DefaultLeaseTTL) when it dies or is cut off from etcd.
 //   - Retried unary calls may reach a curator twice (the first leader may
@@ -64,16 +96,22 @@
 //     harmless; do not use this package for a service where it is not.
 //   - A stream that has delivered messages is never replayed: its caller
 //     gets the UNAVAILABLE and decides how to resume (for Watch: watch
-//     again). The next call goes to whoever leads by then.
+//     again). The next call goes to whoever leads, or serves, by then.
+//   - Calls any curator serves keep working while any one curator is
+//     down, leader or not, and never wait for an election.
 //
 // # What it does not do
 //
-// It does not spread load yet: every call goes to the leader, although
-// followers serve the SERVE_ANY calls (Watch, GetClusterInfo) too; a
-// connection that balances those over every curator is still to come. A leader that is unreachable while its TCP connection
+// It does not weigh curators by their load: round robin from a random
+// start per connection spreads many clients' calls evenly enough, though
+// the first calls of a new connection go to whichever curators it reached
+// first. A curator that is unreachable while its TCP connection
 // stays up (a silent partition) is only noticed by the keepalive pings,
 // some seconds later; calls meanwhile wait, so give every call a deadline.
-// It keeps no list of curators of its own:
+// It does not keep Watch streams through an etcd raft leader change:
+// every curator's streams end then (package curator), and each caller
+// watches again, on whichever curator is next in turn. It keeps no list
+// of curators of its own:
 // Config.Directory is how the node agent keeps it current. Calls without a
 // deadline wait for a leader as long as their context lives.
 package client

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/curator"
@@ -29,9 +31,15 @@ type fakeCurator struct {
 	cpb.UnimplementedManagementServiceServer
 	self     *cpb.CuratorEndpoint
 	approved atomic.Int32
+	// electing makes GetLeader answer as a curator does during an
+	// election: UNAVAILABLE, no leader known.
+	electing bool
 }
 
 func (f *fakeCurator) GetLeader(context.Context, *cpb.GetLeaderRequest) (*cpb.GetLeaderResponse, error) {
+	if f.electing {
+		return nil, status.Error(codes.Unavailable, "no leader is known (an election is under way)")
+	}
 	return &cpb.GetLeaderResponse{Leader: f.self, Responder: f.self}, nil
 }
 
@@ -157,5 +165,66 @@ func TestClientRefusesImpostor(t *testing.T) {
 				t.Fatalf("the impostor served %d approvals", n)
 			}
 		})
+	}
+}
+
+// TestElectingCuratorNotDown checks that discovery tells a curator that
+// answers, if only to say that it knows no leader yet, from one that does
+// not answer: only the second is asked last in later rounds, and a
+// follower naming the first as the leader is believed. Counting the first
+// as down left a node's connection without a leader for a minute when the
+// new leader was still publishing its own election (node's
+// TestThreeNodeCluster).
+func TestElectingCuratorNotDown(t *testing.T) {
+	now := time.Now()
+	ca, err := identity.NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t)
+	ips := subnets.Addrs(2)
+	cc, err := ca.IssueCurator(key.Public().(ed25519.PublicKey), []netip.Addr{ips[0]}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := identity.TLSCertificate(cc, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	electing := serveFake(t, &fakeCurator{electing: true}, identity.NodeID(key.Public().(ed25519.PublicKey)), ips[0], cert)
+	deadAP := testutil.FreePort(t, ips[1]) // nothing listens there
+	dead := &cpb.CuratorEndpoint{NodeId: "node-dead", Address: deadAP.Addr().String(), Port: uint32(deadAP.Port())}
+
+	ownerKey := mustKey(t)
+	ownerCert, err := ca.IssueUser(curator.OwnerUserName, ownerKey.Public().(ed25519.PublicKey), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otc, err := identity.TLSCertificate(ownerCert, ownerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerTLS, err := identity.UserClientConfig(ca.Verifier(), otc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Endpoints: []*cpb.CuratorEndpoint{electing, dead}, TLS: ownerTLS}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	lr := &leaderResolver{r: newRouter(cfg), probes: map[netip.AddrPort]*grpc.ClientConn{}, down: map[netip.AddrPort]bool{}}
+	defer func() {
+		for _, c := range lr.probes {
+			c.Close()
+		}
+	}()
+	if _, err := lr.discover(ctxT(t), nil); err == nil || !strings.Contains(err.Error(), "no leader is known") {
+		t.Fatalf("discovery: %v, want the electing curator's answer", err)
+	}
+	if lr.down[addrPort(electing)] {
+		t.Error("the curator that answered (no leader known) counts as down")
+	}
+	if !lr.down[addrPort(dead)] {
+		t.Error("the curator that did not answer does not count as down")
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -125,16 +130,25 @@ func (r *router) Build(_ resolver.Target, cc resolver.ClientConn, _ resolver.Bui
 		cc:     cc,
 		cancel: cancel,
 		kicks:  make(chan struct{}, 1),
+		hints:  make(chan *cpb.CuratorEndpoint, 1),
 		probes: map[netip.AddrPort]*grpc.ClientConn{},
+		down:   map[netip.AddrPort]bool{},
 	}
 	lr.kicks <- struct{}{}
 	r.mu.Lock()
 	r.active = lr
 	r.mu.Unlock()
-	lr.wg.Add(1)
+	// The configured curators serve SERVE_ANY calls before any leader is
+	// known.
+	lr.publishState()
+	lr.wg.Add(2)
 	go func() {
 		defer lr.wg.Done()
 		lr.loop(ctx)
+	}()
+	go func() {
+		defer lr.wg.Done()
+		lr.watchLeader(ctx)
 	}()
 	if r.cfg.Directory != nil {
 		lr.wg.Add(1)
@@ -158,16 +172,31 @@ type leaderResolver struct {
 	wg     sync.WaitGroup
 	// kicks holds at most one pending request for a round.
 	kicks chan struct{}
+	// hints holds the newest leader a WatchLeader stream named that the
+	// connection does not follow (watchLeader).
+	hints chan *cpb.CuratorEndpoint
 
 	mu sync.Mutex
 	// directory is the newest list from Config.Directory.
 	directory []*cpb.CuratorEndpoint
 	// known is set while the connection follows a leader (leader is set).
 	known bool
+	// leader is the leader the connection follows, nil while none; written
+	// by loop only.
+	leader *cpb.CuratorEndpoint
+
+	// stateMu orders the connection state updates of loop and
+	// watchDirectory.
+	stateMu sync.Mutex
+
+	probeMu sync.Mutex
+	probes  map[netip.AddrPort]*grpc.ClientConn
 
 	// Owned by loop.
-	probes map[netip.AddrPort]*grpc.ClientConn
-	leader *cpb.CuratorEndpoint
+	// down are the curators whose latest probe got no answer: they are
+	// asked last (the leader followed too), and a follower naming one as
+	// the leader is not believed until it answers again.
+	down map[netip.AddrPort]bool
 	// next rotates the endpoint asked first, so that a dead or stale
 	// curator is not always asked first.
 	next int
@@ -191,9 +220,12 @@ func (lr *leaderResolver) Close() {
 		lr.r.active = nil
 	}
 	lr.r.mu.Unlock()
+	lr.probeMu.Lock()
 	for _, c := range lr.probes {
 		c.Close()
 	}
+	lr.probes = nil
+	lr.probeMu.Unlock()
 	// Calls waiting for a round try again now: on a closed connection
 	// they fail at once instead of waiting for their deadline, on an idle
 	// one they wake it, and a new resolver.
@@ -214,11 +246,13 @@ func (lr *leaderResolver) watchDirectory(ctx context.Context) {
 		lr.directory = eps
 		known := lr.known
 		lr.mu.Unlock()
-		// A new list matters only while no leader is known: it may lead
-		// somewhere the old one did not. While a leader is followed, the
-		// connection to it says when it fails (gRPC and the interceptors
-		// then ask for a round), and a list change is no reason to ask
-		// anyone.
+		// Calls any curator serves spread over the new list at once.
+		lr.publishState()
+		// For the leader, a new list matters only while no leader is
+		// known: it may lead somewhere the old one did not. While a
+		// leader is followed, the connection to it says when it fails
+		// (gRPC and the interceptors then ask for a round), and a list
+		// change is no reason to ask anyone.
 		if !known {
 			lr.ResolveNow(resolver.ResolveNowOptions{})
 		}
@@ -236,14 +270,16 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 	var last time.Time
 	var wait time.Duration
 	for {
+		var hint *cpb.CuratorEndpoint
 		select {
 		case <-ctx.Done():
 			return
 		case <-lr.kicks:
+		case hint = <-lr.hints:
 		}
 		if since := time.Since(last); since > quietReset {
 			b.Reset()
-		} else if since < wait {
+		} else if since < wait && hint == nil {
 			// Rounds asked for in quick succession that keep finding
 			// nobody, or the same leader, are spaced out: the leader
 			// they name is failing or has not yet been replaced.
@@ -261,7 +297,7 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 		default:
 		}
 
-		leader, err := lr.discover(ctx)
+		leader, err := lr.discover(ctx, hint)
 		last = time.Now()
 		if ctx.Err() != nil {
 			return
@@ -270,11 +306,14 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 		case err != nil:
 			wait = b.NextBackOff()
 			lr.r.log.Warn("no curator leader found", zap.Error(err), zap.Duration("next_round_after", wait))
-			if lr.leader == nil {
-				// Without a leader ever found, calls would wait in
-				// CONNECTING until their deadline; fail them fast so
-				// that the interceptors retry after the next round.
-				lr.cc.ReportError(err)
+			if lr.leader != nil && lr.down[addrPort(lr.leader)] {
+				// The leader followed does not answer and nobody
+				// names another: stop routing to it, so that its
+				// calls fail at once and wait for the next round
+				// (a WatchLeader stream names the next leader as
+				// soon as it is elected) instead of asking it first
+				// every round.
+				lr.forget()
 			}
 		case sameEndpoint(leader, lr.leader):
 			wait = b.NextBackOff()
@@ -287,27 +326,81 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 	}
 }
 
-// follow points the connection at leader.
+// follow points the connection's leader calls at leader.
 func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
 	lr.r.log.Info("following the curator leader", zap.String("node", leader.NodeId), zap.Stringer("address", addrPort(leader)))
-	lr.leader = leader
 	lr.mu.Lock()
+	lr.leader = leader
 	lr.known = true
 	lr.mu.Unlock()
-	addr := resolver.Address{
-		Addr: addrPort(leader).String(),
-		// The connection's target names no host, so the TLS name must
-		// come with the address: the node ID, which every curator
-		// certificate carries as a DNS name, whichever leader it is.
-		ServerName: leader.NodeId,
+	lr.publishState()
+}
+
+// forget stops routing leader calls to the leader followed so far.
+func (lr *leaderResolver) forget() {
+	lr.r.log.Info("the curator leader does not answer; waiting for the next", zap.String("node", lr.leader.NodeId), zap.Stringer("address", addrPort(lr.leader)))
+	lr.mu.Lock()
+	lr.leader = nil
+	lr.known = false
+	lr.mu.Unlock()
+	lr.publishState()
+}
+
+// publishState gives the connection every known curator, the leader
+// marked (see balancer.go).
+func (lr *leaderResolver) publishState() {
+	lr.stateMu.Lock()
+	defer lr.stateMu.Unlock()
+	lr.mu.Lock()
+	all := slices.Concat(lr.r.cfg.Endpoints, lr.directory)
+	leader := lr.leader
+	lr.mu.Unlock()
+	if leader != nil {
+		all = append([]*cpb.CuratorEndpoint{leader}, all...)
 	}
-	if addr.ServerName == "" {
-		addr.ServerName = leader.Address
+	var eps []resolver.Endpoint
+	seen := map[netip.AddrPort]int{}
+	for _, ep := range all {
+		if validEndpoint(ep) != nil {
+			continue
+		}
+		ap := addrPort(ep)
+		if i, ok := seen[ap]; ok {
+			// The same curator listed twice: keep the name one of
+			// the listings gives it.
+			if eps[i].Addresses[0].ServerName == ep.Address && ep.NodeId != "" {
+				eps[i].Addresses[0].ServerName = ep.NodeId
+			}
+			continue
+		}
+		seen[ap] = len(eps)
+		addr := resolver.Address{
+			Addr: ap.String(),
+			// The connection's target names no host, so the TLS name
+			// must come with each address: the node ID, which every
+			// curator certificate carries as a DNS name, or else the
+			// IP address, which it carries too.
+			ServerName: ep.NodeId,
+		}
+		if addr.ServerName == "" {
+			addr.ServerName = ep.Address
+		}
+		e := resolver.Endpoint{Addresses: []resolver.Address{addr}}
+		if leader != nil && ap == addrPort(leader) {
+			e.Attributes = e.Attributes.WithValue(leaderAttr{}, true)
+		}
+		eps = append(eps, e)
 	}
-	if err := lr.cc.UpdateState(resolver.State{Endpoints: []resolver.Endpoint{{Addresses: []resolver.Address{addr}}}}); err != nil {
-		// pick_first accepts any non-empty list; an error here means
+	if len(eps) == 0 {
+		// Calls fail at once and the interceptors retry them once a
+		// curator is known, instead of waiting for their deadline.
+		lr.cc.ReportError(errors.New("no curator endpoints are known"))
+		return
+	}
+	if err := lr.cc.UpdateState(resolver.State{Endpoints: eps}); err != nil {
+		// The balancer accepts any non-empty list; an error here means
 		// the connection is closing.
-		lr.r.log.Debug("updating the connection's address", zap.Error(err))
+		lr.r.log.Debug("updating the connection's curators", zap.Error(err))
 	}
 }
 
@@ -317,8 +410,11 @@ func (lr *leaderResolver) follow(leader *cpb.CuratorEndpoint) {
 // authority on its own leadership, and no other curator's view (which may
 // lag behind) can move the connection off it. If it names another leader
 // (it handed the leadership over), that answer is taken too.
-func (lr *leaderResolver) discover(ctx context.Context) (*cpb.CuratorEndpoint, error) {
-	eps := lr.candidates()
+//
+// hint, if set, is a leader a WatchLeader stream named: it is asked first
+// instead, and taken if it says it leads.
+func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoint) (*cpb.CuratorEndpoint, error) {
+	eps := lr.candidates(hint)
 	lr.pruneProbes(eps)
 	if len(eps) == 0 {
 		return nil, errors.New("no curator endpoints are known")
@@ -326,7 +422,12 @@ func (lr *leaderResolver) discover(ctx context.Context) (*cpb.CuratorEndpoint, e
 	var errs []error
 	for _, ep := range eps {
 		ap := addrPort(ep)
-		resp, err := lr.ask(ctx, ap)
+		resp, answered, err := lr.ask(ctx, ap)
+		if answered {
+			delete(lr.down, ap)
+		} else {
+			lr.down[ap] = true
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("asking %s: %w", ap, err))
 			continue
@@ -335,12 +436,24 @@ func (lr *leaderResolver) discover(ctx context.Context) (*cpb.CuratorEndpoint, e
 			errs = append(errs, fmt.Errorf("%s named an unusable leader: %w", ap, err))
 			continue
 		}
+		if named := addrPort(resp.Leader); named != ap && lr.down[named] {
+			// A dead leader stays named by the others until its
+			// lease runs out.
+			errs = append(errs, fmt.Errorf("%s named %s as the leader, which did not answer", ap, named))
+			continue
+		}
 		return resp.Leader, nil
 	}
 	return nil, errors.Join(errs...)
 }
 
-func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetLeaderResponse, error) {
+// probe returns the connection discovery and watchLeader ask ap on.
+func (lr *leaderResolver) probe(ap netip.AddrPort) (*grpc.ClientConn, error) {
+	lr.probeMu.Lock()
+	defer lr.probeMu.Unlock()
+	if lr.probes == nil {
+		return nil, errors.New("the connection is closing")
+	}
 	conn, ok := lr.probes[ap]
 	if !ok {
 		var err error
@@ -349,6 +462,7 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 		conn, err = grpc.NewClient("passthrough:///"+ap.String(),
 			grpc.WithTransportCredentials(lr.r.creds),
 			grpc.WithConnectParams(connectParams),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 			dialOption(lr.r.cfg.Dialer),
 		)
 		if err != nil {
@@ -356,13 +470,26 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 		}
 		lr.probes[ap] = conn
 	}
+	return conn, nil
+}
+
+// ask asks the curator at ap who leads. answered reports whether the
+// curator answered at all, even if only to say that it knows no leader (an
+// election is under way): a curator that answers is alive, one whose
+// connection failed or that let the probe time out is not.
+func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (resp *cpb.GetLeaderResponse, answered bool, err error) {
+	conn, err := lr.probe(ap)
+	if err != nil {
+		return nil, false, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	resp, err = cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
 	if err == nil && lr.r.distort != nil {
 		resp = lr.r.distort(resp)
 	}
-	return resp, err
+	answered = err == nil || (status.Code(err) != codes.DeadlineExceeded && conn.GetState() == connectivity.Ready)
+	return resp, answered, err
 }
 
 // candidates are the curators to ask in this round: the current leader
@@ -370,27 +497,32 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (*cpb.GetL
 // deduplicated and rotated by one each round, so that a dead or stale
 // curator is not always asked first. A leader that failed costs one
 // refused or timed-out probe before the others are asked.
-func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
+//
+// A hint goes first instead of the leader. Curators whose last probe
+// failed, the leader among them, go last, so that a dead leader no longer
+// costs every round a failed probe first.
+func (lr *leaderResolver) candidates(hint *cpb.CuratorEndpoint) []*cpb.CuratorEndpoint {
 	lr.mu.Lock()
 	all := slices.Concat(lr.r.cfg.Endpoints, lr.directory)
 	lr.mu.Unlock()
+	first := lr.leader
+	if hint != nil {
+		first = hint
+	} else if first != nil && lr.down[addrPort(first)] {
+		first = nil
+	}
 	seen := map[netip.AddrPort]bool{}
 	var eps []*cpb.CuratorEndpoint
-	var leader *cpb.CuratorEndpoint
 	for _, ep := range all {
 		if err := validEndpoint(ep); err != nil {
 			lr.r.log.Debug("skipping a curator endpoint", zap.Error(err))
 			continue
 		}
 		ap := addrPort(ep)
-		if seen[ap] {
+		if seen[ap] || (first != nil && ap == addrPort(first)) {
 			continue
 		}
 		seen[ap] = true
-		if lr.leader != nil && ap == addrPort(lr.leader) {
-			leader = ep
-			continue
-		}
 		eps = append(eps, ep)
 	}
 	if len(eps) > 0 {
@@ -398,14 +530,20 @@ func (lr *leaderResolver) candidates() []*cpb.CuratorEndpoint {
 		eps = slices.Concat(eps[n:], eps[:n])
 	}
 	lr.next++
-	if leader != nil {
-		eps = append([]*cpb.CuratorEndpoint{leader}, eps...)
+	// Those that did not answer last time go last.
+	slices.SortStableFunc(eps, func(a, b *cpb.CuratorEndpoint) int {
+		return cmp.Compare(b2i(lr.down[addrPort(a)]), b2i(lr.down[addrPort(b)]))
+	})
+	if first != nil {
+		eps = append([]*cpb.CuratorEndpoint{first}, eps...)
 	}
 	return eps
 }
 
 // pruneProbes closes the probe connections of curators no longer known.
 func (lr *leaderResolver) pruneProbes(eps []*cpb.CuratorEndpoint) {
+	lr.probeMu.Lock()
+	defer lr.probeMu.Unlock()
 	for ap, c := range lr.probes {
 		if !slices.ContainsFunc(eps, func(ep *cpb.CuratorEndpoint) bool { return addrPort(ep) == ap }) {
 			c.Close()
@@ -434,4 +572,11 @@ func addrPort(ep *cpb.CuratorEndpoint) netip.AddrPort {
 
 func sameEndpoint(a, b *cpb.CuratorEndpoint) bool {
 	return a != nil && b != nil && a.NodeId == b.NodeId && addrPort(a) == addrPort(b)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

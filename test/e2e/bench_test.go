@@ -122,13 +122,17 @@ func BenchmarkRoleAdded(b *testing.B) {
 }
 
 // The curator leader's node killed with SIGKILL in a cluster of three
-// consensus members, until a management call is served again (by another
-// curator): the lease running out, the election, and the client finding
-// the new leader. With the default lease and with the tests' short one.
+// consensus members, until a change (UpdateNodeLabels, which only the
+// leader serves) is served again by another curator: the lease running
+// out, the election, and the client learning of the new leader. With the
+// default lease and with the tests' short one. Meanwhile another
+// goroutine reads (GetClusterInfo, which any curator serves) on the same
+// connection in a loop; read-gap-s is the longest time between two served
+// reads from the kill on, which is what a reader notices of the failover.
 func BenchmarkLeaderKilled(b *testing.B) {
 	for _, lease := range []time.Duration{curator.DefaultLeaseTTL, testLeaseTTL} {
 		b.Run(fmt.Sprintf("lease=%v", lease), func(b *testing.B) {
-			var total time.Duration
+			var total, gaps time.Duration
 			for range b.N {
 				c := launchCluster(b, 3, true, lease, 0, io.Discard)
 				ctx := context.Background()
@@ -142,19 +146,39 @@ func BenchmarkLeaderKilled(b *testing.B) {
 				}
 				mgmt := cpb.NewManagementServiceClient(conn)
 				cctx, cancel := context.WithTimeout(ctx, time.Minute)
+				change := &cpb.UpdateNodeLabelsRequest{NodeId: leader.ID(), Set: map[string]string{"bench": "killed"}}
 				// Connected to the leader before the kill, as a
 				// long-running client would be.
+				if _, err := mgmt.UpdateNodeLabels(cctx, change); err != nil {
+					b.Fatal(err)
+				}
 				if _, err := mgmt.GetClusterInfo(cctx, &cpb.GetClusterInfoRequest{}); err != nil {
 					b.Fatal(err)
 				}
+				readsDone := make(chan time.Duration)
+				rctx, stopReads := context.WithCancel(cctx)
 				start := time.Now()
+				go func() {
+					var gap time.Duration
+					last := start
+					for rctx.Err() == nil {
+						if _, err := mgmt.GetClusterInfo(rctx, &cpb.GetClusterInfoRequest{}); err == nil {
+							gap = max(gap, time.Since(last))
+							last = time.Now()
+						}
+					}
+					readsDone <- max(gap, time.Since(last))
+				}()
 				if err := leader.Kill(); err != nil {
 					b.Fatal(err)
 				}
 				// The connection retries UNAVAILABLE on whichever curator
 				// leads next, within the call's deadline.
-				_, err = mgmt.GetClusterInfo(cctx, &cpb.GetClusterInfoRequest{})
+				_, err = mgmt.UpdateNodeLabels(cctx, change)
 				total += time.Since(start)
+				stopReads()
+				gap := <-readsDone
+				gaps += gap
 				cancel()
 				conn.Close()
 				if err != nil {
@@ -166,6 +190,7 @@ func BenchmarkLeaderKilled(b *testing.B) {
 				c.Close()
 			}
 			report(b, total)
+			b.ReportMetric((gaps / time.Duration(b.N)).Seconds(), "read-gap-s")
 		})
 	}
 }

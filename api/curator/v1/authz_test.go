@@ -78,6 +78,7 @@ var wantRequirements = map[string]Requirement{
 	CuratorService_CommitRegistration_FullMethodName: atLeader(keyHolder),
 	CuratorService_Join_FullMethodName:               atLeader(keyHolder),
 	CuratorService_GetLeader_FullMethodName:          atAny(unauthenticated),
+	CuratorService_WatchLeader_FullMethodName:        atAny(unauthenticated),
 	CuratorService_GetCACertificate_FullMethodName:   atAny(unauthenticated),
 	CuratorService_GetOwnerKey_FullMethodName:        atAny(anyNode),
 

@@ -917,6 +917,100 @@ func (x *GetLeaderResponse) GetResponder() *CuratorEndpoint {
 	return nil
 }
 
+// WatchLeaderRequest is empty.
+type WatchLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLeaderRequest) Reset() {
+	*x = WatchLeaderRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLeaderRequest) ProtoMessage() {}
+
+func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLeaderRequest.ProtoReflect.Descriptor instead.
+func (*WatchLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
+}
+
+// WatchLeaderResponse is one view of the leadership in a WatchLeader
+// stream.
+type WatchLeaderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leading curator, as the answering curator sees it; unset while
+	// it knows of none (an election is under way).
+	Leader *CuratorEndpoint `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The curator that answered.
+	Responder     *CuratorEndpoint `protobuf:"bytes,2,opt,name=responder,proto3" json:"responder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLeaderResponse) Reset() {
+	*x = WatchLeaderResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLeaderResponse) ProtoMessage() {}
+
+func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLeaderResponse.ProtoReflect.Descriptor instead.
+func (*WatchLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchLeaderResponse) GetLeader() *CuratorEndpoint {
+	if x != nil {
+		return x.Leader
+	}
+	return nil
+}
+
+func (x *WatchLeaderResponse) GetResponder() *CuratorEndpoint {
+	if x != nil {
+		return x.Responder
+	}
+	return nil
+}
+
 // GetCACertificateRequest is empty.
 type GetCACertificateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -926,7 +1020,7 @@ type GetCACertificateRequest struct {
 
 func (x *GetCACertificateRequest) Reset() {
 	*x = GetCACertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1032,7 @@ func (x *GetCACertificateRequest) String() string {
 func (*GetCACertificateRequest) ProtoMessage() {}
 
 func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1045,7 @@ func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
 }
 
 // GetCACertificateResponse carries the cluster CA certificate.
@@ -965,7 +1059,7 @@ type GetCACertificateResponse struct {
 
 func (x *GetCACertificateResponse) Reset() {
 	*x = GetCACertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1071,7 @@ func (x *GetCACertificateResponse) String() string {
 func (*GetCACertificateResponse) ProtoMessage() {}
 
 func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1084,7 @@ func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
@@ -1009,7 +1103,7 @@ type GetOwnerKeyRequest struct {
 
 func (x *GetOwnerKeyRequest) Reset() {
 	*x = GetOwnerKeyRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1115,7 @@ func (x *GetOwnerKeyRequest) String() string {
 func (*GetOwnerKeyRequest) ProtoMessage() {}
 
 func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1128,7 @@ func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
 }
 
 // GetOwnerKeyResponse carries the current owner key.
@@ -1048,7 +1142,7 @@ type GetOwnerKeyResponse struct {
 
 func (x *GetOwnerKeyResponse) Reset() {
 	*x = GetOwnerKeyResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1154,7 @@ func (x *GetOwnerKeyResponse) String() string {
 func (*GetOwnerKeyResponse) ProtoMessage() {}
 
 func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1167,7 @@ func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
@@ -1126,13 +1220,17 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x10GetLeaderRequest\"\x8f\x01\n" +
 	"\x11GetLeaderResponse\x129\n" +
 	"\x06leader\x18\x01 \x01(\v2!.polis.curator.v1.CuratorEndpointR\x06leader\x12?\n" +
+	"\tresponder\x18\x02 \x01(\v2!.polis.curator.v1.CuratorEndpointR\tresponder\"\x14\n" +
+	"\x12WatchLeaderRequest\"\x91\x01\n" +
+	"\x13WatchLeaderResponse\x129\n" +
+	"\x06leader\x18\x01 \x01(\v2!.polis.curator.v1.CuratorEndpointR\x06leader\x12?\n" +
 	"\tresponder\x18\x02 \x01(\v2!.polis.curator.v1.CuratorEndpointR\tresponder\"\x19\n" +
 	"\x17GetCACertificateRequest\"A\n" +
 	"\x18GetCACertificateResponse\x12%\n" +
 	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
 	"\x12GetOwnerKeyRequest\"2\n" +
 	"\x13GetOwnerKeyResponse\x12\x1b\n" +
-	"\towner_key\x18\x01 \x01(\fR\bownerKey2\x94\b\n" +
+	"\towner_key\x18\x01 \x01(\fR\bownerKey2\xfc\b\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12^\n" +
@@ -1141,7 +1239,8 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\bRegister\x12!.polis.curator.v1.RegisterRequest\x1a\".polis.curator.v1.RegisterResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12y\n" +
 	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12O\n" +
 	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12^\n" +
-	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12s\n" +
+	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12f\n" +
+	"\vWatchLeader\x12$.polis.curator.v1.WatchLeaderRequest\x1a%.polis.curator.v1.WatchLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x020\x01\x12s\n" +
 	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12d\n" +
 	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
@@ -1157,7 +1256,7 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*WatchRequest)(nil),               // 0: polis.curator.v1.WatchRequest
 	(*AllNodes)(nil),                   // 1: polis.curator.v1.AllNodes
@@ -1177,52 +1276,58 @@ var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*JoinResponse)(nil),               // 15: polis.curator.v1.JoinResponse
 	(*GetLeaderRequest)(nil),           // 16: polis.curator.v1.GetLeaderRequest
 	(*GetLeaderResponse)(nil),          // 17: polis.curator.v1.GetLeaderResponse
-	(*GetCACertificateRequest)(nil),    // 18: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),   // 19: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),         // 20: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),        // 21: polis.curator.v1.GetOwnerKeyResponse
-	(*Node)(nil),                       // 22: polis.curator.v1.Node
-	(*NodeStatus)(nil),                 // 23: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),        // 24: google.protobuf.Duration
-	(*ClusterDirectory)(nil),           // 25: polis.curator.v1.ClusterDirectory
-	(*CuratorEndpoint)(nil),            // 26: polis.curator.v1.CuratorEndpoint
+	(*WatchLeaderRequest)(nil),         // 18: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),        // 19: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),    // 20: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),   // 21: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),         // 22: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),        // 23: polis.curator.v1.GetOwnerKeyResponse
+	(*Node)(nil),                       // 24: polis.curator.v1.Node
+	(*NodeStatus)(nil),                 // 25: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),        // 26: google.protobuf.Duration
+	(*ClusterDirectory)(nil),           // 27: polis.curator.v1.ClusterDirectory
+	(*CuratorEndpoint)(nil),            // 28: polis.curator.v1.CuratorEndpoint
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	22, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	24, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
 	3,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	23, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	24, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	23, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	25, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	25, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	26, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	26, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	0,  // 10: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
-	4,  // 11: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
-	6,  // 12: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
-	8,  // 13: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
-	10, // 14: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
-	12, // 15: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
-	14, // 16: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	16, // 17: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	18, // 18: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	20, // 19: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
-	2,  // 20: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	5,  // 21: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	7,  // 22: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	9,  // 23: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	11, // 24: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	13, // 25: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	15, // 26: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	17, // 27: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	19, // 28: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	21, // 29: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	25, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	26, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	25, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	27, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	28, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	28, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	28, // 10: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	28, // 11: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	0,  // 12: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
+	4,  // 13: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
+	6,  // 14: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
+	8,  // 15: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
+	10, // 16: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
+	12, // 17: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
+	14, // 18: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
+	16, // 19: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	18, // 20: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	20, // 21: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	22, // 22: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	2,  // 23: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	5,  // 24: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	7,  // 25: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	9,  // 26: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	11, // 27: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	13, // 28: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	15, // 29: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	17, // 30: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	19, // 31: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	21, // 32: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	23, // 33: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_curator_proto_init() }
@@ -1242,7 +1347,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

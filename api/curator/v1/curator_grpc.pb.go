@@ -27,6 +27,7 @@ const (
 	CuratorService_CommitRegistration_FullMethodName = "/polis.curator.v1.CuratorService/CommitRegistration"
 	CuratorService_Join_FullMethodName               = "/polis.curator.v1.CuratorService/Join"
 	CuratorService_GetLeader_FullMethodName          = "/polis.curator.v1.CuratorService/GetLeader"
+	CuratorService_WatchLeader_FullMethodName        = "/polis.curator.v1.CuratorService/WatchLeader"
 	CuratorService_GetCACertificate_FullMethodName   = "/polis.curator.v1.CuratorService/GetCACertificate"
 	CuratorService_GetOwnerKey_FullMethodName        = "/polis.curator.v1.CuratorService/GetOwnerKey"
 )
@@ -126,6 +127,16 @@ type CuratorServiceClient interface {
 	// Errors: UNAVAILABLE while no leader is known (an election is under
 	// way).
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
+	// WatchLeader streams which curator leads, as the answering curator
+	// sees it: first its current view, then every change, as soon as the
+	// election shows it. A message without a leader means an election is
+	// under way. Clients keep one open (curator/client) so that they learn
+	// a new leader the moment it is elected, instead of asking GetLeader
+	// again and again. Like GetLeader, it is open to anyone and answered by
+	// every curator: where the leader is is no secret. The stream ends only
+	// with an error: when the caller cancels it, or with UNAVAILABLE when
+	// the answering curator stops.
+	WatchLeader(ctx context.Context, in *WatchLeaderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLeaderResponse], error)
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
 	// trusts before relying on it (a cluster directory it kept, a
@@ -235,6 +246,25 @@ func (c *curatorServiceClient) GetLeader(ctx context.Context, in *GetLeaderReque
 	}
 	return out, nil
 }
+
+func (c *curatorServiceClient) WatchLeader(ctx context.Context, in *WatchLeaderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLeaderResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CuratorService_ServiceDesc.Streams[1], CuratorService_WatchLeader_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLeaderRequest, WatchLeaderResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchLeaderClient = grpc.ServerStreamingClient[WatchLeaderResponse]
 
 func (c *curatorServiceClient) GetCACertificate(ctx context.Context, in *GetCACertificateRequest, opts ...grpc.CallOption) (*GetCACertificateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -351,6 +381,16 @@ type CuratorServiceServer interface {
 	// Errors: UNAVAILABLE while no leader is known (an election is under
 	// way).
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
+	// WatchLeader streams which curator leads, as the answering curator
+	// sees it: first its current view, then every change, as soon as the
+	// election shows it. A message without a leader means an election is
+	// under way. Clients keep one open (curator/client) so that they learn
+	// a new leader the moment it is elected, instead of asking GetLeader
+	// again and again. Like GetLeader, it is open to anyone and answered by
+	// every curator: where the leader is is no secret. The stream ends only
+	// with an error: when the caller cancels it, or with UNAVAILABLE when
+	// the answering curator stops.
+	WatchLeader(*WatchLeaderRequest, grpc.ServerStreamingServer[WatchLeaderResponse]) error
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
 	// trusts before relying on it (a cluster directory it kept, a
@@ -395,6 +435,9 @@ func (UnimplementedCuratorServiceServer) Join(context.Context, *JoinRequest) (*J
 }
 func (UnimplementedCuratorServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
+}
+func (UnimplementedCuratorServiceServer) WatchLeader(*WatchLeaderRequest, grpc.ServerStreamingServer[WatchLeaderResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchLeader not implemented")
 }
 func (UnimplementedCuratorServiceServer) GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCACertificate not implemented")
@@ -560,6 +603,17 @@ func _CuratorService_GetLeader_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CuratorService_WatchLeader_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLeaderRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CuratorServiceServer).WatchLeader(m, &grpc.GenericServerStream[WatchLeaderRequest, WatchLeaderResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchLeaderServer = grpc.ServerStreamingServer[WatchLeaderResponse]
+
 func _CuratorService_GetCACertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetCACertificateRequest)
 	if err := dec(in); err != nil {
@@ -644,6 +698,11 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _CuratorService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchLeader",
+			Handler:       _CuratorService_WatchLeader_Handler,
 			ServerStreams: true,
 		},
 	},
