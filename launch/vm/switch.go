@@ -30,9 +30,9 @@ type Switch struct {
 	where map[[6]byte]*port // learned: MAC → port
 	// cut holds the machines cut off, each with the machines it still
 	// reaches (none after Cut).
-	cut map[[6]byte]map[[6]byte]bool
-	wg    sync.WaitGroup
-	done  bool
+	cut  map[[6]byte]map[[6]byte]bool
+	wg   sync.WaitGroup
+	done bool
 }
 
 type port struct {
