@@ -56,6 +56,24 @@ func (n *nic) recv(wait time.Duration) string {
 	return string(f[14:])
 }
 
+// waitPorts waits until the switch has accepted n ports: a dial returns
+// before the switch accepted it.
+func waitPorts(t *testing.T, s *Switch, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s.mu.Lock()
+		have := len(s.ports)
+		s.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the switch has %d ports, want %d", have, n)
+		}
+		time.Sleep(time.Millisecond) // polling the switch's own state
+	}
+}
+
 var broadcast = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 func TestSwitch(t *testing.T) {
@@ -65,20 +83,8 @@ func TestSwitch(t *testing.T) {
 	}
 	defer s.Close()
 	a, b, c := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b"), plug(t, s, "52:54:00:00:00:0c")
-	const long, short = 10 * time.Second, 200 * time.Millisecond
-	// A dial returns before the switch accepted it; wait for the ports.
-	for deadline := time.Now().Add(long); ; {
-		s.mu.Lock()
-		n := len(s.ports)
-		s.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the switch has %d ports, want 3", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	const long = 10 * time.Second
+	waitPorts(t, s, 3)
 
 	// A broadcast reaches every other port, and teaches the switch
 	// where each sender is.
@@ -198,6 +204,7 @@ func TestSwitchChecksFail(t *testing.T) {
 	defer s.Close()
 	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
 	const long = 10 * time.Second
+	waitPorts(t, s, 2)
 	a.send(broadcast, "learn a")
 	if got := b.recv(long); got != "learn a" {
 		t.Fatalf("b got %q", got)
