@@ -52,12 +52,21 @@ type vmNetwork struct {
 const hostMAC = "52:54:00:ff:ff:fe"
 
 // ProxyURL is the HTTP CONNECT proxy into a VM cluster's network ("" for
-// a process cluster): HTTPS_PROXY=URL polisctl ... reaches the nodes.
+// a process cluster), saved in polisctl's configuration.
 func (c *Cluster) ProxyURL() string {
 	if c.vmnet == nil {
 		return ""
 	}
 	return c.vmnet.proxy.URL()
+}
+
+// SOCKS5ProxyURL is the same proxy as a SOCKS5 one (socks5://IP:PORT; ""
+// for a process cluster): polisctl --proxy URL, or any SOCKS5 client.
+func (c *Cluster) SOCKS5ProxyURL() string {
+	if c.vmnet == nil {
+		return ""
+	}
+	return c.vmnet.proxy.SOCKS5URL()
 }
 
 // Switch is a VM cluster's switch (nil for a process cluster), to cut
@@ -158,7 +167,7 @@ func (c *Cluster) startVMNetwork() error {
 	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
-	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL())
+	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s (also %s)", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL(), proxy.SOCKS5URL())
 	return nil
 }
 
