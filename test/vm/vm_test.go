@@ -239,20 +239,22 @@ func (w *writer) run(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		_, err := mgmt.UpdateNodeLabels(cctx, &cpb.UpdateNodeLabelsRequest{NodeId: w.nodeID, Set: map[string]string{key: strconv.Itoa(seq)}})
 		cancel()
-		if ctx.Err() != nil {
-			return // stopped: this write's outcome is not counted
-		}
 		w.mu.Lock()
-		if err == nil {
+		switch {
+		case err == nil:
 			w.acked[key] = seq
 			w.ackAt = append(w.ackAt, time.Now())
-		} else {
+		default:
+			// Failed, or cut short by the stop: it may have been
+			// applied all the same.
 			if w.unknown[key] == nil {
 				w.unknown[key] = map[int]bool{}
 			}
 			w.unknown[key][seq] = true
-			w.failed++
-			w.lastErr = err
+			if ctx.Err() == nil {
+				w.failed++
+				w.lastErr = err
+			}
 		}
 		w.mu.Unlock()
 	}
