@@ -472,17 +472,27 @@ func testPartition(ctx context.Context, t *testing.T, c *launch.Cluster) {
 	// reaches it alone; the others send it to the leader, which such a
 	// connection cannot reach.
 	l := waitLeader(ctx, t, c, nil)
-	serving := 0
-	for _, n := range c.Nodes {
+	leads := make([]bool, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
 		conn, closeConn, err := c.DialThrough(n)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(cctx, &cpb.GetLeaderRequest{})
-		cancel()
-		closeConn()
-		if err == nil && resp.Responder.GetNodeId() == n.ID() && resp.Leader.GetNodeId() == n.ID() {
+		wg.Go(func() {
+			defer closeConn()
+			// The deadline is what the others' calls take to fail.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp, err := cpb.NewCuratorServiceClient(conn).GetLeader(cctx, &cpb.GetLeaderRequest{})
+			leads[i] = err == nil && resp.Responder.GetNodeId() == n.ID() && resp.Leader.GetNodeId() == n.ID()
+		})
+	}
+	wg.Wait()
+	serving := 0
+	for i, n := range c.Nodes {
+		if leads[i] {
 			serving++
 			if n != l {
 				t.Errorf("%v serves as the leader, but the cluster says %v leads", n, l)
