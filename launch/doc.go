@@ -35,9 +35,21 @@
 // (Pdeathsig), so none is left behind even if the launcher is killed. Close
 // sends SIGTERM, waits, and sends SIGKILL to those that do not stop in time.
 //
+// # VMs
+//
+// With Options.VM the nodes are qemu VMs booting the node image
+// (vmnode.go, launch/vm) on a switch the launcher owns, and the same Node
+// handles start, stop and kill them. The options a node process gets as
+// flags (ports, lease, heartbeat) go on each VM's kernel command line;
+// parameters go through fw_cfg only until the node is UP (the launcher
+// then removes its copy, so no later boot gets the register ticket). A VM
+// whose guest reboots (the node API's Reboot) is booted again, as a
+// machine's firmware would. Cut, Isolate and Reconnect partition the
+// network; DialThrough is the owner's connection as seen from one node's
+// side of a partition.
+//
 // # What it does not do
 //
-// It does not start VMs (that is the node image's launcher, still to come)
-// and it does not restart nodes that die: a dead node is reported, and the
+// It does not restart nodes that die: a dead node is reported, and the
 // caller (a test, or the person at the terminal) decides.
 package launch

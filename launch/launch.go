@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -23,6 +22,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/polisctl"
 	"github.com/polis-os/polis/roleserve"
@@ -337,7 +337,7 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
-	return c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
+	err = c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
 		nodes, err := c.ListNodes(ctx)
 		if err != nil || len(nodes) != 1 {
 			return false, nil
@@ -345,6 +345,10 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 		first.setID(nodes[0].Id)
 		return healthyUp(nodes[0]), nil
 	})
+	if err != nil {
+		return err
+	}
+	return forgetParameters(first)
 }
 
 // addNodes registers every node but the first and approves it.
@@ -402,10 +406,8 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 			return err
 		}
 		c.progress("%v: UP and healthy", n)
-		// The node forgot its register ticket once enrolled; the copy
-		// beside its storage goes too (a restart needs only the storage).
-		if err := os.Remove(filepath.Join(n.Dir, "parameters.pb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("launch: %v: removing its register ticket: %w", n, err)
+		if err := forgetParameters(n); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -637,13 +639,32 @@ func (c *Cluster) Close() error {
 	return c.closeErr
 }
 
+// parametersFile is the node's parameters file: --parameters of a
+// process, the fw_cfg blob of a VM. It is written atomically (a node
+// started at any moment reads all of it or none) and secret (it may hold
+// the register ticket).
+func parametersFile(n *Node) localstorage.File {
+	return localstorage.File{Path: filepath.Join(n.Dir, "parameters.pb"), Plain: true, Secret: true}
+}
+
 func writeParameters(n *Node, p *nodev1.NodeParameters) error {
 	b, err := proto.Marshal(p)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(n.Dir, "parameters.pb"), b, 0o600); err != nil {
+	if err := parametersFile(n).Write(b); err != nil {
 		return fmt.Errorf("launch: %v: %w", n, err)
+	}
+	return nil
+}
+
+// forgetParameters removes the node's parameters once it is UP: it has
+// forgotten its register ticket itself, and needs only its storage to
+// start again, so the launcher's copy (a VM's fw_cfg blob on its next
+// boot) goes too.
+func forgetParameters(n *Node) error {
+	if err := parametersFile(n).Remove(); err != nil {
+		return fmt.Errorf("launch: %v: removing its parameters: %w", n, err)
 	}
 	return nil
 }

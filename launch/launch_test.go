@@ -6,10 +6,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/polis-os/polis/node/pid1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -98,5 +102,26 @@ func TestTail(t *testing.T) {
 	}
 	if got := tail(p, 10); got != "a\nb\nc\nd" {
 		t.Errorf("tail 10 = %q", got)
+	}
+}
+
+// TestVMAgentFlags: a VM node gets the options a node process gets as
+// flags (nodeArgs), on its kernel command line.
+func TestVMAgentFlags(t *testing.T) {
+	o := Options{LeaseTTL: 3 * time.Second, HeartbeatInterval: time.Second, CuratorPort: 7001, VM: &VMOptions{}}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: o}
+	got := strings.Join(c.agentFlags(), " ")
+	for _, arg := range nodeArgs(&Node{}, &o) {
+		if name, ok := strings.CutPrefix(arg, "--"); ok && slices.Contains(pid1.AgentFlags, name) && !strings.Contains(got, name+"=") {
+			t.Errorf("a node process gets --%s, a VM node does not (%s)", name, got)
+		}
+	}
+	for _, want := range []string{"lease-ttl=3s", "heartbeat-interval=1s", "curator-port=7001", "consensus-port=7834"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("agent flags %q lack %s", got, want)
+		}
 	}
 }

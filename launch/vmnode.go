@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/launch/vm"
 	"github.com/polis-os/polis/polisctl"
@@ -46,13 +48,25 @@ type vmNetwork struct {
 	proxy *vm.Proxy
 }
 
+// hostMAC is the MAC of the launcher's port on the switch.
+const hostMAC = "52:54:00:ff:ff:fe"
+
 // ProxyURL is the HTTP CONNECT proxy into a VM cluster's network ("" for
-// a process cluster): HTTPS_PROXY=URL polisctl ... reaches the nodes.
+// a process cluster), saved in polisctl's configuration.
 func (c *Cluster) ProxyURL() string {
 	if c.vmnet == nil {
 		return ""
 	}
 	return c.vmnet.proxy.URL()
+}
+
+// SOCKS5ProxyURL is the same proxy as a SOCKS5 one (socks5://IP:PORT; ""
+// for a process cluster): polisctl --proxy URL, or any SOCKS5 client.
+func (c *Cluster) SOCKS5ProxyURL() string {
+	if c.vmnet == nil {
+		return ""
+	}
+	return c.vmnet.proxy.SOCKS5URL()
 }
 
 // Switch is a VM cluster's switch (nil for a process cluster), to cut
@@ -75,6 +89,20 @@ func (c *Cluster) Cut(n *Node) error {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("%v: cut off from the switch", n)
+	return nil
+}
+
+// Isolate cuts n's VM off from the other nodes but not from the launcher:
+// a partition with n and the launcher (an operator, polisctl) on one side
+// and the other nodes on the other. Reconnect ends it.
+func (c *Cluster) Isolate(n *Node) error {
+	if n.vm == nil || c.vmnet == nil {
+		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be isolated", n)
+	}
+	if err := c.vmnet.sw.CutExcept(n.vm.MAC, hostMAC); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	c.progress("%v: cut off from the other nodes; the launcher still reaches it", n)
 	return nil
 }
 
@@ -122,7 +150,7 @@ func (c *Cluster) startVMNetwork() error {
 		return fmt.Errorf("launch: %w", err)
 	}
 	hostAddr := netip.PrefixFrom(hostAddress(o.Network), o.Network.Bits())
-	host, err := vm.AttachHost(sw, hostAddr, "52:54:00:ff:ff:fe")
+	host, err := vm.AttachHost(sw, hostAddr, hostMAC)
 	if err != nil {
 		sw.Close()
 		return fmt.Errorf("launch: %w", err)
@@ -139,7 +167,7 @@ func (c *Cluster) startVMNetwork() error {
 	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
-	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL())
+	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s (also %s)", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL(), proxy.SOCKS5URL())
 	return nil
 }
 
@@ -187,14 +215,29 @@ func (c *Cluster) vmConfig(n *Node, img *image.Image) vm.Config {
 		SwitchSocket: c.vmnet.sw.Socket(),
 		MemoryMB:     o.MemoryMB,
 		Accel:        o.Accel,
+		AgentFlags:   c.agentFlags(),
 	}
+}
+
+// agentFlags are the options a node process gets as flags (nodeArgs),
+// for a VM's kernel command line (pid1.AgentFlags).
+func (c *Cluster) agentFlags() []string {
+	o := &c.opts
+	var f []string
+	if o.LeaseTTL > 0 {
+		f = append(f, "lease-ttl="+o.LeaseTTL.String())
+	}
+	if o.HeartbeatInterval > 0 {
+		f = append(f, "heartbeat-interval="+o.HeartbeatInterval.String())
+	}
+	return append(f, fmt.Sprintf("consensus-port=%d", o.ConsensusPort), fmt.Sprintf("curator-port=%d", o.CuratorPort))
 }
 
 // startVM boots the node's machine; n.mu is held. The parameters file the
 // launcher wrote, if any, goes to fw_cfg.
 func (n *Node) startVM() error {
 	cfg := *n.vm
-	b, err := os.ReadFile(filepath.Join(n.Dir, "parameters.pb"))
+	b, err := parametersFile(n).Read()
 	switch {
 	case err == nil:
 		cfg.Parameters = b
@@ -213,9 +256,23 @@ func (n *Node) startVM() error {
 		n.mu.Lock()
 		p.err = err
 		expected := p.expected
+		// The guest rebooted (the node API's Reboot): qemu runs with
+		// -no-reboot, so the launcher boots it again, as the machine's
+		// firmware would. The next run replaces this one before this one
+		// is marked ended, so no one sees the node stopped.
+		var rerr error
+		rebooted := !expected && err == nil && m.GuestRebooted()
+		if rebooted {
+			rerr = n.startVM()
+		}
 		n.mu.Unlock()
 		close(p.exited)
-		if !expected {
+		switch {
+		case rebooted && rerr == nil:
+			n.report("%v: its VM rebooted; booting it again (pid %d)", n, n.PID())
+		case rebooted:
+			n.report("%v: its VM rebooted, but booting it again failed: %v", n, rerr)
+		case !expected:
 			n.report("%v: its VM stopped unexpectedly (%v); its console: %s", n, err, n.Log)
 		}
 	}()
@@ -297,4 +354,68 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 		c.Nodes = append(c.Nodes, n)
 	}
 	return c.form(ctx)
+}
+
+// DialThrough returns the owner's connection to the curator leader as an
+// operator who reaches only n would have it: polisctl.Dial with a copy of
+// polisctl's configuration that names a proxy into n's address alone. A
+// call succeeds only while n's curator leads and can act; otherwise it
+// fails when its context ends. This is what a client on n's side of a
+// partition (Isolate) sees. close releases the proxy and the copy.
+func (c *Cluster) DialThrough(n *Node) (conn *grpc.ClientConn, close func() error, err error) {
+	if n.vm == nil || c.vmnet == nil {
+		return nil, nil, fmt.Errorf("launch: %v is a process; only a VM cluster's nodes are reached through a proxy", n)
+	}
+	proxy, err := vm.ServeProxy(c.vmnet.host, netip.PrefixFrom(n.Address, n.Address.BitLen()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("launch: %w", err)
+	}
+	dir, err := os.MkdirTemp(c.BaseDir, "polisctl-through-")
+	if err == nil {
+		err = copyFiles(c.ConfigDir, dir)
+	}
+	if err == nil {
+		err = polisctl.SaveProxy(dir, proxy.URL())
+	}
+	if err == nil {
+		conn, err = polisctl.Dial(dir)
+	}
+	release := func() error {
+		var cerr error
+		if conn != nil {
+			cerr = conn.Close()
+		}
+		return errors.Join(cerr, proxy.Close(), os.RemoveAll(dir))
+	}
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("launch: a connection through %v only: %w", n, err)
+	}
+	return conn, release, nil
+}
+
+// copyFiles copies the regular files of src into dst, keeping their
+// permissions.
+func copyFiles(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

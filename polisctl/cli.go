@@ -40,6 +40,9 @@ type cli struct {
 	timeout   time.Duration
 	// nodeAPIPort is where the node commands reach a node's own API.
 	nodeAPIPort uint16
+	// proxy is --proxy: a proxy to reach the cluster through, instead of
+	// the configuration's.
+	proxy string
 	// terminal says whether the reader is an interactive terminal, where
 	// take-ownership may ask its question. A field so that tests can
 	// answer the question through a pipe.
@@ -91,6 +94,7 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	root.PersistentFlags().StringVar(&c.configDir, "config", "", "configuration directory (default $POLISCTL_CONFIG, $XDG_CONFIG_HOME/polisctl or ~/.config/polisctl)")
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
 	root.PersistentFlags().Uint16Var(&c.nodeAPIPort, "node-api-port", nodeapi.DefaultPort, "the port of the nodes' own API (node logs, services, graph, reboot)")
+	root.PersistentFlags().StringVar(&c.proxy, "proxy", "", "reach the cluster through this proxy, http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT, instead of the one saved in the configuration (polis-launch --vm saves its own)")
 	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd())
 	return root
 }
@@ -179,7 +183,7 @@ The owner key file holds an ed25519 private key as PKCS#8, in DER or in PEM
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 			defer cancel()
-			if err := TakeOwnership(ctx, c.configDir, aps, key, trust); err != nil {
+			if err := takeOwnership(ctx, c.configDir, c.proxy, aps, key, trust); err != nil {
 				if refusal != nil {
 					return refusal
 				}
@@ -229,7 +233,7 @@ type session struct {
 }
 
 func (c *cli) dial() (*session, error) {
-	conn, err := Dial(c.configDir)
+	conn, err := dial(c.configDir, c.proxy)
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,16 @@ func TestCLI(t *testing.T) {
 			t.Errorf("node list row %q lacks %q", lines[1], f)
 		}
 	}
+	// --proxy: the cluster is reached through the proxy given, HTTP
+	// CONNECT or SOCKS5, instead of the saved configuration's (none
+	// here, so a dead proxy can only fail if the flag is used).
+	r.fails([]string{"--proxy", "http://127.0.0.1:1", "node", "list"}, "127.0.0.1:1")
+	r.fails([]string{"--proxy", "ftp://127.0.0.1:1", "node", "list"}, "socks5://HOST:PORT")
+	for _, p := range []string{connectProxy(t, curator), socks5Proxy(t, curator)} {
+		if nodes := nodesJSON(t, r.ok("--proxy", p, "node", "list", "-o", "json")); len(nodes) != 1 {
+			t.Errorf("node list through --proxy %s: %d nodes, want 1", p, len(nodes))
+		}
+	}
 	if nodes := nodesJSON(t, r.ok("node", "list", "-o", "json")); len(nodes) != 1 || nodes[0].Id != first.NodeID || nodes[0].State != cpb.NodeState_NODE_STATE_UP {
 		t.Fatalf("node list -o json: %v", nodes)
 	}

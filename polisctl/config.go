@@ -69,9 +69,12 @@ func Fingerprint(der []byte) string {
 type config struct {
 	dir                    string
 	key, cert, ca, cluster localstorage.File
-	// proxy, when present, names the HTTP CONNECT proxy the cluster is
-	// reached through (SaveProxy).
+	// proxy, when present, names the proxy the cluster is reached
+	// through (SaveProxy).
 	proxy localstorage.File
+	// proxyURL is a proxy given to this run (polisctl --proxy): it
+	// replaces the saved one.
+	proxyURL string
 	// newKey is where owner rotate-key keeps the new owner key while the
 	// rotation is under way (see rotateOwnerKey). Plain like key: its
 	// recovery is take-ownership --owner-key, which reads a bare key.
@@ -176,6 +179,12 @@ func (c *config) writeCurators(eps []*cpb.CuratorEndpoint) error {
 // Nothing is written unless the owner certificate was issued; each file is
 // written atomically.
 func TakeOwnership(ctx context.Context, dir string, curators []netip.AddrPort, ownerKey ed25519.PrivateKey, trust func(fingerprint string) bool) error {
+	return takeOwnership(ctx, dir, "", curators, ownerKey, trust)
+}
+
+// takeOwnership is TakeOwnership through the proxy at proxyURL, if not
+// empty, instead of the saved one.
+func takeOwnership(ctx context.Context, dir, proxyURL string, curators []netip.AddrPort, ownerKey ed25519.PrivateKey, trust func(fingerprint string) bool) error {
 	if len(curators) == 0 {
 		return errors.New("no curator address given: name at least one curator as IP:PORT")
 	}
@@ -186,6 +195,7 @@ func TakeOwnership(ctx context.Context, dir string, curators []netip.AddrPort, o
 	if err != nil {
 		return err
 	}
+	cfg.proxyURL = proxyURL
 	pinned, err := cfg.pinnedCA()
 	if err != nil {
 		return err
@@ -401,25 +411,31 @@ func addrList(aps []netip.AddrPort) string {
 // in turn. It renews nothing and does no I/O: the first call finds the
 // curators. Errors name the missing file
 // and the command that creates it.
-func Dial(dir string) (*grpc.ClientConn, error) {
+func Dial(dir string) (*grpc.ClientConn, error) { return dial(dir, "") }
+
+// dial is Dial through the proxy at proxyURL, if not empty, instead of
+// the saved one.
+func dial(dir, proxyURL string) (*grpc.ClientConn, error) {
 	uc, eps, err := ownerTLS(dir)
 	if err != nil {
 		return nil, err
 	}
-	dialer, err := proxyDialer(dir)
+	dialer, err := proxyDialer(dir, proxyURL)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(client.Config{Endpoints: eps, TLS: uc, Dialer: dialer})
 }
 
-// proxyDialer returns the dialer through the proxy saved in dir (a VM
-// cluster's), or nil to dial directly.
-func proxyDialer(dir string) (func(context.Context, string) (net.Conn, error), error) {
+// proxyDialer returns the dialer through the proxy at proxyURL or, if
+// that is empty, the one saved in dir (a VM cluster's), or nil to dial
+// directly.
+func proxyDialer(dir, proxyURL string) (func(context.Context, string) (net.Conn, error), error) {
 	cfg, err := newConfig(dir)
 	if err != nil {
 		return nil, err
 	}
+	cfg.proxyURL = proxyURL
 	return cfg.dialer()
 }
 

@@ -73,7 +73,7 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
 	// A VM cluster's nodes are reached through the launcher's proxy, as
 	// the curators are.
-	dialer, err := proxyDialer(c.configDir)
+	dialer, err := proxyDialer(c.configDir, c.proxy)
 	if err != nil {
 		return err
 	}

@@ -12,13 +12,17 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	xproxy "golang.org/x/net/proxy"
 )
 
 // SaveProxy records in the configuration directory dir that the cluster is
-// reached through the HTTP CONNECT proxy at proxyURL (http://IP:PORT), as
-// for a cluster of VMs whose addresses the host cannot route to:
-// polis-launch --vm saves its proxy there, and every later polisctl call
-// with that configuration goes through it. An empty proxyURL removes it.
+// reached through the proxy at proxyURL: an HTTP CONNECT proxy
+// (http://HOST:PORT) or a SOCKS5 one (socks5://HOST:PORT), as for a
+// cluster of VMs whose addresses the host cannot route to: polis-launch
+// --vm saves its proxy there, and every later polisctl call with that
+// configuration goes through it (unless --proxy names another). An empty
+// proxyURL removes it.
 func SaveProxy(dir, proxyURL string) error {
 	cfg, err := newConfig(dir)
 	if err != nil {
@@ -27,7 +31,7 @@ func SaveProxy(dir, proxyURL string) error {
 	if proxyURL == "" {
 		return cfg.proxy.Remove()
 	}
-	if _, err := parseProxy(proxyURL); err != nil {
+	if _, err := proxyDialerFor(proxyURL); err != nil {
 		return err
 	}
 	if err := cfg.create(); err != nil {
@@ -36,18 +40,46 @@ func SaveProxy(dir, proxyURL string) error {
 	return cfg.proxy.Write([]byte(proxyURL + "\n"))
 }
 
-// parseProxy accepts http://HOST:PORT.
-func parseProxy(s string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
-		return "", fmt.Errorf("proxy %q: want http://HOST:PORT (an HTTP CONNECT proxy)", s)
+// proxyDialerFor returns a dialer through the proxy at proxyURL:
+// http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT (SOCKS5, no
+// authentication).
+func proxyDialerFor(proxyURL string) (func(context.Context, string) (net.Conn, error), error) {
+	u, err := url.Parse(strings.TrimSpace(proxyURL))
+	if err != nil || u.Host == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
+		return nil, fmt.Errorf("proxy %q: want http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT (SOCKS5)", proxyURL)
 	}
-	return u.Host, nil
+	switch u.Scheme {
+	case "http":
+		return connectDialer(u.Host), nil
+	case "socks5":
+		d, err := xproxy.SOCKS5("tcp", u.Host, nil, &net.Dialer{})
+		if err != nil {
+			return nil, fmt.Errorf("proxy %q: %w", proxyURL, err)
+		}
+		return socksDialer(u.Host, d.(xproxy.ContextDialer)), nil
+	}
+	return nil, fmt.Errorf("proxy %q: want http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT (SOCKS5)", proxyURL)
 }
 
-// dialer returns the dialer the configuration asks for: through the saved
-// proxy, or nil (direct) when there is none.
+// socksDialer opens TCP connections through the SOCKS5 proxy at
+// proxyAddr, with errors that name it.
+func socksDialer(proxyAddr string, d xproxy.ContextDialer) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("SOCKS5 proxy %s, reaching %s: %w", proxyAddr, addr, err)
+		}
+		return c, nil
+	}
+}
+
+// dialer returns the dialer the configuration asks for: through the proxy
+// given to polisctl (--proxy) if any, else through the saved one, or nil
+// (direct) when there is neither.
 func (c *config) dialer() (func(context.Context, string) (net.Conn, error), error) {
+	if c.proxyURL != "" {
+		return proxyDialerFor(c.proxyURL)
+	}
 	b, err := c.proxy.Read()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -55,11 +87,11 @@ func (c *config) dialer() (func(context.Context, string) (net.Conn, error), erro
 	if err != nil {
 		return nil, err
 	}
-	host, err := parseProxy(string(b))
+	d, err := proxyDialerFor(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.proxy.Path, err)
 	}
-	return connectDialer(host), nil
+	return d, nil
 }
 
 // connectDialer opens TCP connections through the HTTP CONNECT proxy at

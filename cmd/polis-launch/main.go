@@ -105,7 +105,7 @@ func printUsage(out io.Writer, c *launch.Cluster) {
 	}
 	logs := c.BaseDir + "/node*.log"
 	if c.ProxyURL() != "" {
-		logs = c.BaseDir + "/node*/console.log (serial consoles); polisctl goes through the proxy " + c.ProxyURL()
+		logs = c.BaseDir + "/node*/console.log (serial consoles); polisctl goes through the proxy " + c.ProxyURL() + " (saved in its configuration; the same port speaks SOCKS5: " + c.SOCKS5ProxyURL() + ")"
 	}
 	fmt.Fprintf(out, `
 Nodes: %v; logs in %s

@@ -29,8 +29,9 @@ func runAsInit() {
 		pid1.Fatal(console, err)
 	}
 	// The same flags a development node gets, so the defaults (ports,
-	// lease, heartbeat) are the same; the parameters come from fw_cfg.
-	o, err := parseFlags([]string{"--storage", m.StorageRoot, "--address", m.Address.Addr().String()}, os.Stdout)
+	// lease, heartbeat) are the same, and those the kernel command line
+	// sets (pid1.AgentFlags); the parameters come from fw_cfg.
+	o, err := parseFlags(append([]string{"--storage", m.StorageRoot, "--address", m.Address.Addr().String()}, m.AgentArgs...), os.Stdout)
 	if err != nil {
 		pid1.Fatal(console, err)
 	}

@@ -70,6 +70,18 @@ func (c *console) wait(ctx context.Context, from int, substr string) (string, in
 	}
 }
 
+// last returns the last line containing substr.
+func (c *console) last(substr string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.lines) - 1; i >= 0; i-- {
+		if strings.Contains(c.lines[i], substr) {
+			return c.lines[i], true
+		}
+	}
+	return "", false
+}
+
 // tail returns the last n lines, for error messages.
 func (c *console) tail(n int) string {
 	c.mu.Lock()

@@ -15,15 +15,17 @@
 // qemu runs with -nodefaults (no device we did not ask for, in particular
 // no NIC with outbound NAT) and -no-reboot with panic=-1 (a guest reboot or
 // panic ends qemu instead of looping or hanging, so the caller sees it and
-// decides). Node parameters go through fw_cfg, the node's address on the
-// kernel command line, the disks are told apart by their virtio serials.
+// decides: GuestRebooted tells a reboot from a power-off). Node parameters
+// go through fw_cfg, the node's address and agent flags on the kernel
+// command line (pid1.AgentFlags says why there), the disks are told apart
+// by their virtio serials.
 // PowerOff presses the ACPI power button through QMP: the agent stops,
 // PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
 //
 // The Switch is a learning ethernet switch in the launcher's process that
 // qemu reaches with its stream netdev over a unix socket: per run, no
 // root, no host-wide state, and a place to cut a machine off and plug it
-// back in (Cut, Reconnect) for partition tests.
+// back in (Cut, CutExcept, Reconnect) for partition tests.
 //
 // The host reaches the machines at their real addresses through a
 // HostPort (gVisor's userspace TCP/IP stack plugged into the switch) and
@@ -32,7 +34,7 @@
 //
 // # What it does not do (yet)
 //
-// TCG is the only accelerator used by default; KVM is a Config option, with
-// no probe yet that it works. Package launch drives these machines as the
-// nodes of a VM cluster (Options.VM).
+// TCG is the accelerator used by default; KVM is a Config option, and
+// ProbeKVM checks with a short boot that a KVM guest runs. Package launch
+// drives these machines as the nodes of a VM cluster (Options.VM).
 package vm

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -37,8 +39,13 @@ type Config struct {
 	// Address is the node's cluster address and prefix.
 	Address netip.Prefix
 	// Parameters are the node parameters (binary NodeParameters), given
-	// through fw_cfg; nil gives none (a node that has joined needs none).
+	// through fw_cfg from Dir/parameters.pb, which Start writes
+	// atomically; nil gives none (a node that has joined needs none), and
+	// Start removes that file, so that no register ticket stays behind.
 	Parameters []byte
+	// AgentFlags are node agent flags for the kernel command line, each
+	// NAME=VALUE with NAME one of pid1.AgentFlags (lease-ttl=5s).
+	AgentFlags []string
 	// SwitchSocket is the unix socket of the virtual switch the NIC is
 	// plugged into (Switch.Socket). Empty: a NIC with no peer.
 	SwitchSocket string
@@ -107,6 +114,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.MAC == "" {
 		o.MAC = DefaultMAC(o.Address.Addr())
 	}
+	for _, f := range o.AgentFlags {
+		name, v, ok := strings.Cut(f, "=")
+		if !ok || v == "" || strings.ContainsAny(v, " \t\n") || !slices.Contains(pid1.AgentFlags, name) {
+			return o, fmt.Errorf("vm %s: agent flag %q: want NAME=VALUE, NAME one of %s, VALUE without spaces", o.Name, f, strings.Join(pid1.AgentFlags, ", "))
+		}
+	}
 	if n := len(o.qmpSocket()); n > 100 {
 		return o, fmt.Errorf("vm %s: the directory %s is too long for a unix socket path (%d bytes); use a shorter one", o.Name, o.Dir, n)
 	}
@@ -126,7 +139,7 @@ func (c *Config) args() []string {
 		"-smp", "1",
 		"-kernel", c.Kernel,
 		"-initrd", c.Initramfs,
-		"-append", strings.Join([]string{"console=ttyS0", "panic=-1", "quiet", pid1.AddressParameter + "=" + c.Address.String()}, " "),
+		"-append", strings.Join(c.kernelCommandLine(), " "),
 		"-serial", "stdio",
 		"-monitor", "none",
 		"-qmp", "unix:" + c.qmpSocket() + ",server=on,wait=off",
@@ -142,9 +155,25 @@ func (c *Config) args() []string {
 	}
 	a = append(a, "-device", "virtio-net-pci,netdev=net0,mac="+c.MAC)
 	if c.Parameters != nil {
-		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+filepath.Join(c.Dir, "parameters.pb"))
+		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+c.parametersFile().Path)
 	}
 	return a
+}
+
+// kernelCommandLine is the kernel's command line: the console, reboot on
+// panic, and the settings PID 1 reads (pid1.AgentFlags says why there).
+func (c *Config) kernelCommandLine() []string {
+	l := []string{"console=ttyS0", "panic=-1", "quiet", pid1.AddressParameter + "=" + c.Address.String()}
+	for _, f := range c.AgentFlags {
+		l = append(l, pid1.ParameterPrefix+f)
+	}
+	return l
+}
+
+// parametersFile is where Start writes the parameters qemu gives the
+// guest through fw_cfg.
+func (c *Config) parametersFile() localstorage.File {
+	return localstorage.File{Path: filepath.Join(c.Dir, "parameters.pb"), Plain: true, Secret: true}
 }
 
 // Start boots the machine: it creates missing disks, writes the
@@ -178,9 +207,11 @@ func Start(cfg Config) (*Machine, error) {
 		}
 	}
 	if c.Parameters != nil {
-		if err := os.WriteFile(filepath.Join(c.Dir, "parameters.pb"), c.Parameters, 0o600); err != nil {
+		if err := c.parametersFile().Write(c.Parameters); err != nil {
 			return nil, fmt.Errorf("vm %s: writing the parameters: %w", c.Name, err)
 		}
+	} else if err := c.parametersFile().Remove(); err != nil {
+		return nil, fmt.Errorf("vm %s: removing old parameters: %w", c.Name, err)
 	}
 	os.Remove(c.qmpSocket())
 	logFile, err := os.OpenFile(c.ConsoleLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -255,6 +286,21 @@ func (m *Machine) Kill() error {
 	}
 	<-m.done
 	return nil
+}
+
+// GuestRebooted reports whether the guest asked for a reboot, as its last
+// words before qemu exited: PID 1's halt line for a reboot (the node API's
+// Reboot, or a fatal boot error). qemu runs with -no-reboot, so a guest
+// reboot ends qemu like a power-off; the caller boots the machine again.
+// False while qemu runs.
+func (m *Machine) GuestRebooted() bool {
+	select {
+	case <-m.done:
+	default:
+		return false
+	}
+	l, _ := m.console.last(pid1.HaltMessage)
+	return strings.Contains(l, pid1.RebootMessage)
 }
 
 // Done is closed when qemu has exited.

@@ -13,11 +13,14 @@ import (
 	"time"
 )
 
-// Proxy is an HTTP CONNECT proxy on a loopback address that tunnels TCP
-// connections into the cluster network through a HostPort. polisctl uses
-// it when its configuration names it (polisctl.SaveProxy); HTTPS_PROXY is
-// not enough, because gRPC's own proxy support loses the TLS server name
-// the curator client gives each curator. It reaches only addresses in the
+// Proxy is a proxy on a loopback address that tunnels TCP connections
+// into the cluster network through a HostPort. It speaks HTTP CONNECT and
+// SOCKS5 (CONNECT, no authentication: it is on loopback) on the same
+// port, told apart by a connection's first byte (5 is SOCKS5's version;
+// no HTTP method starts with it). polisctl uses it when its configuration
+// names it (polisctl.SaveProxy) or --proxy does; HTTPS_PROXY is not
+// enough, because gRPC's own proxy support loses the TLS server name the
+// curator client gives each curator. It reaches only addresses in the
 // cluster network, so it is no way out to anywhere else.
 type Proxy struct {
 	ln      net.Listener
@@ -44,8 +47,12 @@ func ServeProxy(host *HostPort, network netip.Prefix) (*Proxy, error) {
 	return p, nil
 }
 
-// URL is the proxy's address for HTTPS_PROXY.
+// URL is the proxy's address as an HTTP CONNECT proxy (http://IP:PORT).
 func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// SOCKS5URL is the same proxy's address as a SOCKS5 proxy
+// (socks5://IP:PORT).
+func (p *Proxy) SOCKS5URL() string { return "socks5://" + p.ln.Addr().String() }
 
 func (p *Proxy) serve() {
 	defer p.wg.Done()
@@ -87,6 +94,12 @@ func (p *Proxy) tunnel(c net.Conn) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(dialTimeout))
 	br := bufio.NewReader(c)
+	if first, err := br.Peek(1); err != nil {
+		return
+	} else if first[0] == socks5Version {
+		p.socks5(c, br)
+		return
+	}
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return
@@ -104,9 +117,7 @@ func (p *Proxy) tunnel(c net.Conn) {
 		fail(http.StatusForbidden, fmt.Sprintf("%s is not an address in the cluster network %v", req.Host, p.network))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-	node, err := p.host.DialContext(ctx, "tcp", ap.String())
-	cancel()
+	node, err := p.dialNode(ap)
 	if err != nil {
 		fail(http.StatusBadGateway, err.Error())
 		return
@@ -115,6 +126,23 @@ func (p *Proxy) tunnel(c net.Conn) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
+	splice(c, br, node)
+}
+
+// dialNode opens a connection to ap in the cluster network; an address
+// outside it is refused.
+func (p *Proxy) dialNode(ap netip.AddrPort) (net.Conn, error) {
+	if !p.network.Contains(ap.Addr().Unmap()) {
+		return nil, fmt.Errorf("%v is not an address in the cluster network %v", ap, p.network)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	return p.host.DialContext(ctx, "tcp", netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String())
+}
+
+// splice copies bytes both ways between the client c (whose bytes sent
+// after its request are in br) and node, until both are done.
+func splice(c net.Conn, br *bufio.Reader, node net.Conn) {
 	done := make(chan struct{}, 2)
 	go func() {
 		// Bytes the client sent after its request are in br's buffer.

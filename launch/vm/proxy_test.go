@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	xproxy "golang.org/x/net/proxy"
 )
 
 // TestProxyIntoTheSwitchNetwork stands a second netstack in for a node:
@@ -40,13 +42,15 @@ func TestProxyIntoTheSwitchNetwork(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		for range 2 { // one tunnel through HTTP CONNECT, one through SOCKS5
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			fmt.Fprintf(c, "echo %s", line)
+			c.Close()
 		}
-		defer c.Close()
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		fmt.Fprintf(c, "echo %s", line)
 	}()
 	p, err := ServeProxy(host, network)
 	if err != nil {
@@ -79,6 +83,23 @@ func TestProxyIntoTheSwitchNetwork(t *testing.T) {
 	if err != nil || got == nil || string(got) != "echo hello\n" {
 		t.Fatalf("through the tunnel: %q, %v", got, err)
 	}
+
+	// The same port speaks SOCKS5.
+	d, err := xproxy.SOCKS5("tcp", strings.TrimPrefix(p.SOCKS5URL(), "socks5://"), nil, &net.Dialer{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := d.Dial("tcp", "10.9.0.1:7835")
+	if err != nil {
+		t.Fatalf("SOCKS5 to the node: %v", err)
+	}
+	sc.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(sc, "hello socks\n")
+	got, err = io.ReadAll(sc)
+	sc.Close()
+	if err != nil || string(got) != "echo hello socks\n" {
+		t.Fatalf("through the SOCKS5 tunnel: %q, %v", got, err)
+	}
 	<-served
 	ln.Close()
 
@@ -86,5 +107,15 @@ func TestProxyIntoTheSwitchNetwork(t *testing.T) {
 	c2.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("CONNECT outside the cluster network: %s, want 403", resp.Status)
+	}
+	if sc, err := d.Dial("tcp", "127.0.0.1:22"); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		if sc != nil {
+			sc.Close()
+		}
+		t.Errorf("SOCKS5 outside the cluster network: %v, want it not allowed", err)
+	}
+	if sc, err := d.Dial("tcp", "node1.example:7835"); err == nil {
+		sc.Close()
+		t.Error("SOCKS5 to a name: accepted, want refused (the cluster network has addresses only)")
 	}
 }

@@ -17,8 +17,10 @@ import (
 // It forwards a frame to the port its destination MAC was last seen on,
 // and floods broadcasts and unknown destinations. Cut isolates a machine
 // (by its MAC) as an unplugged cable would: its frames are dropped both
-// ways until Reconnect. A port whose queue is full drops frames instead
-// of slowing the others down, as a real switch does.
+// ways until Reconnect; CutExcept does the same but for the machines it
+// names, a partition in which the machine still reaches some (the
+// launcher, an operator on its side). A port whose queue is full drops
+// frames instead of slowing the others down, as a real switch does.
 type Switch struct {
 	ln     *net.UnixListener
 	socket string
@@ -26,9 +28,11 @@ type Switch struct {
 	mu    sync.Mutex
 	ports map[*port]bool
 	where map[[6]byte]*port // learned: MAC → port
-	cut   map[[6]byte]bool
-	wg    sync.WaitGroup
-	done  bool
+	// cut holds the machines cut off, each with the machines it still
+	// reaches (none after Cut).
+	cut  map[[6]byte]map[[6]byte]bool
+	wg   sync.WaitGroup
+	done bool
 }
 
 type port struct {
@@ -52,7 +56,7 @@ func NewSwitch(socket string) (*Switch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("virtual switch: %w", err)
 	}
-	s := &Switch{ln: ln, socket: socket, ports: map[*port]bool{}, where: map[[6]byte]*port{}, cut: map[[6]byte]bool{}}
+	s := &Switch{ln: ln, socket: socket, ports: map[*port]bool{}, where: map[[6]byte]*port{}, cut: map[[6]byte]map[[6]byte]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -144,12 +148,16 @@ func (s *Switch) forward(from *port, frame []byte) {
 	if !from.has {
 		from.mac, from.has = src, true
 	}
-	if s.cut[src] || s.cut[from.mac] {
-		return
+	if src != from.mac {
+		// A second MAC behind one port (qemu's NIC has one): it is cut
+		// when either is.
+		if _, ok := s.cut[src]; ok {
+			return
+		}
 	}
 	s.where[src] = from
 	send := func(p *port) {
-		if p == from || (p.has && s.cut[p.mac]) {
+		if p == from || (p.has && s.blocked(from.mac, p.mac)) || (!p.has && s.isCut(from.mac)) {
 			return
 		}
 		select {
@@ -177,20 +185,51 @@ func ParseMAC(mac string) ([6]byte, error) {
 	return [6]byte(hw), nil
 }
 
+// blocked reports whether frames between the machines a and b are
+// dropped; s.mu is held.
+func (s *Switch) blocked(a, b [6]byte) bool {
+	if reach, ok := s.cut[a]; ok && !reach[b] {
+		return true
+	}
+	if reach, ok := s.cut[b]; ok && !reach[a] {
+		return true
+	}
+	return false
+}
+
+// isCut reports whether mac is cut off from anyone; s.mu is held.
+func (s *Switch) isCut(mac [6]byte) bool {
+	_, ok := s.cut[mac]
+	return ok
+}
+
 // Cut isolates the machine with the MAC: nothing it sends is forwarded,
 // nothing is forwarded to it.
-func (s *Switch) Cut(mac string) error {
+func (s *Switch) Cut(mac string) error { return s.CutExcept(mac) }
+
+// CutExcept isolates the machine with the MAC from every machine but
+// those in reach: a partition with the machine and reach on one side.
+// It replaces an earlier Cut or CutExcept of the same machine.
+func (s *Switch) CutExcept(mac string, reach ...string) error {
 	hw, err := ParseMAC(mac)
 	if err != nil {
 		return err
 	}
+	keep := map[[6]byte]bool{}
+	for _, r := range reach {
+		o, err := ParseMAC(r)
+		if err != nil {
+			return err
+		}
+		keep[o] = true
+	}
 	s.mu.Lock()
-	s.cut[hw] = true
+	s.cut[hw] = keep
 	s.mu.Unlock()
 	return nil
 }
 
-// Reconnect undoes Cut.
+// Reconnect undoes Cut and CutExcept.
 func (s *Switch) Reconnect(mac string) error {
 	hw, err := ParseMAC(mac)
 	if err != nil {

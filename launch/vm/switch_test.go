@@ -56,6 +56,24 @@ func (n *nic) recv(wait time.Duration) string {
 	return string(f[14:])
 }
 
+// waitPorts waits until the switch has accepted n ports: a dial returns
+// before the switch accepted it.
+func waitPorts(t *testing.T, s *Switch, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s.mu.Lock()
+		have := len(s.ports)
+		s.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the switch has %d ports, want %d", have, n)
+		}
+		time.Sleep(time.Millisecond) // polling the switch's own state
+	}
+}
+
 var broadcast = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 func TestSwitch(t *testing.T) {
@@ -65,20 +83,8 @@ func TestSwitch(t *testing.T) {
 	}
 	defer s.Close()
 	a, b, c := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b"), plug(t, s, "52:54:00:00:00:0c")
-	const long, short = 10 * time.Second, 200 * time.Millisecond
-	// A dial returns before the switch accepted it; wait for the ports.
-	for deadline := time.Now().Add(long); ; {
-		s.mu.Lock()
-		n := len(s.ports)
-		s.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the switch has %d ports, want 3", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	const long = 10 * time.Second
+	waitPorts(t, s, 3)
 
 	// A broadcast reaches every other port, and teaches the switch
 	// where each sender is.
@@ -104,26 +110,113 @@ func TestSwitch(t *testing.T) {
 	}
 
 	// A cut machine neither sends nor receives, broadcast or unicast.
+	// Silence proves nothing (a broken switch may just be slow), so each
+	// check ends with a frame sent along the same path once reconnected:
+	// it must be the first to arrive, so nothing sent during the cut was
+	// forwarded ahead of it. Each port's frames are forwarded in the
+	// order they were sent, and a forwarded frame is queued at once.
 	if err := s.Cut("52:54:00:00:00:0a"); err != nil {
 		t.Fatal(err)
 	}
 	a.send(b.mac, "from cut a")
+	a.send(broadcast, "bcast from cut a")
 	b.send(a.mac, "to cut a")
 	c.send(broadcast, "bcast")
+	// c's broadcast reached b: it was forwarded, to a as well had a not
+	// been cut.
 	if got := b.recv(long); got != "bcast" {
 		t.Fatalf("b got %q; want only c's broadcast", got)
 	}
-	if got := a.recv(short); got != "" {
-		t.Fatalf("the cut machine received %q", got)
+	// b's unicast to a was forwarded (or dropped) before b's next frame.
+	b.send(c.mac, "b marker")
+	if got := c.recv(long); got != "b marker" {
+		t.Fatalf("c got %q, want b's marker", got)
 	}
 	if err := s.Reconnect("52:54:00:00:00:0a"); err != nil {
 		t.Fatal(err)
 	}
+	// Positive controls: the same paths carry frames now.
+	b.send(a.mac, "to a, reconnected")
+	if got := a.recv(long); got != "to a, reconnected" {
+		t.Fatalf("a's first frame after Reconnect is %q: a frame sent to it while it was cut got through", got)
+	}
+	c.send(broadcast, "bcast, reconnected")
+	if got := a.recv(long); got != "bcast, reconnected" {
+		t.Fatalf("a got %q, want the broadcast sent after Reconnect", got)
+	}
+	if got := b.recv(long); got != "bcast, reconnected" {
+		t.Fatalf("b got %q, want the broadcast sent after Reconnect", got)
+	}
 	a.send(b.mac, "back")
 	if got := b.recv(long); got != "back" {
-		t.Fatalf("after Reconnect b got %q", got)
+		t.Fatalf("b's first frame from a after Reconnect is %q: a frame the cut machine sent got through", got)
 	}
+	a.send(broadcast, "a bcast, reconnected")
+	for _, o := range []*nic{b, c} {
+		if got := o.recv(long); got != "a bcast, reconnected" {
+			t.Fatalf("got %q, want a's broadcast sent after Reconnect: one sent while cut got through", got)
+		}
+	}
+
+	// CutExcept: a reaches c only; b and a do not reach each other.
+	if err := s.CutExcept("52:54:00:00:00:0a", "52:54:00:00:00:0c"); err != nil {
+		t.Fatal(err)
+	}
+	a.send(b.mac, "a to b, partitioned")
+	a.send(c.mac, "a to c, partitioned")
+	if got := c.recv(long); got != "a to c, partitioned" {
+		t.Fatalf("c got %q, want a's unicast: CutExcept cut a from c too", got)
+	}
+	b.send(broadcast, "b bcast, partitioned")
+	if got := c.recv(long); got != "b bcast, partitioned" {
+		t.Fatalf("c got %q, want b's broadcast", got)
+	}
+	c.send(broadcast, "c bcast, partitioned")
+	for _, o := range []*nic{a, b} {
+		if got := o.recv(long); got != "c bcast, partitioned" {
+			t.Fatalf("got %q, want c's broadcast: the partition dropped it, or let b's through to a", got)
+		}
+	}
+	if err := s.Reconnect("52:54:00:00:00:0a"); err != nil {
+		t.Fatal(err)
+	}
+	a.send(b.mac, "a to b, whole")
+	if got := b.recv(long); got != "a to b, whole" {
+		t.Fatalf("b's next frame from a is %q: one sent across the partition got through", got)
+	}
+
 	if err := s.Cut("not a mac"); err == nil {
 		t.Error("Cut accepted a malformed MAC")
+	}
+	if err := s.CutExcept("52:54:00:00:00:0a", "nope"); err == nil {
+		t.Error("CutExcept accepted a malformed MAC")
+	}
+}
+
+// TestSwitchChecksFail: the cut checks above can fail. A switch that
+// ignores Cut delivers frames sent during the cut ahead of the control
+// frame, which the checks' way of reading sees.
+func TestSwitchChecksFail(t *testing.T) {
+	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	const long = 10 * time.Second
+	waitPorts(t, s, 2)
+	a.send(broadcast, "learn a")
+	if got := b.recv(long); got != "learn a" {
+		t.Fatalf("b got %q", got)
+	}
+	b.send(broadcast, "learn b")
+	if got := a.recv(long); got != "learn b" {
+		t.Fatalf("a got %q", got)
+	}
+	// No Cut: the frame "sent while cut" arrives before the control.
+	b.send(a.mac, "to a, not cut")
+	b.send(a.mac, "to a, control")
+	if got := a.recv(long); got == "to a, control" {
+		t.Fatal("the control frame overtook the frame sent before it: the cut checks could not fail")
 	}
 }

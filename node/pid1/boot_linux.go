@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,6 +14,9 @@ import (
 type Machine struct {
 	// Address is the node's cluster address, with its prefix.
 	Address netip.Prefix
+	// AgentArgs are the agent's flags from the kernel command line
+	// (AgentFlags), as command-line arguments: --lease-ttl 5s ...
+	AgentArgs []string
 	// StorageRoot is the root of localstorage's layout.
 	StorageRoot string
 
@@ -59,9 +63,10 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the kernel command line: %w", err)
 	}
-	if m.Address, err = parseAddress(string(cmdline)); err != nil {
+	if m.Address, m.AgentArgs, err = parseCommandLine(string(cmdline)); err != nil {
 		return nil, err
 	}
+	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
 	nic, err := setUpNetwork(m.Address)
 	if err != nil {
 		return nil, err
@@ -77,20 +82,40 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	return m, nil
 }
 
-// parseAddress finds polis.address=IP/PREFIX on the kernel command line.
-func parseAddress(cmdline string) (netip.Prefix, error) {
+// parseCommandLine finds polis.address=IP/PREFIX (required) and the
+// agent's flags (polis.FLAG=VALUE, for AgentFlags) on the kernel command
+// line; any other polis.* parameter is an error naming it.
+func parseCommandLine(cmdline string) (netip.Prefix, []string, error) {
+	var (
+		addr netip.Prefix
+		args []string
+	)
 	for f := range strings.FieldsSeq(cmdline) {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || k != AddressParameter {
+		k, v, _ := strings.Cut(f, "=")
+		name, ok := strings.CutPrefix(k, ParameterPrefix)
+		if !ok {
 			continue
 		}
-		p, err := netip.ParsePrefix(v)
-		if err != nil || !p.Addr().Is4() && !p.Addr().Is6() || p.Addr().IsUnspecified() {
-			return netip.Prefix{}, fmt.Errorf("kernel command line: %s=%q: want the node's address and prefix, e.g. 10.0.0.2/24", AddressParameter, v)
+		if k == AddressParameter {
+			p, err := netip.ParsePrefix(v)
+			if err != nil || !p.Addr().Is4() && !p.Addr().Is6() || p.Addr().IsUnspecified() {
+				return netip.Prefix{}, nil, fmt.Errorf("kernel command line: %s=%q: want the node's address and prefix, e.g. 10.0.0.2/24", AddressParameter, v)
+			}
+			addr = p
+			continue
 		}
-		return p, nil
+		if !slices.Contains(AgentFlags, name) {
+			return netip.Prefix{}, nil, fmt.Errorf("kernel command line: unknown parameter %s: the node agent takes %s and %s%s", k, AddressParameter, ParameterPrefix, strings.Join(AgentFlags, ", "+ParameterPrefix))
+		}
+		if v == "" {
+			return netip.Prefix{}, nil, fmt.Errorf("kernel command line: %s has no value (want %s=VALUE)", k, k)
+		}
+		args = append(args, "--"+name, v)
 	}
-	return netip.Prefix{}, fmt.Errorf("kernel command line: no %s=IP/PREFIX (have %q)", AddressParameter, strings.TrimSpace(cmdline))
+	if !addr.IsValid() {
+		return netip.Prefix{}, nil, fmt.Errorf("kernel command line: no %s=IP/PREFIX (have %q)", AddressParameter, strings.TrimSpace(cmdline))
+	}
+	return addr, args, nil
 }
 
 // Requests delivers power requests: the ACPI power button (power off) and

@@ -19,7 +19,10 @@ const (
 
 	// AddressParameter is the kernel command-line parameter with the
 	// node's cluster address and prefix: polis.address=10.0.0.2/24.
-	AddressParameter = "polis.address"
+	AddressParameter = ParameterPrefix + "address"
+	// ParameterPrefix starts every kernel command-line parameter PID 1
+	// reads: polis.address, and polis.FLAG=VALUE for each of AgentFlags.
+	ParameterPrefix = "polis."
 
 	// StorageRoot is the node's storage root (localstorage), with the ESP
 	// mounted at esp/, the data disk at data/ and a tmpfs at ephemeral/.
@@ -31,4 +34,22 @@ const (
 	// HaltMessage starts the last line PID 1 prints before power-off or
 	// reboot.
 	HaltMessage = "polis: halting"
+	// RebootMessage starts the halt line of a reboot (the launcher boots
+	// the machine again: qemu runs with -no-reboot).
+	RebootMessage = HaltMessage + ": reboot"
 )
+
+// AgentFlags are the node agent's flags a machine's kernel command line may
+// set, as polis.FLAG=VALUE (polis.lease-ttl=5s): the same settings a
+// development node takes on its command line (cmd/polis-node), so that a
+// VM cluster is launched with the same options as a cluster of processes.
+// Any other polis.* parameter is refused: a misspelt setting must not be
+// silently dropped.
+//
+// Why the kernel command line and not the node parameters (fw_cfg): these
+// are the machine's own settings, needed on every boot, as a bootloader
+// entry gives them on a real machine; the node parameters are enrolment
+// (which cluster, the register ticket), which the launcher withdraws once
+// the node is UP so that no ticket lingers, and which an enrolled node
+// does without, rejoining from its sealed configuration.
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port"}

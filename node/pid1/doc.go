@@ -12,8 +12,10 @@
 //  2. load the kernel modules listed at ModuleListPath, in that order (the
 //     image builder resolved it from the modules' .modinfo);
 //  3. read the machine's settings from the kernel command line
-//     (polis.address=IP/PREFIX) and leave the node parameters to fw_cfg
-//     (node.FWCfgParametersPath, present once qemu_fw_cfg is loaded);
+//     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
+//     as polis.lease-ttl=5s; AgentFlags says why there) and leave the node
+//     parameters to fw_cfg (node.FWCfgParametersPath, present once
+//     qemu_fw_cfg is loaded);
 //  4. bring up lo and the cluster NIC with netlink;
 //  5. find the ESP and data disks by their serial numbers (SerialESP,
 //     SerialData), format a blank one (FAT32, ext4) and mount them under

@@ -3,6 +3,7 @@ package pid1
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,14 +12,25 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestParseAddress(t *testing.T) {
-	p, err := parseAddress("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 quiet\n")
+func TestParseCommandLine(t *testing.T) {
+	p, args, err := parseCommandLine("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 polis.lease-ttl=3s quiet polis.curator-port=7001\n")
 	if err != nil || p.String() != "10.77.0.2/24" {
-		t.Fatalf("parseAddress = %v, %v; want 10.77.0.2/24", p, err)
+		t.Fatalf("parseCommandLine = %v, %v; want 10.77.0.2/24", p, err)
 	}
-	for _, bad := range []string{"console=ttyS0", "polis.address=10.77.0.2", "polis.address=0.0.0.0/0", "polis.address=x/24"} {
-		if _, err := parseAddress(bad); err == nil || !strings.Contains(err.Error(), AddressParameter) {
-			t.Errorf("parseAddress(%q): %v, want an error naming %s", bad, err, AddressParameter)
+	if want := []string{"--lease-ttl", "3s", "--curator-port", "7001"}; !slices.Equal(args, want) {
+		t.Errorf("agent arguments %q, want %q", args, want)
+	}
+	for _, tc := range []struct{ cmdline, want string }{
+		{"console=ttyS0", AddressParameter},
+		{"polis.address=10.77.0.2", AddressParameter},
+		{"polis.address=0.0.0.0/0", AddressParameter},
+		{"polis.address=x/24", AddressParameter},
+		{"polis.address=10.77.0.2/24 polis.lease_ttl=3s", "unknown parameter polis.lease_ttl"},
+		{"polis.address=10.77.0.2/24 polis.storage=/", "unknown parameter polis.storage"},
+		{"polis.address=10.77.0.2/24 polis.lease-ttl", "polis.lease-ttl has no value"},
+	} {
+		if _, _, err := parseCommandLine(tc.cmdline); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseCommandLine(%q): %v, want an error naming %s", tc.cmdline, err, tc.want)
 		}
 	}
 }

@@ -1,0 +1,107 @@
+package vm
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func testConfig(t *testing.T) Config {
+	return Config{
+		Name:      "t",
+		Kernel:    "vmlinuz",
+		Initramfs: "initramfs",
+		Dir:       shortTempDir(t),
+		Address:   netip.MustParsePrefix("10.77.0.2/24"),
+		QEMU:      "false", // exits at once: these tests look at what Start prepares
+	}
+}
+
+// TestAgentFlags: the agent's flags go to the kernel command line as
+// polis.NAME=VALUE; a flag PID 1 would refuse is refused here first.
+func TestAgentFlags(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AgentFlags = []string{"lease-ttl=3s", "heartbeat-interval=1s"}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(c.args(), "-append")
+	cmdline := c.args()[i+1]
+	for _, want := range []string{"polis.address=10.77.0.2/24", "polis.lease-ttl=3s", "polis.heartbeat-interval=1s"} {
+		if !slices.Contains(strings.Fields(cmdline), want) {
+			t.Errorf("kernel command line %q lacks %s", cmdline, want)
+		}
+	}
+	for _, bad := range []string{"lease-ttl", "lease-ttl=", "storage=/", "lease-ttl=3s panic=0"} {
+		cfg.AgentFlags = []string{bad}
+		if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "agent flag") {
+			t.Errorf("agent flag %q: %v, want it refused", bad, err)
+		}
+	}
+}
+
+// TestParametersFile: parameters go to fw_cfg from a file Start writes
+// (0600); a boot without parameters removes it and gives no fw_cfg, so a
+// register ticket given once does not stay on the host.
+func TestParametersFile(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Parameters = []byte("ticket")
+	m, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Wait(context.Background()) //nolint:errcheck // "false" fails, as it should
+	p := filepath.Join(cfg.Dir, "parameters.pb")
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("parameters file: %v, %v; want it, 0600", fi, err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "ticket" {
+		t.Errorf("parameters file holds %q", b)
+	}
+	if !slices.ContainsFunc(m.cfg.args(), func(a string) bool { return strings.Contains(a, "opt/polis/parameters") }) {
+		t.Error("no fw_cfg for the parameters")
+	}
+	cfg.Parameters = nil
+	m, err = Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Wait(context.Background()) //nolint:errcheck
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("the parameters file is still there after a boot without parameters: %v", err)
+	}
+	if slices.ContainsFunc(m.cfg.args(), func(a string) bool { return strings.Contains(a, "fw_cfg") }) {
+		t.Error("a boot without parameters still gets fw_cfg")
+	}
+}
+
+// TestGuestRebooted: a reboot is told from a power-off by PID 1's halt
+// line, the last one of the boot.
+func TestGuestRebooted(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  bool
+	}{
+		{[]string{"polis: machine ready", "polis: halting: reboot"}, true},
+		{[]string{"polis: FATAL: no disk", "polis: halting: reboot in 10s"}, true},
+		{[]string{"polis: halting: reboot", "polis: halting: power off"}, false},
+		{[]string{"polis: halting: power off"}, false},
+		{[]string{"Kernel panic - not syncing"}, false},
+	} {
+		m := &Machine{console: newConsole(), done: make(chan struct{})}
+		m.console.lines = tc.lines
+		if m.GuestRebooted() {
+			t.Errorf("%q: rebooted while qemu runs", tc.lines)
+		}
+		close(m.done)
+		if got := m.GuestRebooted(); got != tc.want {
+			t.Errorf("%q: GuestRebooted = %v, want %v", tc.lines, got, tc.want)
+		}
+	}
+}
