@@ -309,7 +309,8 @@ func TestUpdateNodeStatus(t *testing.T) {
 	node := cpb.NewCuratorServiceClient(c.asNode(cert, key))
 	first := c.storedNode(c.status.NodeID)
 
-	st := &cpb.NodeStatus{ExternalAddress: "fd00::46", Version: "v1.2.3", BootId: "0e4b2c4a-66b1-4b1a-9b0e-3d5c1f2a7e10", RunningCurator: &cpb.RunningCurator{Port: 7835}}
+	st := &cpb.NodeStatus{ExternalAddress: "fd00::46", Version: "v1.2.3", BootId: "0e4b2c4a-66b1-4b1a-9b0e-3d5c1f2a7e10", RunningCurator: &cpb.RunningCurator{Port: 7835},
+		Kubernetes: &cpb.KubernetesStatus{Running: []string{"apiserver", "controller-manager", "scheduler"}, ApiserverReady: true, ApiserverPort: 6443, WorkerNote: "no kubelet on this kind of node"}}
 	if _, err := node.UpdateNodeStatus(ctxT(t), &cpb.UpdateNodeStatusRequest{Status: st}); err != nil {
 		t.Fatalf("UpdateNodeStatus: %v", err)
 	}
@@ -337,6 +338,11 @@ func TestUpdateNodeStatus(t *testing.T) {
 		{ExternalAddress: "127.0.0.47", RunningCurator: &cpb.RunningCurator{}},
 		{ExternalAddress: "127.0.0.47", RunningCurator: &cpb.RunningCurator{Port: 70000}},
 		{ExternalAddress: "127.0.0.47", ConsensusPeerPort: 70000},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{Running: []string{"kubelet"}}},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{Running: []string{"apiserver", "apiserver"}}},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{ApiserverPort: 70000}},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{ApiserverReady: true}},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{WorkerNote: string(long[:maxKubernetesNoteLen+1])}},
 	} {
 		_, err := node.UpdateNodeStatus(ctxT(t), &cpb.UpdateNodeStatusRequest{Status: bad})
 		wantCode(t, "UpdateNodeStatus("+bad.String()+")", err, codes.InvalidArgument)

@@ -17,6 +17,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/kube/controlplane"
 )
 
 // Every byte the curator stores comes from a caller at some point, and every
@@ -149,6 +150,9 @@ func checkNodeStatus(st *cpb.NodeStatus) error {
 	if st.ConsensusPeerPort > 65535 {
 		errs = append(errs, fmt.Errorf("consensus_peer_port %d is not a TCP port", st.ConsensusPeerPort))
 	}
+	if k := st.Kubernetes; k != nil {
+		errs = append(errs, checkKubernetesStatus(k)...)
+	}
 	if st.Timestamp != nil {
 		if err := st.Timestamp.CheckValid(); err != nil {
 			errs = append(errs, fmt.Errorf("timestamp: %w", err))
@@ -158,6 +162,41 @@ func checkNodeStatus(st *cpb.NodeStatus) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	return nil
+}
+
+// kubernetesComponents are the names KubernetesStatus.running may hold.
+var kubernetesComponents = map[string]bool{controlplane.APIServer: true, controlplane.ControllerManager: true, controlplane.Scheduler: true}
+
+// maxKubernetesNoteLen is the documented bound of KubernetesStatus' notes.
+const maxKubernetesNoteLen = 200
+
+// checkKubernetesStatus checks the Kubernetes part of a status against its
+// documented form: operators read it in node describe, and the curator
+// hands its apiserver port to every kubeconfig it issues.
+func checkKubernetesStatus(k *cpb.KubernetesStatus) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, c := range k.Running {
+		if !kubernetesComponents[c] {
+			errs = append(errs, fmt.Errorf("kubernetes.running: %q is not a control-plane component (apiserver, controller-manager, scheduler)", c))
+		} else if seen[c] {
+			errs = append(errs, fmt.Errorf("kubernetes.running: %q named twice", c))
+		}
+		seen[c] = true
+	}
+	if k.ApiserverPort > 65535 {
+		errs = append(errs, fmt.Errorf("kubernetes.apiserver_port %d is not a TCP port", k.ApiserverPort))
+	}
+	if k.ApiserverReady && k.ApiserverPort == 0 {
+		errs = append(errs, errors.New("kubernetes: apiserver_ready without an apiserver_port"))
+	}
+	if len(k.ControllerNote) > maxKubernetesNoteLen {
+		errs = append(errs, fmt.Errorf("kubernetes.controller_note is %d bytes, more than %d", len(k.ControllerNote), maxKubernetesNoteLen))
+	}
+	if len(k.WorkerNote) > maxKubernetesNoteLen {
+		errs = append(errs, fmt.Errorf("kubernetes.worker_note is %d bytes, more than %d", len(k.WorkerNote), maxKubernetesNoteLen))
+	}
+	return errs
 }
 
 // validateNodeStatus is checkNodeStatus for a handler: a refusal is

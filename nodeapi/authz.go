@@ -82,8 +82,13 @@ func userHolds(user string, _ nodev1.NodePermission) bool {
 // goes by the key the curator last gave, so that the node API still
 // serves the owner while the control plane is down, which is when it is
 // needed most (a rotation takes effect on a node at its first owner call
-// a curator answers). A node that never got an answer refuses the owner.
-// Without Config.OwnerKey any owner certificate from the CA stands.
+// a curator answers). Only a node that has a key to fall back on bounds
+// the question by ownerKeyTimeout; a node that never got an answer waits
+// as long as the call may (its deadline, at most ownerKeyFirstTimeout),
+// since a curator that is merely slow (a loaded machine, an election)
+// should not refuse the owner. A node that never got an answer in that
+// time refuses the owner. Without
+// Config.OwnerKey any owner certificate from the CA stands.
 func (s *Service) ownerStands(ctx context.Context, id identity.Identity) error {
 	if id.Kind != identity.KindUser || id.UserName != curator.OwnerUserName {
 		return fmt.Errorf("%s is not the owner", id)
@@ -91,7 +96,11 @@ func (s *Service) ownerStands(ctx context.Context, id identity.Identity) error {
 	if s.cfg.OwnerKey == nil {
 		return nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, ownerKeyTimeout)
+	wait := ownerKeyFirstTimeout
+	if s.ownerKey.Load() != nil {
+		wait = ownerKeyTimeout
+	}
+	qctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	key, err := s.cfg.OwnerKey(qctx)
 	if err == nil && len(key) == ed25519.PublicKeySize {
@@ -107,8 +116,14 @@ func (s *Service) ownerStands(ctx context.Context, id identity.Identity) error {
 	return nil
 }
 
-// ownerKeyTimeout bounds the wait for the curator's answer in ownerStands.
+// ownerKeyTimeout bounds the wait for the curator's answer in ownerStands
+// when the node has a key the curator gave earlier to fall back on.
 const ownerKeyTimeout = 3 * time.Second
+
+// ownerKeyFirstTimeout bounds it when the node has none yet: as long as
+// polisctl's default timeout, so that only the call's own deadline is
+// shorter.
+const ownerKeyFirstTimeout = 30 * time.Second
 
 // CuratorOwnerKey is an OwnerKeyFunc that asks the curator through the
 // node's membership, if it has one.

@@ -6,17 +6,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -289,28 +286,3 @@ func leaderOnly(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 	return p.Addr.String(), nil
 }
 
-// leaderOnlyStream opens a stream only the leader serves, reads its first
-// answer (or its end) and returns the address of the curator that served it.
-func leaderOnlyStream(ctx context.Context, conn *grpc.ClientConn) (string, error) {
-	var p peer.Peer
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s, err := cpb.NewManagementServiceClient(conn).ListNodes(ctx, &cpb.ListNodesRequest{}, grpc.Peer(&p))
-	if err != nil {
-		return "", err
-	}
-	if _, err := s.Recv(); err != nil && status.Code(err) != codes.Unimplemented && !errors.Is(err, io.EOF) {
-		return "", err
-	}
-	cancel()
-	// The peer is recorded when the stream ends.
-	for {
-		if _, err := s.Recv(); err != nil {
-			break
-		}
-	}
-	if p.Addr == nil {
-		return "", errors.New("no peer recorded")
-	}
-	return p.Addr.String(), nil
-}
