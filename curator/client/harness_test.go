@@ -285,4 +285,3 @@ func leaderOnly(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 	}
 	return p.Addr.String(), nil
 }
-
