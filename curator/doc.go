@@ -10,9 +10,32 @@
 // is guarded by its leadership in the same etcd transaction
 // (Leadership.Txn): a curator that was deposed while it was still working
 // (paused, partitioned, slow) finds its write refused with ErrNotLeader
-// instead of overwriting its successor's state. A leader that dies loses the
-// leadership when its lease expires (DefaultLeaseTTL); one that stops
-// cleanly revokes its lease and hands over at once. Reads are protected
+// instead of overwriting its successor's state. A leader that stops
+// cleanly revokes its lease and hands over at once. One whose process dies
+// (SIGKILL, a crash) is deposed by the followers as soon as they see that
+// its process is gone (deadleader.go): its curator port and its node's
+// etcd peer port both refuse connections, which only a live kernel with
+// nothing listening answers, and the follower revokes the dead leader's
+// lease. Without that evidence (a timeout, an unreachable network, a
+// member not found) it loses the leadership only when its lease expires
+// (DefaultLeaseTTL), which after the death of etcd's raft leader is a full
+// lease after the new raft leader took over.
+//
+// Why revoking on evidence is safe. Revocation never lets two leaders
+// write: whoever revokes, the revoked leader's guarded transactions fail
+// from that moment, exactly as when its lease expires, and its session
+// ends, so it stops leading and stands again. So a mistake could only cost
+// availability (a live leader deposed for nothing, a new election), never
+// correctness. And it takes what a slow or partitioned leader does not
+// give: a refused connection is a TCP reset sent by the leader's own
+// address because nothing listens there, on two ports of the one process
+// (the curator and the etcd member); a slow, paused or overloaded process
+// still completes the handshake in its kernel, and a partition or a dead
+// machine gives a timeout, so a live leader is never deposed by a mere
+// slow follower or a slow network. A curator whose listener closed
+// because its run is restarting is ending its term anyway (its election
+// runs under that run), and a firewall made to answer both ports with
+// resets would cost an election, no more. Reads are protected
 // too: before serving a call (heartbeats aside), a leader confirms in one
 // etcd round trip that its key still stands (Leadership.Confirm), so a
 // leader cut off from etcd never answers from a stale view. A leader asked

@@ -39,6 +39,13 @@ type Election struct {
 	Candidate []byte
 	// LeaseTTL defaults to DefaultLeaseTTL. etcd counts it in whole seconds.
 	LeaseTTL time.Duration
+	// LeaderGone, if set, is asked while another curator leads whether
+	// there is clear evidence that the process of leader (its Candidate
+	// value) is gone; if so, this curator revokes that leader's lease
+	// instead of waiting for it to expire (deadleader.go). It must answer
+	// false on anything short of evidence: a timeout is none. why names
+	// the evidence, for the log.
+	LeaderGone func(ctx context.Context, leader []byte) (gone bool, why string)
 
 	mu     sync.Mutex
 	status memory.Value[*LeaderStatus]
@@ -47,6 +54,8 @@ type Election struct {
 	// The two halves of the status, written by Run and by its observer.
 	leading *Leadership
 	leader  []byte
+	// leaderLease is the lease of the leader's key, as observed.
+	leaderLease clientv3.LeaseID
 }
 
 // LeaderStatus is a curator's view of the leadership.
@@ -136,15 +145,19 @@ func (e *Election) publish(leading *Leadership, leader []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.leading, e.leader = leading, leader
+	if leader == nil {
+		e.leaderLease = clientv3.NoLease
+	}
 	if leading != nil {
 		leader = e.Candidate
 	}
 	e.status.Set(&LeaderStatus{Leading: leading, Leader: leader})
 }
 
-func (e *Election) setLeader(leader []byte) {
+func (e *Election) setLeader(leader []byte, lease clientv3.LeaseID) {
 	e.mu.Lock()
 	leading := e.leading
+	e.leaderLease = lease
 	e.mu.Unlock()
 	e.publish(leading, leader)
 }
@@ -191,6 +204,9 @@ func (e *Election) Run(ctx context.Context) error {
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
 		return e.observe(ctx, election)
 	}); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "leader-gone", e.watchLeaderGone); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -291,10 +307,10 @@ func (e *Election) Resign() {
 func (e *Election) observe(ctx context.Context, election *concurrency.Election) error {
 	for resp := range election.Observe(ctx) {
 		if len(resp.Kvs) == 0 {
-			e.setLeader(nil)
+			e.setLeader(nil, clientv3.NoLease)
 			continue
 		}
-		e.setLeader(resp.Kvs[0].Value)
+		e.setLeader(resp.Kvs[0].Value, clientv3.LeaseID(resp.Kvs[0].Lease))
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -39,6 +39,12 @@ func freeAddress(t testing.TB) string {
 // curator's namespace. Everything stops when the test ends.
 func startConsensus(t testing.TB) *clientv3.Client {
 	t.Helper()
+	return curatorClient(t, startConsensusStatus(t))
+}
+
+// startConsensusStatus is startConsensus, returning the member's status.
+func startConsensusStatus(t testing.TB) *consensus.Status {
+	t.Helper()
 	svc, err := consensus.New(consensus.Config{
 		Name:        "one",
 		DataDir:     t.TempDir(),
@@ -53,6 +59,13 @@ func startConsensus(t testing.TB) *clientv3.Client {
 	if err != nil {
 		t.Fatalf("waiting for consensus: %v", err)
 	}
+	return st
+}
+
+// curatorClient is a new client of st in the curator's namespace, closed
+// when the test ends.
+func curatorClient(t testing.TB, st *consensus.Status) *clientv3.Client {
+	t.Helper()
 	cli, err := st.ClientFor("curator")
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,7 @@ func New(cfg Config) (*Service, error) {
 		renewAt: identity.RenewAt,
 	}
 	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
+	s.election.LeaderGone = s.leaderGone
 	s.status.Name = "curator-status"
 	s.leader.Name = "curator-leader"
 	// Not leading until the election says so; set now so that reading it

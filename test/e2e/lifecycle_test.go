@@ -14,10 +14,16 @@ import (
 	"github.com/polis-os/polis/launch"
 )
 
+// deadLeaderLease is TestClusterLifecycle's election lease: far longer
+// than the test waits for a new leader, so that a new leader proves the
+// dead one was deposed (curator/deadleader.go), not that its lease ran out.
+const deadLeaderLease = 10 * time.Minute
+
 // A cluster's life as an operator sees it, through polisctl: three nodes
 // UP and healthy; all made consensus members; labels written; the curator
 // leader's node killed with SIGKILL while writes go on, another curator
-// serving within the lease, and every acknowledged write still there; the
+// serving a change long before the lease would expire, and every
+// acknowledged write still there; the
 // killed node restarted and back as a healthy consensus member; one node
 // decommissioned.
 //
@@ -26,7 +32,7 @@ import (
 // node's process and start it again from its storage, which needs the
 // process handles the launcher keeps.
 func TestClusterLifecycle(t *testing.T) {
-	c := launchCluster(t, 3, false, testLeaseTTL, testHeartbeat, nil)
+	c := launchCluster(t, 3, false, deadLeaderLease, testHeartbeat, nil)
 	cfg := c.ConfigDir
 	ctx := context.Background()
 
@@ -109,21 +115,20 @@ func TestClusterLifecycle(t *testing.T) {
 	}
 	t.Logf("killed %v (SIGKILL)", leader)
 
-	// Reads go on at the followers; a change needs another curator to
-	// lead, which it does once the dead leader's lease has run out.
+	// Reads go on at the followers.
 	if _, err := polisctl(cfg, "--timeout", "10s", "node", "list", "-o", "json"); err != nil {
 		t.Errorf("a read right after the leader died: %v; want it served by a follower", err)
 	}
+	// Another curator leads and serves a change (which only the leader
+	// serves) long before the dead leader's lease could run out: the
+	// followers saw its process gone and revoked the lease.
 	var failover time.Duration
-	eventually(t, testLeaseTTL+30*time.Second, "another curator serving changes", func() error {
-		_, err := polisctl(cfg, "--timeout", "3s", "node", "label", survivor.ID(), "failover=probe")
+	eventually(t, time.Minute, "another curator serving a change", func() error {
+		_, err := polisctl(cfg, "--timeout", "3s", "node", "label", survivor.ID(), "failover=served")
 		failover = time.Since(killedAt)
 		return err
 	})
-	t.Logf("polisctl's change served again %v after the kill (lease %v)", failover.Round(time.Millisecond), testLeaseTTL)
-	if limit := testLeaseTTL + 15*time.Second; failover > limit {
-		t.Errorf("no curator served for %v after the leader died; want within the lease %v plus a margin (%v)", failover, testLeaseTTL, limit)
-	}
+	t.Logf("polisctl served a change again %v after the kill (lease %v)", failover.Round(time.Millisecond), deadLeaderLease)
 	if now, err := c.Leader(ctx); err != nil || now == leader {
 		t.Errorf("the leader after the kill is %v (%v); want another node", now, err)
 	}
