@@ -3,7 +3,11 @@
 // processes, each on its own loopback address with its own storage
 // directory, the first bootstrapping the cluster and the others registering,
 // approved by the owner whose credentials the launcher keeps in a polisctl
-// configuration directory.
+// configuration directory. The nodes after the first start
+// together once it has made the cluster, and each goes through its own
+// steps (registered, approved, UP, consensus member) as soon as it is
+// ready, not in lockstep with the others: under TCG one VM may boot
+// seconds before another.
 //
 // # Why processes, and why this package drives them like an operator
 //

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -258,11 +259,9 @@ func (c *Cluster) form(ctx context.Context) error {
 	if err := c.addNodes(ctx); err != nil {
 		return err
 	}
-	if c.opts.ConsensusMembers {
-		for _, n := range c.Nodes[1:] {
-			if err := c.MakeConsensusMember(ctx, n); err != nil {
-				return err
-			}
+	if c.opts.ConsensusMembers && len(c.Nodes) > 1 {
+		if err := c.refreshCurators(ctx); err != nil {
+			return err
 		}
 	}
 	if c.opts.Kubernetes {
@@ -351,7 +350,13 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	return forgetParameters(first)
 }
 
-// addNodes registers every node but the first and approves it.
+// addNodes starts every node but the first at once, and takes each
+// through its steps as soon as it is ready for them, independently of the
+// others: registered, approved, UP and healthy, and (with
+// ConsensusMembers) given the consensus member role and running a
+// curator. The curator admits one joining member at a time and refuses
+// the others until it has caught up, so a node's role is retried while
+// another one joins; the nodes still booting meanwhile lose no time.
 func (c *Cluster) addNodes(ctx context.Context) error {
 	if len(c.Nodes) == 1 {
 		return nil
@@ -383,40 +388,58 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 			return err
 		}
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, n := range rest {
+		g.Go(func() error { return c.addNode(gctx, mgmt, n) })
+	}
+	return g.Wait()
+}
+
+// addNode takes a started node through addNodes' steps.
+func (c *Cluster) addNode(ctx context.Context, mgmt cpb.ManagementServiceClient, n *Node) error {
 	// Nodes are matched to records by the address they report.
-	for _, n := range rest {
-		err := c.poll(ctx, n.String()+": registered", func(ctx context.Context) (bool, error) {
-			rec, err := c.nodeByAddress(ctx, n.Address)
-			if err != nil || rec == nil {
-				return false, nil
-			}
-			n.setID(rec.Id)
-			return true, nil
-		})
-		if err != nil {
-			return err
+	err := c.poll(ctx, n.String()+": registered", func(ctx context.Context) (bool, error) {
+		rec, err := c.nodeByAddress(ctx, n.Address)
+		if err != nil || rec == nil {
+			return false, nil
 		}
-		c.progress("%v: registered as %s; approving it", n, n.ID())
-		if _, err := mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: n.ID()}); err != nil {
-			return fmt.Errorf("launch: approving %v: %w", n, err)
-		}
+		n.setID(rec.Id)
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
-	for _, n := range rest {
-		if err := c.WaitHealthy(ctx, n); err != nil {
-			return err
-		}
-		c.progress("%v: UP and healthy", n)
-		if err := forgetParameters(n); err != nil {
-			return err
-		}
+	c.progress("%v: registered as %s; approving it", n, n.ID())
+	if _, err := mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: n.ID()}); err != nil {
+		return fmt.Errorf("launch: approving %v: %w", n, err)
 	}
-	return nil
+	if err := c.WaitHealthy(ctx, n); err != nil {
+		return err
+	}
+	c.progress("%v: UP and healthy", n)
+	if err := forgetParameters(n); err != nil {
+		return err
+	}
+	if !c.opts.ConsensusMembers {
+		return nil
+	}
+	return c.makeConsensusMember(ctx, n)
 }
 
 // MakeConsensusMember gives n the ConsensusMember role and waits until it
 // runs a curator and is healthy. The curator admits one joining member at
 // a time, so a refusal because another is still catching up is retried.
 func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
+	if err := c.makeConsensusMember(ctx, n); err != nil {
+		return err
+	}
+	return c.refreshCurators(ctx)
+}
+
+// makeConsensusMember is MakeConsensusMember but for refreshing the
+// curators polisctl knows, which the caller does once it has added all
+// the members it adds.
+func (c *Cluster) makeConsensusMember(ctx context.Context, n *Node) error {
 	mgmt := cpb.NewManagementServiceClient(c.Conn())
 	yes := true
 	err := c.poll(ctx, n.String()+": given the consensus member role", func(ctx context.Context) (bool, error) {
@@ -444,7 +467,7 @@ func (c *Cluster) MakeConsensusMember(ctx context.Context, n *Node) error {
 		return err
 	}
 	c.progress("%v: consensus member, curator serving", n)
-	return c.refreshCurators(ctx)
+	return nil
 }
 
 // ownershipTaken is the verdict on one attempt of TakeOwnership for poll:

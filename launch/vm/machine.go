@@ -153,7 +153,10 @@ func (c *Config) args() []string {
 	} else {
 		a = append(a, "-netdev", "user,id=net0,restrict=on")
 	}
-	a = append(a, "-device", "virtio-net-pci,netdev=net0,mac="+c.MAC)
+	// romfile=: no iPXE option ROM; the kernel is given to qemu, never
+	// fetched over the network, and SeaBIOS then skips loading and
+	// running the ROM on every boot.
+	a = append(a, "-device", "virtio-net-pci,netdev=net0,romfile=,mac="+c.MAC)
 	if c.Parameters != nil {
 		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+c.parametersFile().Path)
 	}
