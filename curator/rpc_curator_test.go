@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -342,7 +343,7 @@ func TestUpdateNodeStatus(t *testing.T) {
 		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{Running: []string{"apiserver", "apiserver"}}},
 		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{ApiserverPort: 70000}},
 		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{ApiserverReady: true}},
-		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{WorkerNote: string(long[:maxKubernetesNoteLen+1])}},
+		{ExternalAddress: "127.0.0.47", Kubernetes: &cpb.KubernetesStatus{WorkerNote: strings.Repeat("n", maxKubernetesNoteLen+1)}},
 	} {
 		_, err := node.UpdateNodeStatus(ctxT(t), &cpb.UpdateNodeStatusRequest{Status: bad})
 		wantCode(t, "UpdateNodeStatus("+bad.String()+")", err, codes.InvalidArgument)
