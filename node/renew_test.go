@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/x509"
+	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -46,10 +47,13 @@ func TestCertificateRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first certificate is due at once; the renewed one is not.
-	var renewals atomic.Int32
+	// The first certificate is due at once; the renewed one is not. Which
+	// one is first is told by its serial, not by when the test reads the
+	// credentials: the renewal loop may ask after the test has seen them.
+	var firstSerial atomic.Pointer[big.Int]
 	n.renewAt = func(c *x509.Certificate) time.Time {
-		if renewals.Load() == 0 {
+		firstSerial.CompareAndSwap(nil, c.SerialNumber)
+		if c.SerialNumber.Cmp(firstSerial.Load()) == 0 {
 			return time.Now()
 		}
 		return identity.RenewAt(c)
@@ -62,7 +66,6 @@ func TestCertificateRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renewals.Add(1)
 	renewed, err := event.Get(ctx, &n.Values().Credentials, event.Filter(func(c *roleserve.Credentials) bool {
 		return c != nil && c.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) != 0
 	}))
