@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -28,13 +27,7 @@ import (
 // watchLeader keeps a WatchLeader stream open until ctx ends, moving to
 // another curator when one ends.
 func (lr *leaderResolver) watchLeader(ctx context.Context) {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     25 * time.Millisecond,
-		RandomizationFactor: 0.2,
-		Multiplier:          1.6,
-		MaxInterval:         time.Second,
-	}
-	b.Reset()
+	b := newRoundBackoff()
 	for turn := 0; ctx.Err() == nil; turn++ {
 		if ep := lr.watchTarget(turn); ep != nil {
 			delivered, err := lr.watchOne(ctx, ep)

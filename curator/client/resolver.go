@@ -259,7 +259,9 @@ func (lr *leaderResolver) watchDirectory(ctx context.Context) {
 	}
 }
 
-func (lr *leaderResolver) loop(ctx context.Context) {
+// newRoundBackoff spaces out discovery rounds, and leader watches, that
+// follow each other without news: 25ms growing to one second.
+func newRoundBackoff() *backoff.ExponentialBackOff {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     25 * time.Millisecond,
 		RandomizationFactor: 0.2,
@@ -267,6 +269,11 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 		MaxInterval:         time.Second,
 	}
 	b.Reset()
+	return b
+}
+
+func (lr *leaderResolver) loop(ctx context.Context) {
+	b := newRoundBackoff()
 	var last time.Time
 	var wait time.Duration
 	for {
