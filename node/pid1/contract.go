@@ -17,6 +17,32 @@ const (
 	SerialESP  = "polis-esp"
 	SerialData = "polis-data"
 
+	// SerialSystem is the serial number of the read-only system disk: the
+	// large binaries a node runs besides the agent (the Kubernetes bundle
+	// with kubelet, containerd and its runc shim, runc, the CNI plugins)
+	// and the images it loads itself. They live on a disk of their own,
+	// not in the initramfs, so that no boot unpacks them into RAM.
+	SerialSystem = "polis-system"
+	// SystemRoot is where PID 1 mounts the system disk, read-only. The
+	// image builder lays the disk out as the System* paths below say.
+	SystemRoot = "/system"
+	// SystemBinDir holds the executables: polis-kube (SystemKubeBundle),
+	// containerd, containerd-shim-runc-v2, runc, and the static mount and
+	// umount that kubelet executes. Child processes that need them get it
+	// first in their PATH.
+	SystemBinDir = SystemRoot + "/bin"
+	// SystemKubeBundle is the Kubernetes bundle (kube/bundle) on the
+	// system disk; its subcommands include kubelet.
+	SystemKubeBundle = SystemBinDir + "/polis-kube"
+	// SystemCNIBinDir holds the CNI plugins (bridge, host-local,
+	// loopback, portmap).
+	SystemCNIBinDir = SystemRoot + "/cni/bin"
+	// SystemImagesDir holds OCI image archives (tar) that the node loads
+	// into containerd itself rather than pulling: SystemPauseImage, the
+	// pod sandbox image, is Polis' own.
+	SystemImagesDir  = SystemRoot + "/images"
+	SystemPauseImage = SystemImagesDir + "/pause.tar"
+
 	// AddressParameter is the kernel command-line parameter with the
 	// node's cluster address and prefix: polis.address=10.0.0.2/24.
 	AddressParameter = ParameterPrefix + "address"
