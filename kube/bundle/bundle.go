@@ -1,7 +1,9 @@
 // Package bundle builds the Kubernetes bundle: the polis-kube binary of the
 // kubernetes/ module (kube-apiserver, kube-controller-manager,
-// kube-scheduler and kubectl, one subcommand each), with the Kubernetes
-// version set at link time.
+// kube-scheduler, kubelet and kubectl, one subcommand each), with the
+// Kubernetes version set at link time. kubelet builds with CGO_ENABLED=0
+// like the rest; the bundle goes onto the node's system disk
+// (launch/systembuild), where the worker nodes run its kubelet.
 //
 // # Why a build step of its own
 //

@@ -67,8 +67,15 @@ func TestBuild(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, path, "nonsense")
 	usage, err := cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(usage), "apiserver|controller-manager|kubectl|scheduler|version") {
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(usage), "apiserver|controller-manager|kubectl|kubelet|scheduler|version") {
 		t.Errorf("an unknown component: exit %v, %v, %q; want exit 2 and the usage", cmd.ProcessState.ExitCode(), err, usage)
+	}
+	kubelet, err := exec.CommandContext(ctx, path, "kubelet", "--version").Output()
+	if err != nil {
+		t.Fatalf("kubelet --version: %v", err)
+	}
+	if strings.TrimSpace(string(kubelet)) != "Kubernetes "+Version {
+		t.Errorf("kubelet --version = %q, want Kubernetes %s", kubelet, Version)
 	}
 	kubectl, err := exec.CommandContext(ctx, path, "kubectl", "version", "--client", "-o", "json").Output()
 	if err != nil {

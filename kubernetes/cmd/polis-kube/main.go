@@ -1,10 +1,11 @@
 // Command polis-kube is the Kubernetes bundle of Polis: the upstream
-// Kubernetes control-plane components, built from the k8s.io modules of one
-// release, in one binary with a subcommand per component:
+// Kubernetes components, built from the k8s.io modules of one release, in one
+// binary with a subcommand per component:
 //
 //	polis-kube apiserver          kube-apiserver
 //	polis-kube controller-manager kube-controller-manager
 //	polis-kube scheduler          kube-scheduler
+//	polis-kube kubelet            kubelet (the node agent that runs Pods)
 //	polis-kube kubectl            kubectl
 //	polis-kube version            the Kubernetes version built in
 //
@@ -18,6 +19,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -35,6 +37,7 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 // components maps each subcommand to the run of its upstream component.
@@ -46,6 +49,10 @@ var components = map[string]func() int{
 		return cli.Run(controllermanager.NewControllerManagerCommand())
 	},
 	"scheduler": func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
+	// kubelet runs on the worker nodes (inside the VMs, next to
+	// containerd); it is built with CGO_ENABLED=0 like the rest, which
+	// upstream supports for Linux.
+	"kubelet": func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
 	"kubectl": func() int {
 		// As upstream's kubectl: verbosity from the arguments before the
 		// command is built, so building it can log.
