@@ -82,7 +82,7 @@ func Build(ctx context.Context, outDir string) error {
 // Files are the tree's regular files, relative to its root, in the order
 // Build makes them: what an image builder copies, and what the tests check.
 func Files() []string {
-	var files []string
+	files := []string{KubeBundle}
 	for _, s := range steps() {
 		for _, o := range s.outputs {
 			files = append(files, filepath.Join(s.outDir, o))

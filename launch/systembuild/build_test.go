@@ -70,7 +70,7 @@ func TestLayoutFollowsContract(t *testing.T) {
 		t.Errorf("KubeBundle %s, PauseArchive %s do not match the contract", KubeBundle, PauseArchive)
 	}
 	want := []string{
-		"bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
+		"bin/polis-kube", "bin/containerd", "bin/containerd-shim-runc-v2", "bin/ctr", "bin/runc",
 		"cni/bin/bridge", "cni/bin/host-local", "cni/bin/loopback", "cni/bin/portmap",
 		"bin/mount", "bin/umount", "images/pause.tar",
 	}

@@ -40,7 +40,7 @@ func TestBuildTree(t *testing.T) {
 		t.Fatalf("Build: %v", err)
 	}
 
-	files := append(Files(), KubeBundle)
+	files := Files()
 	for _, f := range files {
 		if f == PauseArchive {
 			continue
