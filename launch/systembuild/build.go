@@ -60,9 +60,9 @@ const noderuntimeModule = "github.com/polis-os/polis/noderuntime"
 // source tree above the working directory, keeps its downloads in the
 // user's cache directory and reports to os.Stderr.
 type Builder struct {
-	// SourceDir is the root of the Polis source tree (the main module's
-	// directory, with kubernetes/ and noderuntime/ in it); empty means
-	// FindSource from the working directory.
+	// SourceDir is a directory in the Polis source tree, whose root
+	// (the main module's directory, with kubernetes/ and noderuntime/ in
+	// it) FindSource finds from there; empty means the working directory.
 	SourceDir string
 	// CacheDir keeps what is not part of the tree between builds: the
 	// busybox-static package and the pause binary (PauseBinary). Empty
@@ -109,9 +109,11 @@ func (b Builder) Build(ctx context.Context, outDir string) error {
 		if err != nil {
 			return err
 		}
-		if src, err = FindSource(wd); err != nil {
-			return err
-		}
+		src = wd
+	}
+	src, err := FindSource(src)
+	if err != nil {
+		return err
 	}
 	cache := b.CacheDir
 	if cache == "" {

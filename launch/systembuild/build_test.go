@@ -3,6 +3,7 @@ package systembuild
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -171,6 +172,30 @@ func TestWriteIfChanged(t *testing.T) {
 func TestFindSourceOutsideTheTree(t *testing.T) {
 	if _, err := FindSource(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no Polis source tree") {
 		t.Errorf("FindSource outside the tree: %v", err)
+	}
+	out := t.TempDir()
+	err := Builder{SourceDir: t.TempDir(), CacheDir: t.TempDir(), Progress: io.Discard}.Build(context.Background(), out)
+	if err == nil || !strings.Contains(err.Error(), "no Polis source tree") {
+		t.Errorf("Build outside the tree: %v", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("Build outside the tree wrote %v", entries)
+	}
+}
+
+// TestFindSourceFromInside finds the root from a directory below it, as
+// an image builder running in its own package directory would give.
+func TestFindSourceFromInside(t *testing.T) {
+	root, err := FindSource("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here, err := FindSource(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if here != root {
+		t.Errorf("FindSource(.) = %s, FindSource(../..) = %s", here, root)
 	}
 }
 
