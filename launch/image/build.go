@@ -34,6 +34,18 @@ var DefaultModules = []string{
 	"ext4",                           // the data disk
 	"vfat", "nls_cp437", "nls_ascii", // the ESP and the code pages it is mounted with
 	"button", "evdev", // the ACPI power button: a clean power-off on request
+	"squashfs", // the read-only system disk (pid1.SystemRoot)
+	// Containers and their traffic: overlayfs for image layers; a bridge
+	// and veth pairs for pod networks, with bridged traffic passing
+	// netfilter (br_netfilter); conntrack and NAT, and the nftables
+	// expressions Services and port mappings are written with (kube-proxy's
+	// nftables mode: ct, nat, masquerade, redirect, reject, fib, numgen,
+	// limit; conntrack entries are cleared over netlink).
+	"overlay",
+	"bridge", "br_netfilter", "veth",
+	"nf_conntrack", "nf_nat", "nf_conntrack_netlink",
+	"nf_tables", "nft_chain_nat", "nft_ct", "nft_nat", "nft_masq", "nft_redir",
+	"nft_reject_inet", "nft_fib_inet", "nft_numgen", "nft_limit",
 }
 
 // nodePackage is the node agent's main package.

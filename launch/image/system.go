@@ -21,7 +21,11 @@ import (
 // systemFormatVersion changes when the system disk's format changes (file
 // system, compression, what the builder adds), so that a cached disk of an
 // older format is rebuilt.
-const systemFormatVersion = "polis-system-1"
+const systemFormatVersion = "polis-system-2"
+
+// systemPad is what the system disk's size is rounded up to: whole
+// sectors, and pages.
+const systemPad = 4096
 
 // systemBlockSize is the squashfs data block size: the default of
 // mksquashfs and of go-diskfs. Larger blocks compress better but make
@@ -168,6 +172,17 @@ func buildSystemDisk(dir, out, key string) error {
 	// matters under TCG, and the Debian kernel has it built in.
 	if err := sq.Finalize(squashfs.FinalizeOptions{Compression: &squashfs.CompressorZstd{}, FileUID: &root, FileGID: &root}); err != nil {
 		return fmt.Errorf("writing the system disk: squashfs: %w", err)
+	}
+	// A disk is read in whole sectors: the kernel sees a file of 131,429
+	// bytes as 131,072, and the squashfs tables at the end would be cut
+	// off (I/O errors on mount). go-diskfs (v1.9.4) does not pad, so pad
+	// to 4 KiB, as mksquashfs does.
+	st, err := tmp.Stat()
+	if err != nil {
+		return fmt.Errorf("writing the system disk: %w", err)
+	}
+	if err := tmp.Truncate((st.Size() + systemPad - 1) / systemPad * systemPad); err != nil {
+		return fmt.Errorf("writing the system disk: padding: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("writing the system disk: %w", err)

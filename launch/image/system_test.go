@@ -93,6 +93,9 @@ func TestSystemDisk(t *testing.T) {
 		}
 	}
 
+	if st, err := os.Stat(img.System); err != nil || st.Size()%4096 != 0 {
+		t.Errorf("the disk's size is %d (%v), not whole 4 KiB: the kernel would not see its end", st.Size(), err)
+	}
 	sq := readSquashfs(t, img.System)
 	for _, f := range []struct {
 		path string
