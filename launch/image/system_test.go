@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -196,4 +197,51 @@ func TestSystemDiskRefuses(t *testing.T) {
 	if _, err := systemDisk(filepath.Join(t.TempDir(), "missing"), &Image{}, t.TempDir(), t.Logf); err == nil {
 		t.Error("a missing tree made a system disk")
 	}
+}
+
+// BenchmarkSystemDisk measures the system disk's build from a tree of real
+// Go binaries (POLIS_BENCH_SYSTEM_TREE, default Go's own tool directory),
+// written anew each time (cold) and found current (warm: the tree hashed,
+// nothing written); it reports the tree's and the disk's sizes.
+func BenchmarkSystemDisk(b *testing.B) {
+	tree := os.Getenv("POLIS_BENCH_SYSTEM_TREE")
+	if tree == "" {
+		out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+		if err != nil {
+			b.Skip(err)
+		}
+		tree = strings.TrimSpace(string(out))
+	}
+	_, size, err := hashSystemTree(tree)
+	if err != nil {
+		b.Skip(err)
+	}
+	discard := func(string, ...any) {}
+	b.Run("cold", func(b *testing.B) {
+		var img *Image
+		for b.Loop() {
+			img = &Image{}
+			if _, err := systemDisk(tree, img, b.TempDir(), discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, err := os.Stat(img.System)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(size)/1e6, "tree-MB")
+		b.ReportMetric(float64(st.Size())/1e6, "disk-MB")
+	})
+	b.Run("warm", func(b *testing.B) {
+		out := b.TempDir()
+		if _, err := systemDisk(tree, &Image{}, out, discard); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if reused, err := systemDisk(tree, &Image{}, out, discard); err != nil || !reused {
+				b.Fatalf("reused %v, %v", reused, err)
+			}
+		}
+		b.ReportMetric(float64(size)/1e6, "tree-MB")
+	})
 }

@@ -18,7 +18,11 @@
 // decides: GuestRebooted tells a reboot from a power-off). Node parameters
 // go through fw_cfg, the node's address and agent flags on the kernel
 // command line (pid1.AgentFlags says why there), the disks are told apart
-// by their virtio serials.
+// by their virtio serials. The image's system disk (Config.System), when
+// there is one, is attached read-only: qemu then takes a shared lock on
+// the file, so every machine of a launch attaches the same one.
+// Machines get DefaultMemoryMB unless told otherwise; those that run
+// Kubernetes need KubernetesMemoryMB.
 // PowerOff presses the ACPI power button through QMP: the agent stops,
 // PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
 //
