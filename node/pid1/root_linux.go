@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,11 +157,12 @@ func switchRootIfNeeded(logf func(string, ...any)) (string, error) {
 	if err := unix.Mount("tmpfs", newRootDir, "tmpfs", 0, "mode=0755"); err != nil {
 		return "", fmt.Errorf("switching root: mounting a tmpfs on %s: %w", newRootDir, err)
 	}
+	t := time.Now()
 	n, err := moveTree("/", newRootDir)
 	if err != nil {
 		return "", fmt.Errorf("switching root: moving the initramfs to a tmpfs: %w", err)
 	}
-	logf("polis: moved the initramfs (%.1f MB) from rootfs to a tmpfs root; starting again on it", float64(n)/1e6)
+	logf("polis: moved the initramfs (%.1f MB) from rootfs to a tmpfs root in %v; starting again on it", float64(n)/1e6, time.Since(t).Round(time.Millisecond))
 	if err := os.Chdir(newRootDir); err != nil {
 		return "", fmt.Errorf("switching root: %w", err)
 	}
