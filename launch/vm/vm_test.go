@@ -95,7 +95,7 @@ func checkPrepared(t *testing.T, line string, img *image.Image, system bool) {
 	t.Helper()
 	t.Logf("PID 1: %s", line)
 	wants := []string{
-		"root tmpfs (not rootfs: pivot_root allowed)",
+		"root tmpfs (not rootfs; pivot_root tried: works)",
 		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
 		fmt.Sprintf("; %d modules", len(img.Modules)),
 	}

@@ -108,11 +108,14 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	// What the summary says is read back from the kernel's mount table,
 	// not assumed from the calls above.
 	root, system, err := checkMounts(sysDev, sysID)
+	if err == nil {
+		err = probePivotRoot("/run")
+	}
 	if err != nil {
 		m.unmountAll()
 		return nil, err
 	}
-	logf("%s root %s (not rootfs: pivot_root allowed); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls",
+	logf("%s root %s (not rootfs; pivot_root tried: works); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls",
 		PreparedMessage, root.fstype, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls))
 	return m, nil
 }

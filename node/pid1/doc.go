@@ -50,8 +50,9 @@
 //     every disk of step 7, an absent one is told from a late one
 //     without a timeout, and a machine without it boots as before;
 //  9. check the result in the kernel's mount table (the root is a shared
-//     tmpfs, the system disk read-only) and print it on one line starting
-//     with PreparedMessage: the root's type, the system disk (its ID, read
+//     tmpfs, the system disk read-only), try pivot_root as runc will (on
+//     a thread and in a mount namespace of its own, onto a scratch tmpfs),
+//     and print it all on one line starting with PreparedMessage: the root's type, the system disk (its ID, read
 //     from it) or its absence, the controllers delegated, the agent's
 //     cgroup, the modules and sysctls.
 //

@@ -261,3 +261,36 @@ func TestReapOnce(t *testing.T) {
 		t.Errorf("os/exec's Wait: %v, want exit status 3", err)
 	}
 }
+
+// TestProbePivotRoot runs the probe where it can (root, here not on
+// rootfs): it succeeds, and leaves neither its directory nor a mount in
+// this process's namespace.
+func TestProbePivotRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the probe needs root (a mount namespace of its own)")
+	}
+	scratch := t.TempDir()
+	before, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probePivotRoot(scratch); err != nil {
+		if strings.Contains(err.Error(), "a mount namespace of its own") {
+			t.Skipf("no mount namespaces here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(after), "\n") != strings.Count(string(before), "\n") || strings.Contains(string(after), "pivot-root-probe") {
+		t.Errorf("the probe left a mount behind:\n%s", after)
+	}
+	if ents, _ := os.ReadDir(scratch); len(ents) != 0 {
+		t.Errorf("the probe left %v behind", ents)
+	}
+	if _, err := os.Stat("/proc/self/mountinfo"); err != nil {
+		t.Errorf("this process's root moved: %v", err)
+	}
+}

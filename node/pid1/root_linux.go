@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -268,4 +269,49 @@ func copyFileMode(src, dst string, perm fs.FileMode) (int64, error) {
 		err = os.Chmod(dst, perm)
 	}
 	return n, err
+}
+
+// probePivotRoot tries pivot_root(2) as runc does for a container, where
+// it cannot disturb the machine: on a thread of its own, in a mount
+// namespace of its own (propagation cut, so nothing it mounts reaches the
+// machine's), onto a fresh tmpfs. The thread is never handed back to the
+// Go scheduler (it stays locked, so Go ends it with the goroutine), and
+// its namespace goes with it. A nil error means a container runtime can
+// pivot_root on this machine.
+func probePivotRoot(scratch string) error {
+	dir, err := os.MkdirTemp(scratch, ".pivot-root-probe-")
+	if err != nil {
+		return fmt.Errorf("pivot_root probe: %w", err)
+	}
+	defer os.Remove(dir)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- tryPivotRoot(dir)
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("pivot_root probe: %w", err)
+	}
+	return nil
+}
+
+// tryPivotRoot is probePivotRoot's work, on its locked thread.
+func tryPivotRoot(dir string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("a mount namespace of its own: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making its mounts private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+	}
+	old := filepath.Join(dir, "old")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(dir, old); err != nil {
+		return fmt.Errorf("pivot_root(%s, %s): %w", dir, old, err)
+	}
+	return nil
 }

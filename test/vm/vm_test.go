@@ -179,7 +179,7 @@ func cacheDir(t *testing.T) string {
 // delegated and the agent out of the root cgroup; every module loaded.
 func testPrepared(t *testing.T, c *launch.Cluster, img *image.Image) {
 	wants := []string{
-		"root tmpfs (not rootfs: pivot_root allowed)",
+		"root tmpfs (not rootfs; pivot_root tried: works)",
 		fmt.Sprintf("(squashfs, ro, ID %.12s) on %s", img.SystemID, pid1.SystemRoot),
 		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
 		fmt.Sprintf("; %d modules", len(img.Modules)),
