@@ -323,7 +323,7 @@ later commands find the cluster after its control plane has moved.`,
 		},
 	}
 	addOutputFlag(info, &output)
-	cmd.AddCommand(info)
+	cmd.AddCommand(info, c.backupCmd())
 	return cmd
 }
 

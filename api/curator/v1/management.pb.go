@@ -9,6 +9,7 @@ package curatorv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1096,11 +1097,178 @@ func (x *KubernetesAPIServer) GetPort() uint32 {
 	return 0
 }
 
+// BackupClusterRequest is empty.
+type BackupClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupClusterRequest) Reset() {
+	*x = BackupClusterRequest{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupClusterRequest) ProtoMessage() {}
+
+func (x *BackupClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupClusterRequest.ProtoReflect.Descriptor instead.
+func (*BackupClusterRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{21}
+}
+
+// BackupClusterResponse is one message of a BackupCluster stream.
+type BackupClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the snapshot is; set in the first message only.
+	Info *BackupInfo `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// The next piece of the snapshot, at most 256 KiB.
+	Chunk         []byte `protobuf:"bytes,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupClusterResponse) Reset() {
+	*x = BackupClusterResponse{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupClusterResponse) ProtoMessage() {}
+
+func (x *BackupClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupClusterResponse.ProtoReflect.Descriptor instead.
+func (*BackupClusterResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackupClusterResponse) GetInfo() *BackupInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *BackupClusterResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+// BackupInfo describes a snapshot as the curator took it.
+type BackupInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the curator started taking it.
+	TakenAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`
+	// The node whose consensus member the snapshot comes from.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// etcd's revision just before the snapshot was taken: the snapshot
+	// holds at least this revision (inspecting the backup reads the exact
+	// one from the snapshot).
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The version of the etcd that took it.
+	EtcdVersion   string `protobuf:"bytes,4,opt,name=etcd_version,json=etcdVersion,proto3" json:"etcd_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupInfo) Reset() {
+	*x = BackupInfo{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupInfo) ProtoMessage() {}
+
+func (x *BackupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
+func (*BackupInfo) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BackupInfo) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
+func (x *BackupInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BackupInfo) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetEtcdVersion() string {
+	if x != nil {
+		return x.EtcdVersion
+	}
+	return ""
+}
+
 var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\n" +
-	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
+	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
 	"\x15GetClusterInfoRequest\"i\n" +
 	"\x16GetClusterInfoResponse\x12O\n" +
 	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\xe5\x01\n" +
@@ -1165,7 +1333,18 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x13KubernetesAPIServer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\rR\x04port2\xab\t\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\"\x16\n" +
+	"\x14BackupClusterRequest\"_\n" +
+	"\x15BackupClusterResponse\x120\n" +
+	"\x04info\x18\x01 \x01(\v2\x1c.polis.curator.v1.BackupInfoR\x04info\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\x9b\x01\n" +
+	"\n" +
+	"BackupInfo\x125\n" +
+	"\btaken_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12!\n" +
+	"\fetcd_version\x18\x04 \x01(\tR\vetcdVersion2\x9b\n" +
+	"\n" +
 	"\x11ManagementService\x12o\n" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
@@ -1188,7 +1367,9 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\xe2\xa6\x19\x06\b\x05\x10\a\x18\x01\x12\x93\x01\n" +
 	"\x1aIssueKubernetesCredentials\x123.polis.curator.v1.IssueKubernetesCredentialsRequest\x1a4.polis.curator.v1.IssueKubernetesCredentialsResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\n" +
-	"\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\x18\x01\x12n\n" +
+	"\rBackupCluster\x12&.polis.curator.v1.BackupClusterRequest\x1a'.polis.curator.v1.BackupClusterResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\v\x18\x020\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_management_proto_rawDescOnce sync.Once
@@ -1202,7 +1383,7 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),              // 0: polis.curator.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),             // 1: polis.curator.v1.GetClusterInfoResponse
@@ -1225,50 +1406,58 @@ var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*IssueKubernetesCredentialsRequest)(nil),  // 18: polis.curator.v1.IssueKubernetesCredentialsRequest
 	(*IssueKubernetesCredentialsResponse)(nil), // 19: polis.curator.v1.IssueKubernetesCredentialsResponse
 	(*KubernetesAPIServer)(nil),                // 20: polis.curator.v1.KubernetesAPIServer
-	nil,                                        // 21: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                                        // 22: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                                        // 23: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),                   // 24: polis.curator.v1.ClusterDirectory
-	(NodeState)(0),                             // 25: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 26: polis.curator.v1.Node
-	(*Roles)(nil),                              // 27: polis.curator.v1.Roles
+	(*BackupClusterRequest)(nil),               // 21: polis.curator.v1.BackupClusterRequest
+	(*BackupClusterResponse)(nil),              // 22: polis.curator.v1.BackupClusterResponse
+	(*BackupInfo)(nil),                         // 23: polis.curator.v1.BackupInfo
+	nil,                                        // 24: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                                        // 25: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),                   // 27: polis.curator.v1.ClusterDirectory
+	(NodeState)(0),                             // 28: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 29: polis.curator.v1.Node
+	(*Roles)(nil),                              // 30: polis.curator.v1.Roles
+	(*timestamppb.Timestamp)(nil),              // 31: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	24, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	25, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	21, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	26, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	24, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	24, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	22, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	23, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	27, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	28, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	24, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	29, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	27, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	30, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	25, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	26, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
 	20, // 9: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	0,  // 10: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	2,  // 11: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	4,  // 12: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	6,  // 13: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
-	8,  // 14: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	10, // 15: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	12, // 16: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	14, // 17: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	16, // 18: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	18, // 19: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
-	1,  // 20: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	3,  // 21: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	5,  // 22: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	7,  // 23: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
-	9,  // 24: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	11, // 25: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	13, // 26: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	15, // 27: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	17, // 28: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	19, // 29: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	23, // 10: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
+	31, // 11: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
+	0,  // 12: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	2,  // 13: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	4,  // 14: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	6,  // 15: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	8,  // 16: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	10, // 17: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	12, // 18: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	14, // 19: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	16, // 20: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	18, // 21: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
+	21, // 22: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
+	1,  // 23: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	3,  // 24: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	5,  // 25: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	7,  // 26: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	9,  // 27: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	11, // 28: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	13, // 29: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	15, // 30: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	17, // 31: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	19, // 32: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
+	22, // 33: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }
@@ -1285,7 +1474,7 @@ func file_polis_curator_v1_management_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
