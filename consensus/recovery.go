@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"slices"
@@ -39,6 +40,11 @@ import (
 // cluster answers: recovering this member alone would split the cluster in
 // two.
 var ErrQuorumAlive = errors.New("another consensus member answers: the cluster is not lost, and recovering this member alone would fork it")
+
+// ErrAlone is returned by PrepareRecovery for a member that is already
+// the only member of its cluster: there is nothing to recover (a node
+// started again with the same recovery request finds this).
+var ErrAlone = errors.New("this consensus member is already the only member of its cluster: nothing to recover")
 
 // recoveryKey is where Run records the last recovery, in the internal key
 // space.
@@ -81,6 +87,9 @@ type peerMember struct {
 func PrepareRecovery(ctx context.Context, dataDir string) ([]string, error) {
 	l := layout(dataDir)
 	id, err := readIdentity(l)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s holds no consensus member's data: the node was never a consensus member, or its data is gone", dataDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the consensus member's identity: %w", err)
 	}
@@ -111,6 +120,9 @@ func PrepareRecovery(ctx context.Context, dataDir string) ([]string, error) {
 	}
 	if self.IsLearner {
 		return nil, errors.New("this member is a learner: it may lack committed data and cannot recover the cluster; recover from a voter's data")
+	}
+	if len(others) == 0 {
+		return nil, ErrAlone
 	}
 	var lost []string
 	for _, m := range others {
