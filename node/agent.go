@@ -128,11 +128,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.root.Create(); err != nil {
 		return err
 	}
-	if n.cfg.RecoverConsensus && !n.recovered {
-		if err := n.recoverConsensus(ctx); err != nil {
-			return err
-		}
-		n.recovered = true
+	if err := n.PrepareRecovery(ctx, logger); err != nil {
+		return err
 	}
 	en := &enrolment{
 		root:        n.root,

@@ -124,3 +124,47 @@ func TestRecoverSingleMember(t *testing.T) {
 		tn.Voter(t)
 	}
 }
+
+// BenchmarkRecoverSingleMember measures recovery from a survivor's data in
+// process mode: from the survivor's agent started with RecoverConsensus
+// (what polis-node --recover-single-member does) to its curator serving
+// the recovered cluster, with the lost members dropped (GetClusterInfo
+// answers with the recovery). Each iteration forms a cluster of three
+// consensus members, untimed, and loses two of them.
+func BenchmarkRecoverSingleMember(b *testing.B) {
+	yes := true
+	for b.Loop() {
+		b.StopTimer()
+		c := nodetest.FormCluster(b, 3, &subnets)
+		for i := 1; i <= 2; i++ {
+			if _, err := c.Management.UpdateNodeRoles(nodetest.Context(b), &cpb.UpdateNodeRolesRequest{NodeId: c.IDs[i], ConsensusMember: &yes}); err != nil {
+				b.Fatal(err)
+			}
+			c.Node(i).Voter(b)
+		}
+		for _, n := range c.Nodes[1:] {
+			n.Stop()
+			if err := os.RemoveAll(n.Dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+		survivor := c.Node(0)
+		survivor.Stop()
+		survivor.RecoverConsensus = true
+		b.StartTimer()
+		survivor.Start(b)
+		nodetest.Eventually(b, "the recovered cluster served", func() error {
+			info, err := c.Management.GetClusterInfo(nodetest.Context(b), &cpb.GetClusterInfoRequest{})
+			if err != nil {
+				return err
+			}
+			if info.GetLastRecovery() == nil {
+				return errors.New("no recovery shown yet")
+			}
+			return nil
+		})
+		b.StopTimer()
+		survivor.Stop()
+		b.StartTimer()
+	}
+}

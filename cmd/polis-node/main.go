@@ -208,6 +208,11 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
 		zap.Uint16("curator_port", o.cfg.CuratorPort),
 		zap.String("kubernetes_bundle", o.cfg.KubernetesBundle))
+	// Before the supervisor, which would retry a refusal for ever: a
+	// recovery that is refused ends here, with the reason.
+	if err := n.PrepareRecovery(ctx, base.Named("root")); err != nil {
+		return err
+	}
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")
