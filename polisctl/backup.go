@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator/backup"
 	"github.com/polis-os/polis/identity"
 )
@@ -41,7 +42,7 @@ another key, is refused with an error saying so.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if inspect {
-				return c.inspectBackup(cmd.OutOrStdout(), args[0], keyPath)
+				return c.inspectBackup(cmd.Context(), cmd.OutOrStdout(), args[0], keyPath)
 			}
 			if keyPath != "" {
 				return errors.New("--owner-key is for --inspect: a backup is taken with the owner credentials in the configuration directory")
@@ -173,7 +174,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // inspectBackup decrypts a backup into a private temporary file, checks
 // it and describes it. It reads only: the backup is left as it is.
-func (c *cli) inspectBackup(w io.Writer, path, keyPath string) error {
+func (c *cli) inspectBackup(ctx context.Context, w io.Writer, path, keyPath string) error {
 	var (
 		key     ed25519.PrivateKey
 		keyFrom string
@@ -188,7 +189,7 @@ func (c *cli) inspectBackup(w io.Writer, path, keyPath string) error {
 	if err != nil {
 		return err
 	}
-	info, sum, err := readBackup(path, key)
+	info, sum, err := readBackup(ctx, path, key)
 	if errors.Is(err, backup.ErrWrongKey) {
 		return fmt.Errorf("%s: %w (%s); give the owner key it was taken with: --owner-key FILE", path, err, keyFrom)
 	}
@@ -208,7 +209,7 @@ func (c *cli) inspectBackup(w io.Writer, path, keyPath string) error {
 // readBackup decrypts the backup at path with the owner key, checks it and
 // summarises its snapshot. Errors wrap backup.ErrWrongKey or
 // backup.ErrDamaged where those apply.
-func readBackup(path string, key ed25519.PrivateKey) (*backup.Info, *backup.Summary, error) {
+func readBackup(ctx context.Context, path string, key ed25519.PrivateKey) (*backup.Info, *backup.Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the backup: %w", err)
@@ -228,6 +229,12 @@ func readBackup(path string, key ed25519.PrivateKey) (*backup.Info, *backup.Summ
 			return nil, nil, err
 		}
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// The file passed age's authentication and its own hash, but anyone
+	// with the owner's public key can make one: check it with bbolt in a
+	// child before reading it here.
+	if err := consensus.CheckSnapshotDatabase(ctx, db.Name()); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w: %w", path, backup.ErrDamaged, err)
 	}
 	sum, err := backup.Summarize(db.Name())
 	if err != nil {

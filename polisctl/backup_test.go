@@ -1,10 +1,15 @@
 package polisctl
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/polis-os/polis/curator/backup"
 )
 
 // TestBackup takes a backup through polisctl and inspects it; a backup
@@ -70,10 +75,27 @@ func TestBackup(t *testing.T) {
 	}
 	r.fails([]string{"cluster", "backup", "--inspect", notBackup}, "damaged or incomplete", "not a readable age file")
 
+	// Well encrypted to the owner key, hash and all, but not a database
+	// (anyone with the owner's public key can make one): refused.
+	junk := make([]byte, 16<<10)
+	for i := range junk {
+		junk[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(junk)
+	var forged bytes.Buffer
+	if err := backup.Write(&forged, c.ownerKey.Public().(ed25519.PublicKey), backup.Info{}, bytes.NewReader(append(junk, sum[:]...))); err != nil {
+		t.Fatal(err)
+	}
+	notDB := filepath.Join(dir, "forged.backup")
+	if err := os.WriteFile(notDB, forged.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.fails([]string{"cluster", "backup", "--inspect", notDB}, notDB, "damaged or incomplete")
+
 	// A backup that cannot be written leaves nothing behind.
 	r.fails([]string{"cluster", "backup", filepath.Join(dir, "missing", "x.backup")}, "creating the backup file")
 	// Inspecting read nothing into the backup's directory.
-	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
-		t.Errorf("the backup's directory holds %d entries, want the 4 files the test wrote", len(ents))
+	if ents, _ := os.ReadDir(dir); len(ents) != 5 {
+		t.Errorf("the backup's directory holds %d entries, want the 5 files the test wrote", len(ents))
 	}
 }

@@ -40,7 +40,10 @@ type Summary struct {
 
 // Summarize reads a snapshot's database (as Decrypt writes it) offline,
 // read-only, and counts what it holds. It fails for a file that is not an
-// etcd database.
+// etcd database. bbolt maps the file into memory, so a damaged page can
+// crash the process: Decrypt's checks catch damage in transit, but anyone
+// holding the owner's public key can make a backup, so callers check the
+// file first (consensus.CheckSnapshotDatabase, in a child process).
 func Summarize(dbPath string) (*Summary, error) {
 	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
