@@ -96,6 +96,9 @@ type identity struct {
 	// Removed is set once the member has seen itself removed from the
 	// cluster; the directory is then dead (see ErrRemoved).
 	Removed bool `json:"removed,omitempty"`
+	// Recover, set by PrepareRecovery, makes the next start force a new
+	// cluster of this member alone; cleared once that start serves.
+	Recover *pendingRecovery `json:"recover,omitempty"`
 }
 
 func readIdentity(l layout) (*identity, error) {

@@ -124,10 +124,27 @@ func checkDatabase(ctx context.Context, path string) error {
 	} else if err != nil {
 		return fmt.Errorf("checking etcd's database: %w", err)
 	}
-	damaged := func(problem string) error {
+	return checkBolt(ctx, path, func(problem string) error {
 		return fmt.Errorf("%w: %s: %s; the node must not run consensus from it: if the cluster has other members, take ConsensusMember from this node (polisctl node remove-role), remove %s and give the role back, so that it copies the data from them; otherwise restore the directory from a backup",
 			ErrDatabaseDamaged, path, problem, filepath.Dir(filepath.Dir(filepath.Dir(path))))
-	}
+	})
+}
+
+// CheckSnapshotDatabase checks an etcd database file that is not a
+// member's (a snapshot's, decrypted from a backup) the way Run checks its
+// own before etcd opens it: with bbolt, in a child process, so that a
+// damaged or crafted file fails with ErrDatabaseDamaged instead of
+// crashing the caller when it reads the file in-process afterwards. The
+// calling program must link this package (its init runs the check).
+func CheckSnapshotDatabase(ctx context.Context, path string) error {
+	return checkBolt(ctx, path, func(problem string) error {
+		return fmt.Errorf("%w: %s", ErrDatabaseDamaged, problem)
+	})
+}
+
+// checkBolt runs the check of path in a child; damaged makes the error for
+// a file bbolt refuses or crashes on.
+func checkBolt(ctx context.Context, path string, damaged func(problem string) error) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("checking etcd's database: finding this program to run the check: %w", err)

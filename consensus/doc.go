@@ -80,11 +80,30 @@
 // is not yet healthy enough for a change (for five seconds after any
 // promotion), within the caller's context.
 //
+// # Snapshots
+//
+// [Status.Snapshot] streams a consistent copy of the member's whole key
+// space in etcd's snapshot format (the bbolt database followed by its
+// SHA-256), for the curator's backups. Like the membership methods it is
+// a method of the Status, not of the namespaced clients, which cannot see
+// past their namespace.
+//
+// # Recovery after quorum loss
+//
+// [PrepareRecovery], run against a stopped survivor's data directory,
+// refuses while any other member answers ([ErrQuorumAlive]) and otherwise
+// marks the directory so that the next Run starts etcd with
+// force-new-cluster: the same cluster and member IDs, all the data, and
+// this member as the only one. Run then records the recovery in etcd
+// ([Status.Recovery]) and clears the mark. recovery.go explains why that
+// is safe.
+//
 // # What this package does not do
 //
 // It decides nothing about membership: which nodes are members is the
-// curator's business. It does not rotate certificates, back up or restore
-// data, or recover a cluster that lost its quorum. It does not expose etcd to
+// curator's business (after a recovery, the curator drops the lost members
+// from its records and revokes their certificates). It does not rotate
+// certificates, encrypt or restore backups. It does not expose etcd to
 // the network for clients, nor the unconfined client to anyone. A Status's
 // clients work only as long as the Run that published it; consumers follow
 // the status value and make new clients after a restart.

@@ -158,6 +158,11 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := m.finishBootstrap(ctx, logger); err != nil {
 		return err
 	}
+	if id.Recover != nil {
+		if err := m.finishRecovery(ctx, id, logger); err != nil {
+			return err
+		}
+	}
 	if err := supervisor.Run(ctx, "crl", m.runCRLMirror); err != nil {
 		return fmt.Errorf("starting CRL mirror: %w", err)
 	}
@@ -233,6 +238,8 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *
 	if id.InitialClusterToken != "" {
 		ec.InitialClusterToken = id.InitialClusterToken
 	}
+	// Prepared by PrepareRecovery: keep the data, drop every other member.
+	ec.ForceNewCluster = id.Recover != nil
 
 	advertise, err := url.Parse(id.PeerURL)
 	if err != nil {

@@ -96,6 +96,8 @@ var authzMatrix = map[string]map[callerKind]bool{
 	cpb.ManagementService_UpdateNodeLabels_FullMethodName:     onlyOwner,
 	// Kubernetes' superuser: the owner alone, never a delegate.
 	cpb.ManagementService_IssueKubernetesCredentials_FullMethodName: onlyOwner,
+	// The whole cluster state, the CA key included: the owner alone.
+	cpb.ManagementService_BackupCluster_FullMethodName: onlyOwner,
 
 	cpb.AAAService_TakeOwnership_FullMethodName:  onlyOwner,
 	cpb.AAAService_RotateOwnerKey_FullMethodName: onlyOwner,

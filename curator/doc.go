@@ -145,6 +145,19 @@
 // the curator never removes the last voter nor the member of its own node,
 // which would stop it halfway through the call.
 //
+// # Backups and recovery
+//
+// BackupCluster (rpc_backup.go), the owner's alone, streams a snapshot of
+// the whole etcd key space from the curator's own consensus member, after
+// the call was fenced like every SERVE_ANY call, so it holds every write
+// acknowledged before it; polisctl encrypts it to the owner key
+// (curator/backup). After a cluster lost its quorum and was recovered on a
+// survivor (consensus.PrepareRecovery), etcd holds the survivor alone but
+// the records still give the lost members ConsensusMember; each new leader
+// drops them (recovery.go: member certificate revoked, roles taken, as
+// UpdateNodeRoles would), then records the recovery at recoveryKey, which
+// GetClusterInfo returns, and leaves a warning in its log.
+//
 // # What the curator stores, and who it serves as
 //
 // Every stored byte is checked on its way in and out (validate.go): no

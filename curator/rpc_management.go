@@ -44,7 +44,11 @@ func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoReq
 	if err != nil {
 		return nil, err
 	}
-	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir}, nil
+	rec, err := r.s.lastRecovery(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir, LastRecovery: rec}, nil
 }
 
 // ListNodes serves from the node cache, the same view that authorises

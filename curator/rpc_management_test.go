@@ -244,6 +244,11 @@ func TestManagementPermissionDenied(t *testing.T) {
 		_, calls["UpdateNodeLabels"] = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: up.Id, Set: map[string]string{"a": "b"}})
 		_, calls["RotateRegisterTicket"] = m.RotateRegisterTicket(ctx, &cpb.RotateRegisterTicketRequest{})
 		_, calls["IssueKubernetesCredentials"] = m.IssueKubernetesCredentials(ctx, &cpb.IssueKubernetesCredentialsRequest{})
+		if stream, err := m.BackupCluster(ctx, &cpb.BackupClusterRequest{}); err != nil {
+			calls["BackupCluster"] = err
+		} else {
+			_, calls["BackupCluster"] = stream.Recv()
+		}
 		_, calls["RotateOwnerKey"] = cpb.NewAAAServiceClient(conn).RotateOwnerKey(ctx, &cpb.RotateOwnerKeyRequest{})
 		if !cl.holdsOwnerKey {
 			_, calls["TakeOwnership"] = cpb.NewAAAServiceClient(conn).TakeOwnership(ctx, &cpb.TakeOwnershipRequest{})

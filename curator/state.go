@@ -27,6 +27,9 @@ const (
 	// node that was decommissioned and then deleted: such a key never
 	// registers again (see registration.go).
 	retiredPrefix = "retired/"
+	// recoveryKey holds the cluster's last recovery after quorum loss, a
+	// cpb.ClusterRecovery, once the lost members are dropped (recovery.go).
+	recoveryKey = "cluster/recovery"
 )
 
 func retiredKey(id string) string { return retiredPrefix + id }

@@ -68,6 +68,12 @@ type Config struct {
 	// Power reboots or powers off the node for the node API; optional
 	// (without it the node API refuses both).
 	Power nodeapi.PowerFunc
+	// RecoverConsensus recovers a cluster that lost the quorum of its
+	// consensus members on this node, a survivor: before anything
+	// starts, its stopped member is prepared to restart as the single
+	// member of the cluster with all its data (consensus.PrepareRecovery,
+	// which refuses while another member answers). Once per agent.
+	RecoverConsensus bool
 }
 
 // Node is a node agent. Make it with New and run it with Run under a
@@ -80,6 +86,9 @@ type Node struct {
 	// renewAt says when the node certificate is due for renewal; tests
 	// replace it to renew at once.
 	renewAt func(*x509.Certificate) time.Time
+	// recovered is set once RecoverConsensus was carried out, so that a
+	// restart of Run does not force a new cluster again.
+	recovered bool
 }
 
 // New validates cfg and lays out the storage root.
@@ -117,6 +126,9 @@ func (n *Node) Values() *roleserve.Values { return n.values }
 func (n *Node) Run(ctx context.Context) error {
 	logger := supervisor.Logger(ctx)
 	if err := n.root.Create(); err != nil {
+		return err
+	}
+	if err := n.PrepareRecovery(ctx, logger); err != nil {
 		return err
 	}
 	en := &enrolment{

@@ -318,12 +318,15 @@ later commands find the cluster after its control plane has moved.`,
 				if output == "json" {
 					return writeJSON(cmd.OutOrStdout(), resp)
 				}
-				return writeClusterInfo(cmd.OutOrStdout(), resp.ClusterDirectory)
+				if err := writeClusterInfo(cmd.OutOrStdout(), resp.ClusterDirectory); err != nil {
+					return err
+				}
+				return writeRecovery(cmd.OutOrStdout(), resp.LastRecovery)
 			})
 		},
 	}
 	addOutputFlag(info, &output)
-	cmd.AddCommand(info)
+	cmd.AddCommand(info, c.backupCmd())
 	return cmd
 }
 

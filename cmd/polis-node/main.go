@@ -91,6 +91,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.UintVar(&metricsPort, "metrics-port", nodeapi.DefaultMetricsPort, "the port of /metrics (plain HTTP on a loopback address, else HTTPS with the cluster's mTLS)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
+	fs.BoolVar(&o.cfg.RecoverConsensus, "recover-single-member", false, "the cluster lost the quorum of its consensus members for good and this node is a survivor: restart its consensus member as the single member of the cluster, keeping all data (refused while another member answers); then add new consensus members as usual")
 	fs.StringVar(&o.cfg.KubernetesBundle, "kubernetes-bundle", "", "the absolute path of the Kubernetes bundle (polis-kube, built by polis-kube-build); without it the node runs no Kubernetes, and says so while it holds KubernetesController")
 	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
@@ -207,6 +208,11 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
 		zap.Uint16("curator_port", o.cfg.CuratorPort),
 		zap.String("kubernetes_bundle", o.cfg.KubernetesBundle))
+	// Before the supervisor, which would retry a refusal for ever: a
+	// recovery that is refused ends here, with the reason.
+	if err := n.PrepareRecovery(ctx, base.Named("root")); err != nil {
+		return err
+	}
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")

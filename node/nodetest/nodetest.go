@@ -87,6 +87,10 @@ type Node struct {
 	// (node.Config); set them before Start.
 	KubernetesBundle        string
 	KubernetesAPIServerPort uint16
+	// RecoverConsensus is passed to the agent (node.Config): set it
+	// before Start to recover a cluster that lost its quorum on this
+	// node.
+	RecoverConsensus bool
 
 	stop func()
 }
@@ -135,6 +139,7 @@ func (n *Node) Start(t testing.TB) {
 		LogRing:                 n.Logs,
 		KubernetesBundle:        n.KubernetesBundle,
 		KubernetesAPIServerPort: n.KubernetesAPIServerPort,
+		RecoverConsensus:        n.RecoverConsensus,
 		Power: func(a nodeapi.PowerAction) {
 			select {
 			case n.PowerRequests <- a:

@@ -204,6 +204,10 @@ const (
 	// system:masters, Kubernetes' superuser group: full control of every
 	// Kubernetes object. Only the owner holds it.
 	Permission_PERMISSION_ISSUE_KUBERNETES_ADMIN Permission = 10
+	// Take a backup: a snapshot of the whole cluster state, the CA's key,
+	// the register ticket and every node's record included. Only the owner
+	// holds it.
+	Permission_PERMISSION_BACKUP_CLUSTER Permission = 11
 )
 
 // Enum value maps for Permission.
@@ -220,6 +224,7 @@ var (
 		8:  "PERMISSION_ROTATE_REGISTER_TICKET",
 		9:  "PERMISSION_ROTATE_OWNER_KEY",
 		10: "PERMISSION_ISSUE_KUBERNETES_ADMIN",
+		11: "PERMISSION_BACKUP_CLUSTER",
 	}
 	Permission_value = map[string]int32{
 		"PERMISSION_UNSPECIFIED":            0,
@@ -233,6 +238,7 @@ var (
 		"PERMISSION_ROTATE_REGISTER_TICKET": 8,
 		"PERMISSION_ROTATE_OWNER_KEY":       9,
 		"PERMISSION_ISSUE_KUBERNETES_ADMIN": 10,
+		"PERMISSION_BACKUP_CLUSTER":         11,
 	}
 )
 
@@ -379,7 +385,7 @@ const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"\x11CALLER_KEY_HOLDER\x10\x02\x12\x0f\n" +
 	"\vCALLER_NODE\x10\x03\x12\x14\n" +
 	"\x10CALLER_NODE_SELF\x10\x04\x12\x0f\n" +
-	"\vCALLER_USER\x10\x05*\xf8\x02\n" +
+	"\vCALLER_USER\x10\x05*\x97\x03\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -393,7 +399,8 @@ const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"!PERMISSION_ROTATE_REGISTER_TICKET\x10\b\x12\x1f\n" +
 	"\x1bPERMISSION_ROTATE_OWNER_KEY\x10\t\x12%\n" +
 	"!PERMISSION_ISSUE_KUBERNETES_ADMIN\x10\n" +
-	":Z\n" +
+	"\x12\x1d\n" +
+	"\x19PERMISSION_BACKUP_CLUSTER\x10\v:Z\n" +
 	"\x05authz\x12\x1e.google.protobuf.MethodOptions\x18\xec\x94\x03 \x01(\v2\".polis.curator.v1.AuthzRequirementR\x05authzB4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (

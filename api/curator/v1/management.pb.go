@@ -9,6 +9,7 @@ package curatorv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -63,8 +64,11 @@ type GetClusterInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The cluster's curators and CA certificate.
 	ClusterDirectory *ClusterDirectory `protobuf:"bytes,1,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The cluster's last recovery after it lost its quorum; unset if it
+	// never had one.
+	LastRecovery  *ClusterRecovery `protobuf:"bytes,2,opt,name=last_recovery,json=lastRecovery,proto3" json:"last_recovery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoResponse) Reset() {
@@ -104,6 +108,92 @@ func (x *GetClusterInfoResponse) GetClusterDirectory() *ClusterDirectory {
 	return nil
 }
 
+func (x *GetClusterInfoResponse) GetLastRecovery() *ClusterRecovery {
+	if x != nil {
+		return x.LastRecovery
+	}
+	return nil
+}
+
+// ClusterRecovery is a recovery of the cluster after it lost the quorum of
+// its consensus members: a survivor restarted as the single member, with
+// all its data (polis-node --recover-single-member). The curator keeps it
+// once it has dropped the lost members from its records.
+type ClusterRecovery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the recovered member first served again.
+	RecoveredAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=recovered_at,json=recoveredAt,proto3" json:"recovered_at,omitempty"`
+	// The node whose consensus member the cluster was recovered on.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// What the data came from: "member-data", the node's own consensus
+	// data.
+	From string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// The consensus members dropped, by node ID. Their ConsensusMember
+	// (and KubernetesController) roles were taken away and their peer
+	// certificates revoked.
+	LostNodeIds   []string `protobuf:"bytes,4,rep,name=lost_node_ids,json=lostNodeIds,proto3" json:"lost_node_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterRecovery) Reset() {
+	*x = ClusterRecovery{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterRecovery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterRecovery) ProtoMessage() {}
+
+func (x *ClusterRecovery) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterRecovery.ProtoReflect.Descriptor instead.
+func (*ClusterRecovery) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClusterRecovery) GetRecoveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecoveredAt
+	}
+	return nil
+}
+
+func (x *ClusterRecovery) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterRecovery) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ClusterRecovery) GetLostNodeIds() []string {
+	if x != nil {
+		return x.LostNodeIds
+	}
+	return nil
+}
+
 // ListNodesRequest selects nodes. The conditions are combined with AND;
 // a condition left empty matches every node, so an empty request lists
 // all nodes.
@@ -122,7 +212,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +224,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +237,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{2}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListNodesRequest) GetNodeIds() []string {
@@ -182,7 +272,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +284,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +297,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{3}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -226,7 +316,7 @@ type GetRegisterTicketRequest struct {
 
 func (x *GetRegisterTicketRequest) Reset() {
 	*x = GetRegisterTicketRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -238,7 +328,7 @@ func (x *GetRegisterTicketRequest) String() string {
 func (*GetRegisterTicketRequest) ProtoMessage() {}
 
 func (x *GetRegisterTicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -251,7 +341,7 @@ func (x *GetRegisterTicketRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterTicketRequest.ProtoReflect.Descriptor instead.
 func (*GetRegisterTicketRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{4}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{5}
 }
 
 // GetRegisterTicketResponse carries the register ticket.
@@ -271,7 +361,7 @@ type GetRegisterTicketResponse struct {
 
 func (x *GetRegisterTicketResponse) Reset() {
 	*x = GetRegisterTicketResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +373,7 @@ func (x *GetRegisterTicketResponse) String() string {
 func (*GetRegisterTicketResponse) ProtoMessage() {}
 
 func (x *GetRegisterTicketResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +386,7 @@ func (x *GetRegisterTicketResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegisterTicketResponse.ProtoReflect.Descriptor instead.
 func (*GetRegisterTicketResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{5}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRegisterTicketResponse) GetRegisterTicket() []byte {
@@ -322,7 +412,7 @@ type RotateRegisterTicketRequest struct {
 
 func (x *RotateRegisterTicketRequest) Reset() {
 	*x = RotateRegisterTicketRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +424,7 @@ func (x *RotateRegisterTicketRequest) String() string {
 func (*RotateRegisterTicketRequest) ProtoMessage() {}
 
 func (x *RotateRegisterTicketRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +437,7 @@ func (x *RotateRegisterTicketRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateRegisterTicketRequest.ProtoReflect.Descriptor instead.
 func (*RotateRegisterTicketRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{7}
 }
 
 // RotateRegisterTicketResponse carries the new register ticket.
@@ -364,7 +454,7 @@ type RotateRegisterTicketResponse struct {
 
 func (x *RotateRegisterTicketResponse) Reset() {
 	*x = RotateRegisterTicketResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +466,7 @@ func (x *RotateRegisterTicketResponse) String() string {
 func (*RotateRegisterTicketResponse) ProtoMessage() {}
 
 func (x *RotateRegisterTicketResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +479,7 @@ func (x *RotateRegisterTicketResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateRegisterTicketResponse.ProtoReflect.Descriptor instead.
 func (*RotateRegisterTicketResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RotateRegisterTicketResponse) GetRegisterTicket() []byte {
@@ -417,7 +507,7 @@ type ApproveNodeRequest struct {
 
 func (x *ApproveNodeRequest) Reset() {
 	*x = ApproveNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +519,7 @@ func (x *ApproveNodeRequest) String() string {
 func (*ApproveNodeRequest) ProtoMessage() {}
 
 func (x *ApproveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +532,7 @@ func (x *ApproveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveNodeRequest.ProtoReflect.Descriptor instead.
 func (*ApproveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApproveNodeRequest) GetNodeId() string {
@@ -461,7 +551,7 @@ type ApproveNodeResponse struct {
 
 func (x *ApproveNodeResponse) Reset() {
 	*x = ApproveNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +563,7 @@ func (x *ApproveNodeResponse) String() string {
 func (*ApproveNodeResponse) ProtoMessage() {}
 
 func (x *ApproveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +576,7 @@ func (x *ApproveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveNodeResponse.ProtoReflect.Descriptor instead.
 func (*ApproveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{10}
 }
 
 // UpdateNodeRolesRequest names a node and the roles to change. A role left
@@ -507,7 +597,7 @@ type UpdateNodeRolesRequest struct {
 
 func (x *UpdateNodeRolesRequest) Reset() {
 	*x = UpdateNodeRolesRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +609,7 @@ func (x *UpdateNodeRolesRequest) String() string {
 func (*UpdateNodeRolesRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRolesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +622,7 @@ func (x *UpdateNodeRolesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRolesRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRolesRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateNodeRolesRequest) GetNodeId() string {
@@ -575,7 +665,7 @@ type UpdateNodeRolesResponse struct {
 
 func (x *UpdateNodeRolesResponse) Reset() {
 	*x = UpdateNodeRolesResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +677,7 @@ func (x *UpdateNodeRolesResponse) String() string {
 func (*UpdateNodeRolesResponse) ProtoMessage() {}
 
 func (x *UpdateNodeRolesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +690,7 @@ func (x *UpdateNodeRolesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRolesResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRolesResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateNodeRolesResponse) GetRoles() *Roles {
@@ -621,7 +711,7 @@ type DecommissionNodeRequest struct {
 
 func (x *DecommissionNodeRequest) Reset() {
 	*x = DecommissionNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +723,7 @@ func (x *DecommissionNodeRequest) String() string {
 func (*DecommissionNodeRequest) ProtoMessage() {}
 
 func (x *DecommissionNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +736,7 @@ func (x *DecommissionNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionNodeRequest.ProtoReflect.Descriptor instead.
 func (*DecommissionNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecommissionNodeRequest) GetNodeId() string {
@@ -665,7 +755,7 @@ type DecommissionNodeResponse struct {
 
 func (x *DecommissionNodeResponse) Reset() {
 	*x = DecommissionNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +767,7 @@ func (x *DecommissionNodeResponse) String() string {
 func (*DecommissionNodeResponse) ProtoMessage() {}
 
 func (x *DecommissionNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +780,7 @@ func (x *DecommissionNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecommissionNodeResponse.ProtoReflect.Descriptor instead.
 func (*DecommissionNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{14}
 }
 
 // DeleteNodeRequest names the node to delete.
@@ -704,7 +794,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +806,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +819,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteNodeRequest) GetNodeId() string {
@@ -748,7 +838,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +850,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +863,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{15}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{16}
 }
 
 // UpdateNodeLabelsRequest changes the labels of one node.
@@ -805,7 +895,7 @@ type UpdateNodeLabelsRequest struct {
 
 func (x *UpdateNodeLabelsRequest) Reset() {
 	*x = UpdateNodeLabelsRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +907,7 @@ func (x *UpdateNodeLabelsRequest) String() string {
 func (*UpdateNodeLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateNodeLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +920,7 @@ func (x *UpdateNodeLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{16}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNodeLabelsRequest) GetNodeId() string {
@@ -865,7 +955,7 @@ type UpdateNodeLabelsResponse struct {
 
 func (x *UpdateNodeLabelsResponse) Reset() {
 	*x = UpdateNodeLabelsResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +967,7 @@ func (x *UpdateNodeLabelsResponse) String() string {
 func (*UpdateNodeLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateNodeLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +980,7 @@ func (x *UpdateNodeLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{17}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateNodeLabelsResponse) GetLabels() map[string]string {
@@ -913,7 +1003,7 @@ type IssueKubernetesCredentialsRequest struct {
 
 func (x *IssueKubernetesCredentialsRequest) Reset() {
 	*x = IssueKubernetesCredentialsRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1015,7 @@ func (x *IssueKubernetesCredentialsRequest) String() string {
 func (*IssueKubernetesCredentialsRequest) ProtoMessage() {}
 
 func (x *IssueKubernetesCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1028,7 @@ func (x *IssueKubernetesCredentialsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use IssueKubernetesCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*IssueKubernetesCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{18}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *IssueKubernetesCredentialsRequest) GetPublicKey() []byte {
@@ -968,7 +1058,7 @@ type IssueKubernetesCredentialsResponse struct {
 
 func (x *IssueKubernetesCredentialsResponse) Reset() {
 	*x = IssueKubernetesCredentialsResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1070,7 @@ func (x *IssueKubernetesCredentialsResponse) String() string {
 func (*IssueKubernetesCredentialsResponse) ProtoMessage() {}
 
 func (x *IssueKubernetesCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1083,7 @@ func (x *IssueKubernetesCredentialsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use IssueKubernetesCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*IssueKubernetesCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{19}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *IssueKubernetesCredentialsResponse) GetClientCertificate() []byte {
@@ -1047,7 +1137,7 @@ type KubernetesAPIServer struct {
 
 func (x *KubernetesAPIServer) Reset() {
 	*x = KubernetesAPIServer{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1149,7 @@ func (x *KubernetesAPIServer) String() string {
 func (*KubernetesAPIServer) ProtoMessage() {}
 
 func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1162,7 @@ func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
 func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{20}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KubernetesAPIServer) GetNodeId() string {
@@ -1096,14 +1186,187 @@ func (x *KubernetesAPIServer) GetPort() uint32 {
 	return 0
 }
 
+// BackupClusterRequest is empty.
+type BackupClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupClusterRequest) Reset() {
+	*x = BackupClusterRequest{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupClusterRequest) ProtoMessage() {}
+
+func (x *BackupClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupClusterRequest.ProtoReflect.Descriptor instead.
+func (*BackupClusterRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{22}
+}
+
+// BackupClusterResponse is one message of a BackupCluster stream.
+type BackupClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the snapshot is; set in the first message only.
+	Info *BackupInfo `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// The next piece of the snapshot, at most 256 KiB.
+	Chunk         []byte `protobuf:"bytes,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupClusterResponse) Reset() {
+	*x = BackupClusterResponse{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupClusterResponse) ProtoMessage() {}
+
+func (x *BackupClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupClusterResponse.ProtoReflect.Descriptor instead.
+func (*BackupClusterResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BackupClusterResponse) GetInfo() *BackupInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *BackupClusterResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+// BackupInfo describes a snapshot as the curator took it.
+type BackupInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the curator started taking it.
+	TakenAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`
+	// The node whose consensus member the snapshot comes from.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// etcd's revision just before the snapshot was taken: the snapshot
+	// holds at least this revision (inspecting the backup reads the exact
+	// one from the snapshot).
+	Revision int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The version of the etcd that took it.
+	EtcdVersion   string `protobuf:"bytes,4,opt,name=etcd_version,json=etcdVersion,proto3" json:"etcd_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupInfo) Reset() {
+	*x = BackupInfo{}
+	mi := &file_polis_curator_v1_management_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupInfo) ProtoMessage() {}
+
+func (x *BackupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_management_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
+func (*BackupInfo) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *BackupInfo) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
+func (x *BackupInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *BackupInfo) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetEtcdVersion() string {
+	if x != nil {
+		return x.EtcdVersion
+	}
+	return ""
+}
+
 var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\n" +
-	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
-	"\x15GetClusterInfoRequest\"i\n" +
+	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
+	"\x15GetClusterInfoRequest\"\xb1\x01\n" +
 	"\x16GetClusterInfoResponse\x12O\n" +
-	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\xe5\x01\n" +
+	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\x12F\n" +
+	"\rlast_recovery\x18\x02 \x01(\v2!.polis.curator.v1.ClusterRecoveryR\flastRecovery\"\xa1\x01\n" +
+	"\x0fClusterRecovery\x12=\n" +
+	"\frecovered_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrecoveredAt\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\"\n" +
+	"\rlost_node_ids\x18\x04 \x03(\tR\vlostNodeIds\"\xe5\x01\n" +
 	"\x10ListNodesRequest\x12\x19\n" +
 	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x123\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x1b.polis.curator.v1.NodeStateR\x06states\x12F\n" +
@@ -1165,7 +1428,18 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\x13KubernetesAPIServer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\rR\x04port2\xab\t\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\"\x16\n" +
+	"\x14BackupClusterRequest\"_\n" +
+	"\x15BackupClusterResponse\x120\n" +
+	"\x04info\x18\x01 \x01(\v2\x1c.polis.curator.v1.BackupInfoR\x04info\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\fR\x05chunk\"\x9b\x01\n" +
+	"\n" +
+	"BackupInfo\x125\n" +
+	"\btaken_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12!\n" +
+	"\fetcd_version\x18\x04 \x01(\tR\vetcdVersion2\x9b\n" +
+	"\n" +
 	"\x11ManagementService\x12o\n" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
@@ -1188,7 +1462,9 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\xe2\xa6\x19\x06\b\x05\x10\a\x18\x01\x12\x93\x01\n" +
 	"\x1aIssueKubernetesCredentials\x123.polis.curator.v1.IssueKubernetesCredentialsRequest\x1a4.polis.curator.v1.IssueKubernetesCredentialsResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\n" +
-	"\x18\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\x18\x01\x12n\n" +
+	"\rBackupCluster\x12&.polis.curator.v1.BackupClusterRequest\x1a'.polis.curator.v1.BackupClusterResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x05\x10\v\x18\x020\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_management_proto_rawDescOnce sync.Once
@@ -1202,73 +1478,84 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),              // 0: polis.curator.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),             // 1: polis.curator.v1.GetClusterInfoResponse
-	(*ListNodesRequest)(nil),                   // 2: polis.curator.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                  // 3: polis.curator.v1.ListNodesResponse
-	(*GetRegisterTicketRequest)(nil),           // 4: polis.curator.v1.GetRegisterTicketRequest
-	(*GetRegisterTicketResponse)(nil),          // 5: polis.curator.v1.GetRegisterTicketResponse
-	(*RotateRegisterTicketRequest)(nil),        // 6: polis.curator.v1.RotateRegisterTicketRequest
-	(*RotateRegisterTicketResponse)(nil),       // 7: polis.curator.v1.RotateRegisterTicketResponse
-	(*ApproveNodeRequest)(nil),                 // 8: polis.curator.v1.ApproveNodeRequest
-	(*ApproveNodeResponse)(nil),                // 9: polis.curator.v1.ApproveNodeResponse
-	(*UpdateNodeRolesRequest)(nil),             // 10: polis.curator.v1.UpdateNodeRolesRequest
-	(*UpdateNodeRolesResponse)(nil),            // 11: polis.curator.v1.UpdateNodeRolesResponse
-	(*DecommissionNodeRequest)(nil),            // 12: polis.curator.v1.DecommissionNodeRequest
-	(*DecommissionNodeResponse)(nil),           // 13: polis.curator.v1.DecommissionNodeResponse
-	(*DeleteNodeRequest)(nil),                  // 14: polis.curator.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),                 // 15: polis.curator.v1.DeleteNodeResponse
-	(*UpdateNodeLabelsRequest)(nil),            // 16: polis.curator.v1.UpdateNodeLabelsRequest
-	(*UpdateNodeLabelsResponse)(nil),           // 17: polis.curator.v1.UpdateNodeLabelsResponse
-	(*IssueKubernetesCredentialsRequest)(nil),  // 18: polis.curator.v1.IssueKubernetesCredentialsRequest
-	(*IssueKubernetesCredentialsResponse)(nil), // 19: polis.curator.v1.IssueKubernetesCredentialsResponse
-	(*KubernetesAPIServer)(nil),                // 20: polis.curator.v1.KubernetesAPIServer
-	nil,                                        // 21: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                                        // 22: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                                        // 23: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),                   // 24: polis.curator.v1.ClusterDirectory
-	(NodeState)(0),                             // 25: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 26: polis.curator.v1.Node
-	(*Roles)(nil),                              // 27: polis.curator.v1.Roles
+	(*ClusterRecovery)(nil),                    // 2: polis.curator.v1.ClusterRecovery
+	(*ListNodesRequest)(nil),                   // 3: polis.curator.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                  // 4: polis.curator.v1.ListNodesResponse
+	(*GetRegisterTicketRequest)(nil),           // 5: polis.curator.v1.GetRegisterTicketRequest
+	(*GetRegisterTicketResponse)(nil),          // 6: polis.curator.v1.GetRegisterTicketResponse
+	(*RotateRegisterTicketRequest)(nil),        // 7: polis.curator.v1.RotateRegisterTicketRequest
+	(*RotateRegisterTicketResponse)(nil),       // 8: polis.curator.v1.RotateRegisterTicketResponse
+	(*ApproveNodeRequest)(nil),                 // 9: polis.curator.v1.ApproveNodeRequest
+	(*ApproveNodeResponse)(nil),                // 10: polis.curator.v1.ApproveNodeResponse
+	(*UpdateNodeRolesRequest)(nil),             // 11: polis.curator.v1.UpdateNodeRolesRequest
+	(*UpdateNodeRolesResponse)(nil),            // 12: polis.curator.v1.UpdateNodeRolesResponse
+	(*DecommissionNodeRequest)(nil),            // 13: polis.curator.v1.DecommissionNodeRequest
+	(*DecommissionNodeResponse)(nil),           // 14: polis.curator.v1.DecommissionNodeResponse
+	(*DeleteNodeRequest)(nil),                  // 15: polis.curator.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),                 // 16: polis.curator.v1.DeleteNodeResponse
+	(*UpdateNodeLabelsRequest)(nil),            // 17: polis.curator.v1.UpdateNodeLabelsRequest
+	(*UpdateNodeLabelsResponse)(nil),           // 18: polis.curator.v1.UpdateNodeLabelsResponse
+	(*IssueKubernetesCredentialsRequest)(nil),  // 19: polis.curator.v1.IssueKubernetesCredentialsRequest
+	(*IssueKubernetesCredentialsResponse)(nil), // 20: polis.curator.v1.IssueKubernetesCredentialsResponse
+	(*KubernetesAPIServer)(nil),                // 21: polis.curator.v1.KubernetesAPIServer
+	(*BackupClusterRequest)(nil),               // 22: polis.curator.v1.BackupClusterRequest
+	(*BackupClusterResponse)(nil),              // 23: polis.curator.v1.BackupClusterResponse
+	(*BackupInfo)(nil),                         // 24: polis.curator.v1.BackupInfo
+	nil,                                        // 25: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                                        // 27: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),                   // 28: polis.curator.v1.ClusterDirectory
+	(*timestamppb.Timestamp)(nil),              // 29: google.protobuf.Timestamp
+	(NodeState)(0),                             // 30: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 31: polis.curator.v1.Node
+	(*Roles)(nil),                              // 32: polis.curator.v1.Roles
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	24, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	25, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	21, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	26, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	24, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	24, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	22, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	23, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	20, // 9: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	0,  // 10: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	2,  // 11: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	4,  // 12: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	6,  // 13: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
-	8,  // 14: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	10, // 15: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	12, // 16: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	14, // 17: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	16, // 18: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	18, // 19: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
-	1,  // 20: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	3,  // 21: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	5,  // 22: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	7,  // 23: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
-	9,  // 24: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	11, // 25: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	13, // 26: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	15, // 27: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	17, // 28: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	19, // 29: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	28, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	2,  // 1: polis.curator.v1.GetClusterInfoResponse.last_recovery:type_name -> polis.curator.v1.ClusterRecovery
+	29, // 2: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
+	30, // 3: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	25, // 4: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	31, // 5: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	28, // 6: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	28, // 7: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	32, // 8: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	26, // 9: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	27, // 10: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	21, // 11: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	24, // 12: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
+	29, // 13: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
+	0,  // 14: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	3,  // 15: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	5,  // 16: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	7,  // 17: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	9,  // 18: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	11, // 19: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	13, // 20: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	15, // 21: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	17, // 22: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	19, // 23: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
+	22, // 24: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
+	1,  // 25: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	4,  // 26: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	6,  // 27: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	8,  // 28: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	10, // 29: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	12, // 30: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	14, // 31: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	16, // 32: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	18, // 33: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	20, // 34: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
+	23, // 35: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }
@@ -1278,14 +1565,14 @@ func file_polis_curator_v1_management_proto_init() {
 	}
 	file_polis_curator_v1_authz_proto_init()
 	file_polis_curator_v1_common_proto_init()
-	file_polis_curator_v1_management_proto_msgTypes[10].OneofWrappers = []any{}
+	file_polis_curator_v1_management_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

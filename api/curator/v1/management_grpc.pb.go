@@ -29,6 +29,7 @@ const (
 	ManagementService_DeleteNode_FullMethodName                 = "/polis.curator.v1.ManagementService/DeleteNode"
 	ManagementService_UpdateNodeLabels_FullMethodName           = "/polis.curator.v1.ManagementService/UpdateNodeLabels"
 	ManagementService_IssueKubernetesCredentials_FullMethodName = "/polis.curator.v1.ManagementService/IssueKubernetesCredentials"
+	ManagementService_BackupCluster_FullMethodName              = "/polis.curator.v1.ManagementService/BackupCluster"
 )
 
 // ManagementServiceClient is the client API for ManagementService service.
@@ -128,6 +129,18 @@ type ManagementServiceClient interface {
 	// public key; FAILED_PRECONDITION if no node holds
 	// KubernetesController.
 	IssueKubernetesCredentials(ctx context.Context, in *IssueKubernetesCredentialsRequest, opts ...grpc.CallOption) (*IssueKubernetesCredentialsResponse, error)
+	// BackupCluster streams a consistent snapshot of the cluster's etcd:
+	// the first message carries BackupInfo, and every message a chunk of
+	// at most 256 KiB of the snapshot, which is etcd's own snapshot format
+	// (a bbolt database followed by its SHA-256). Any curator serves it,
+	// from its node's consensus member, after its view was brought up to
+	// every write acknowledged before the call: the snapshot holds them
+	// all. It holds secrets (the cluster CA's key, the register ticket):
+	// polisctl cluster backup writes it encrypted to the owner key.
+	//
+	// Errors: UNAVAILABLE if the curator's consensus member is not
+	// running.
+	BackupCluster(ctx context.Context, in *BackupClusterRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupClusterResponse], error)
 }
 
 type managementServiceClient struct {
@@ -247,6 +260,25 @@ func (c *managementServiceClient) IssueKubernetesCredentials(ctx context.Context
 	return out, nil
 }
 
+func (c *managementServiceClient) BackupCluster(ctx context.Context, in *BackupClusterRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupClusterResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ManagementService_ServiceDesc.Streams[1], ManagementService_BackupCluster_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupClusterRequest, BackupClusterResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ManagementService_BackupClusterClient = grpc.ServerStreamingClient[BackupClusterResponse]
+
 // ManagementServiceServer is the server API for ManagementService service.
 // All implementations must embed UnimplementedManagementServiceServer
 // for forward compatibility.
@@ -344,6 +376,18 @@ type ManagementServiceServer interface {
 	// public key; FAILED_PRECONDITION if no node holds
 	// KubernetesController.
 	IssueKubernetesCredentials(context.Context, *IssueKubernetesCredentialsRequest) (*IssueKubernetesCredentialsResponse, error)
+	// BackupCluster streams a consistent snapshot of the cluster's etcd:
+	// the first message carries BackupInfo, and every message a chunk of
+	// at most 256 KiB of the snapshot, which is etcd's own snapshot format
+	// (a bbolt database followed by its SHA-256). Any curator serves it,
+	// from its node's consensus member, after its view was brought up to
+	// every write acknowledged before the call: the snapshot holds them
+	// all. It holds secrets (the cluster CA's key, the register ticket):
+	// polisctl cluster backup writes it encrypted to the owner key.
+	//
+	// Errors: UNAVAILABLE if the curator's consensus member is not
+	// running.
+	BackupCluster(*BackupClusterRequest, grpc.ServerStreamingServer[BackupClusterResponse]) error
 	mustEmbedUnimplementedManagementServiceServer()
 }
 
@@ -383,6 +427,9 @@ func (UnimplementedManagementServiceServer) UpdateNodeLabels(context.Context, *U
 }
 func (UnimplementedManagementServiceServer) IssueKubernetesCredentials(context.Context, *IssueKubernetesCredentialsRequest) (*IssueKubernetesCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IssueKubernetesCredentials not implemented")
+}
+func (UnimplementedManagementServiceServer) BackupCluster(*BackupClusterRequest, grpc.ServerStreamingServer[BackupClusterResponse]) error {
+	return status.Error(codes.Unimplemented, "method BackupCluster not implemented")
 }
 func (UnimplementedManagementServiceServer) mustEmbedUnimplementedManagementServiceServer() {}
 func (UnimplementedManagementServiceServer) testEmbeddedByValue()                           {}
@@ -578,6 +625,17 @@ func _ManagementService_IssueKubernetesCredentials_Handler(srv interface{}, ctx 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ManagementService_BackupCluster_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupClusterRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ManagementServiceServer).BackupCluster(m, &grpc.GenericServerStream[BackupClusterRequest, BackupClusterResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ManagementService_BackupClusterServer = grpc.ServerStreamingServer[BackupClusterResponse]
+
 // ManagementService_ServiceDesc is the grpc.ServiceDesc for ManagementService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -626,6 +684,11 @@ var ManagementService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ListNodes",
 			Handler:       _ManagementService_ListNodes_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "BackupCluster",
+			Handler:       _ManagementService_BackupCluster_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+)
+
+// TestBackupAndRecovery is the README's "When things go wrong" with the
+// real binaries: a cluster of three consensus members and a worker, a
+// label on every node, a backup taken and inspected with polisctl; the
+// survivor's recovery refused while the others run (polis-node exits
+// saying why); two members' storage destroyed; polis-node
+// --recover-single-member on the survivor brings back every node and
+// label, the lost members dropped, the worker reconnected, and cluster
+// info showing the recovery.
+func TestBackupAndRecovery(t *testing.T) {
+	c := launchCluster(t, 4, false, testLeaseTTL, testHeartbeat, nil)
+	cfg := c.ConfigDir
+	ctx := context.Background()
+	eventually(t, time.Minute, "four nodes UP and healthy", func() error {
+		return allNodes(cfg, 4, healthyUp)
+	})
+	for _, n := range c.Nodes[1:3] {
+		if err := c.MakeConsensusMember(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.Nodes {
+		if _, err := polisctl(cfg, "node", "label", n.ID(), fmt.Sprintf("index=%d", n.Index)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	backup := filepath.Join(tempDir(t), "cluster.backup")
+	if _, err := polisctl(cfg, "cluster", "backup", backup); err != nil {
+		t.Fatal(err)
+	}
+	out, err := polisctl(cfg, "cluster", "backup", "--inspect", backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "Nodes:         4\n") {
+		t.Errorf("inspect printed %s; want 4 nodes", out)
+	}
+
+	survivor := c.Nodes[0]
+	recoverArgs := []string{
+		"--storage", filepath.Join(survivor.Dir, "storage"),
+		"--address", survivor.Address.String(),
+		"--lease-ttl", testLeaseTTL.String(),
+		"--heartbeat-interval", testHeartbeat.String(),
+		"--recover-single-member",
+	}
+	if err := survivor.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The two other members still answer: refused, and polis-node says
+	// why and exits.
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	refused, err := exec.CommandContext(rctx, bin.node, recoverArgs...).CombinedOutput()
+	if err == nil || !strings.Contains(string(refused), "recovering this member alone would fork it") {
+		t.Fatalf("polis-node --recover-single-member with live members: %v; want a refusal saying why, got:\n%s", err, tail(refused))
+	}
+
+	// Two members' storage destroyed for good.
+	for _, n := range c.Nodes[1:3] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(n.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := os.Create(filepath.Join(tempDir(t), "recovered.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(bin.node, recoverArgs...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	lost := map[string]bool{c.Nodes[1].ID(): true, c.Nodes[2].ID(): true}
+	eventually(t, 2*time.Minute, "the recovered cluster shown in cluster info", func() error {
+		out, err := polisctl(cfg, "cluster", "info", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var info cpb.GetClusterInfoResponse
+		if err := unmarshalJSON(out, &info); err != nil {
+			return err
+		}
+		rec := info.GetLastRecovery()
+		if rec.GetNodeId() != survivor.ID() || len(rec.GetLostNodeIds()) != 2 || !lost[rec.GetLostNodeIds()[0]] || !lost[rec.GetLostNodeIds()[1]] {
+			return fmt.Errorf("last recovery %v", rec)
+		}
+		return nil
+	})
+	eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker healthy", func() error {
+		nodes, err := listNodes(cfg)
+		if err != nil {
+			return err
+		}
+		if len(nodes) != 4 {
+			return fmt.Errorf("%d nodes listed", len(nodes))
+		}
+		for _, n := range c.Nodes {
+			rec := nodes[n.ID()]
+			if rec.GetLabels()["index"] != fmt.Sprint(n.Index) {
+				return fmt.Errorf("%v: labels %v", n, rec.GetLabels())
+			}
+			if member := rec.GetRoles().GetConsensusMember() != nil; member != (n == survivor) {
+				return fmt.Errorf("%v: consensus member %v", n, member)
+			}
+		}
+		if err := healthyUp(nodes[c.Nodes[3].ID()]); err != nil {
+			return fmt.Errorf("the worker: %w", err)
+		}
+		return consensusMemberServing(nodes[survivor.ID()])
+	})
+	select {
+	case err := <-exited:
+		t.Fatalf("the recovered node exited: %v", errors.Join(err, errors.New("see "+log.Name())))
+	default:
+	}
+}
+
+// tail is the end of a command's output, for a failure message.
+func tail(b []byte) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return strings.Join(lines, "\n")
+}
