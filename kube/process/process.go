@@ -11,6 +11,8 @@
 // the whole group: SIGTERM, then SIGKILL after a grace period, and returns
 // only once the process is gone.
 //
+// When the process exits, whatever is left in its group is killed.
+//
 // Runnable wraps that as a supervisor.Runnable: it fails when the process
 // exits (so the supervisor restarts it, with backoff) and stops it when its
 // context ends, reporting starts and exits through hooks for a status.
@@ -28,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -36,6 +39,9 @@ import (
 
 	"github.com/polis-os/polis/supervisor"
 )
+
+// logDrainTimeout bounds reading a process' last lines after it exited.
+const logDrainTimeout = time.Second
 
 // Command is a program to run.
 type Command struct {
@@ -69,19 +75,40 @@ func Start(log *zap.Logger, c Command) (*Process, error) {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = c.CgroupFD
 	}
-	out, err := cmd.StdoutPipe()
+	// A pipe of our own rather than cmd's: cmd.Wait would close it, and a
+	// child of the process that keeps it open would otherwise delay
+	// noticing the exit until that child ends.
+	out, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = cmd.Stdout // one pipe: lines stay in order
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = w, w // one pipe: lines stay in order
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		out.Close()
 		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 	}
 	p := &Process{pid: cmd.Process.Pid, log: log, exited: make(chan struct{})}
 	log.Info("started", zap.Int("pid", p.pid))
+	logged := make(chan struct{})
 	go func() {
-		LogLines(log, out) // Wait closes the pipe: read it to the end first
+		LogLines(log, out)
+		close(logged)
+	}()
+	go func() {
 		p.err = cmd.Wait()
+		// What is left of its group (children that did not exit with it)
+		// goes too: nothing outlives the process it came from.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		// Its last lines, unless something outside the group holds the
+		// pipe open.
+		select {
+		case <-logged:
+		case <-time.After(logDrainTimeout):
+		}
+		out.Close()
+		<-logged
 		close(p.exited)
 	}()
 	return p, nil
@@ -178,4 +205,3 @@ func LogLines(log *zap.Logger, out io.Reader) {
 	// process never blocks on a full pipe.
 	_, _ = io.Copy(io.Discard, out)
 }
-
