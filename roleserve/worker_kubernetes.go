@@ -34,9 +34,18 @@ type KubernetesConfig struct {
 	// APIServerPort is the apiserver's port at the node's address;
 	// controlplane.DefaultPort if 0.
 	APIServerPort uint16
+	// Runtime is the container runtime for KubernetesWorker; nil: this
+	// node agent runs no kubelet, and its status says so while the node
+	// holds KubernetesWorker.
+	Runtime *KubernetesRuntime
 }
 
 func (c *KubernetesConfig) validate() error {
+	if c.Runtime != nil {
+		if err := c.Runtime.validate(); err != nil {
+			return err
+		}
+	}
 	if c.Bundle == "" {
 		return nil
 	}
@@ -60,11 +69,10 @@ const (
 
 // Why a role is not run, as the status says it.
 const (
-	noteNoBundle     = "not available: this node agent was started without a Kubernetes bundle (polis-node --kubernetes-bundle)"
-	noteNoConsensus  = "starting: waiting for this node's consensus member"
-	noteNotReady     = "starting: the apiserver does not answer /readyz yet"
-	noteStopped      = "stopped"
-	noteWorkerNotRun = "not available on this kind of node: Polis runs no kubelet, since the node agent provides no container runtime and no cgroup v2 control yet"
+	noteNoBundle    = "not available: this node agent was started without a Kubernetes bundle (polis-node --kubernetes-bundle)"
+	noteNoConsensus = "starting: waiting for this node's consensus member"
+	noteNotReady    = "starting: the apiserver does not answer /readyz yet"
+	noteStopped     = "stopped"
 )
 
 // workerKubernetes runs the Kubernetes control plane while the node holds
@@ -80,7 +88,7 @@ const (
 // run returns and the supervisor stops its children: every component
 // process is gone before the status says "stopped" and the worker starts
 // over. A component that fails is restarted alone, with backoff, by the
-// runner. KubernetesWorker is not run: no kubelet, and the status says why.
+// runner. KubernetesWorker is the kubernetesworker worker's.
 type workerKubernetes struct {
 	g       *Graph
 	cfg     KubernetesConfig
@@ -147,7 +155,7 @@ func (w *workerKubernetes) run(ctx context.Context) error {
 			return w.runControlPlane(ctx, r, lcp)
 		}
 		log.Info("not running the Kubernetes control plane", zap.Stringer("because", why),
-			zap.Bool("controller", status.Controller), zap.Bool("worker", status.Worker), zap.String("controller_note", status.ControllerNote))
+			zap.Bool("controller", status.Controller), zap.String("controller_note", status.ControllerNote))
 		w.kubernetes.Set(status)
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
 	}
@@ -155,11 +163,7 @@ func (w *workerKubernetes) run(ctx context.Context) error {
 
 // baseStatus is the status for roles r before anything runs.
 func (w *workerKubernetes) baseStatus(r *cpb.Roles) *KubernetesStatus {
-	s := &KubernetesStatus{Controller: kubernetesController(r), Worker: r.GetKubernetesWorker() != nil}
-	if s.Worker {
-		s.WorkerNote = noteWorkerNotRun
-	}
-	return s
+	return &KubernetesStatus{Controller: kubernetesController(r)}
 }
 
 // bundleUsable checks that the bundle is an executable file; if not, it
