@@ -83,7 +83,8 @@ const (
 )
 
 // Credentials renewal: at half their life, and a failed renewal is tried
-// again after renewRetry (the old ones still work until they expire).
+// again after renewRetry (the old ones still work until they expire); the
+// same renewal refreshes the apiservers early when none answers.
 const renewRetry = time.Minute
 
 // workerKubernetesWorker runs the Kubernetes node (kube/kubelet:
@@ -101,7 +102,9 @@ type workerKubernetesWorker struct {
 	// cgroupV2 says whether the machine has cgroup v2 at mount; a test
 	// seam.
 	cgroupV2 func(mount string) bool
-	started  bool
+	// retry is renewRetry; tests shorten it.
+	retry   time.Duration
+	started bool
 
 	localRoles  event.ValueWatch[*cpb.Roles]         // reads
 	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
@@ -117,6 +120,7 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 		cfg:         cfg,
 		address:     address,
 		cgroupV2:    hasCgroupV2,
+		retry:       renewRetry,
 		localRoles:  Reads[*cpb.Roles](g, name, &v.LocalRoles),
 		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
 		localLabels: Reads[map[string]string](g, name, &v.LocalLabels),
@@ -240,14 +244,21 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)
 	runnerStatus := Input(in, runner.Status(), nil)
-	renewAt := issued.renewAt
+	renewAt, lastAsked := issued.renewAt, time.Now()
 	for {
-		why, ok, err := waitUntil(ctx, in, renewAt)
+		// With no apiserver answering, the list may be stale (controller
+		// nodes replaced): ask the curator again, at most every
+		// renewRetry.
+		next := renewAt
+		if early, s := lastAsked.Add(w.retry), runnerStatus.Latest(); s != nil && s.NoAPIServer && early.Before(next) {
+			next = early
+		}
+		why, ok, err := waitUntil(ctx, in, next)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			renewAt = w.renew(ctx, m.Latest(), keys, runner)
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner), time.Now()
 			continue
 		}
 		if roles.Latest().GetKubernetesWorker() == nil {
@@ -265,7 +276,7 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	log := supervisor.Logger(ctx)
 	if !hasCurator(m) {
 		log.Warn("cannot renew the kubelet's credentials: no curator")
-		return time.Now().Add(renewRetry)
+		return time.Now().Add(w.retry)
 	}
 	issued, err := w.issue(ctx, m, keys)
 	if err == nil {
@@ -273,7 +284,7 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	}
 	if err != nil {
 		log.Warn("renewing the kubelet's credentials", zap.Error(err))
-		return time.Now().Add(renewRetry)
+		return time.Now().Add(w.retry)
 	}
 	log.Info("renewed the kubelet's credentials", zap.Time("next", issued.renewAt))
 	return issued.renewAt

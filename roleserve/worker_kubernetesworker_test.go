@@ -159,7 +159,8 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 
 // With everything there, the worker asks the curator for the kubelet's
 // credentials (a refusal is in the status and retried), runs containerd
-// and kubelet, reports them running and that the Node is not Ready, and
+// and kubelet, reports them running and that the Node is not Ready, asks
+// again for the apiservers while none answers, and
 // when the role goes stops the kubelet, then containerd, before it says
 // so.
 func TestKubernetesWorkerRuns(t *testing.T) {
@@ -176,6 +177,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr)
 	w.cgroupV2 = func(string) bool { return true }
+	w.retry = 500 * time.Millisecond
 	supervisor.TestHarness(t, w.run)
 	v.Membership.Set(m)
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
@@ -204,6 +206,20 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	}
 	if args := string(data); !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
 		t.Errorf("kubelet started with %q", args)
+	}
+	// No apiserver answers: the worker asks the curator again for the
+	// list, without waiting for the credentials' renewal.
+	for deadline := time.Now().Add(time.Minute); ; {
+		f.kubelet.mu.Lock()
+		calls := f.kubelet.calls
+		f.kubelet.mu.Unlock()
+		if calls >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the curator was asked %d times, want a refusal, an answer and refreshes", calls)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
 	}
 	// The kubeconfig's certificate is the one the curator signed for
 	// this node.

@@ -26,6 +26,8 @@ type apiProxy struct {
 	mu      sync.Mutex
 	servers []netip.AddrPort
 	next    int // index of the server to try first
+	// reachable is told whether the last connection found an apiserver.
+	reachable func(bool)
 }
 
 func (p *apiProxy) set(servers []netip.AddrPort) {
@@ -66,10 +68,12 @@ func (p *apiProxy) dial(ctx context.Context) (net.Conn, error) {
 		c, err := d.DialContext(ctx, "tcp", s.String())
 		if err == nil {
 			p.worked(s)
+			p.reachable(true)
 			return c, nil
 		}
 		errs = append(errs, err)
 	}
+	p.reachable(false)
 	return nil, fmt.Errorf("no apiserver answers: %w", errors.Join(errs...))
 }
 

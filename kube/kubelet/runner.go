@@ -48,6 +48,10 @@ type Status struct {
 	// NodeNote says why not.
 	NodeReady bool
 	NodeNote  string
+	// NoAPIServer is set while the local proxy finds none of the
+	// apiservers it was given answering: the list may be stale (see
+	// Renew).
+	NoAPIServer bool
 	// Note says what the runner is doing when something does not run
 	// (starting containerd, importing the pause image, ...), or how it
 	// last failed; empty while both run.
@@ -74,6 +78,15 @@ func New(cfg Config) (*Runner, error) {
 	r := &Runner{cfg: cfg, creds: cfg.Credentials}
 	r.status.Name = StatusName
 	r.proxy.set(cfg.APIServers)
+	r.proxy.reachable = func(ok bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.cur.NoAPIServer == !ok {
+			return
+		}
+		r.cur.NoAPIServer = !ok
+		r.publishLocked()
+	}
 	r.cur.Note = "not started"
 	r.cur.NodeNote = "the kubelet does not run"
 	r.publishLocked()
