@@ -144,7 +144,7 @@ func (c Config) cniConfig() []byte {
 // clients authenticated by the Kubernetes CA or asked of the apiserver
 // (webhook), never anonymous, and authorized by the apiserver; serving
 // with the certificate the curator issued; no static pods, no read-only
-// port; swap tolerated.
+// port; swap tolerated; pods' logs on the data disk.
 func (c Config) kubeletConfig() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -173,9 +173,10 @@ failSwapOn: false
 clusterDomain: %s
 resolvConf: %s
 podCIDR: %s
+podLogsDir: %s
 serializeImagePulls: false
 `, q(c.NodeIP.String()), c.KubeletPort, q("unix://"+c.containerdSocket()), q(c.file(fileCA)), q(c.file(fileServingCert)), q(c.file(fileServingKey)),
-		DefaultClusterDomain, q(c.ResolvConf), q(c.PodCIDR.Masked().String()))
+		DefaultClusterDomain, q(c.ResolvConf), q(c.PodCIDR.Masked().String()), q(filepath.Join(c.StateDir, "pod-logs")))
 	if c.Cgroup != "" {
 		fmt.Fprintf(&b, "cgroupRoot: %s\n", q(strings.TrimPrefix(c.cgroup(cgroupPods), CgroupMount)))
 	}
