@@ -51,4 +51,5 @@
 // the curator and calls Renew), route pod traffic between nodes (every
 // node's pods get addresses from the same node-local range), or prepare
 // the machine (cgroup v2, modules, sysctls, mounts: PID 1, node/pid1).
+// Pods get no NAT to the outside and no host ports (see cniConfig).
 package kubelet

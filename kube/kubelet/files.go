@@ -116,22 +116,24 @@ func hostsTOML(endpoint string) []byte {
 }
 
 // cniConfig is the pod network: a bridge on the node with addresses from
-// PodCIDR (host-local), masquerading out, host ports (portmap), and the
-// loopback device of each pod.
+// PodCIDR (host-local), the node its gateway, and the loopback device of
+// each pod. No masquerading and no host ports (portmap): both program the
+// firewall through an iptables or nft binary, which the node does not
+// carry; pods reach the node and each other on it, and the apiserver
+// reaches them through the kubelet (logs, exec).
 func (c Config) cniConfig() []byte {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "polis",
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": "polis0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+				"type": "bridge", "bridge": "polis0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type":   "host-local",
 					"ranges": [][]map[string]string{{{"subnet": c.PodCIDR.Masked().String()}}},
 					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
 				},
 			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 			map[string]any{"type": "loopback"},
 		},
 	}
