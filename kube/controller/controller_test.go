@@ -4,7 +4,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A configuration that cannot work is refused, naming what is wrong.
 func TestConfigValidate(t *testing.T) {
