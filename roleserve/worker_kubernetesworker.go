@@ -192,16 +192,6 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 // returns errKubernetesWorkerStop.
 func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string) error {
 	log := supervisor.Logger(ctx)
-	// Whatever ends the run, the status says so once the runner's subtree
-	// (kubelet, containers, containerd) has stopped.
-	held := true
-	supervisor.Cleanup(ctx, func() {
-		st := &KubernetesWorkerStatus{Held: held}
-		if held {
-			st.Note = noteStopped
-		}
-		w.status.Set(st)
-	})
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
 	if err != nil {
@@ -234,6 +224,17 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("not available: " + err.Error())})
 		return err
 	}
+	// Whatever ends the run from here, the status says so once the
+	// runner's subtree (kubelet, containers, containerd) has stopped; a
+	// start that failed before keeps the note that says why.
+	held := true
+	supervisor.Cleanup(ctx, func() {
+		st := &KubernetesWorkerStatus{Held: held}
+		if held {
+			st.Note = noteStopped
+		}
+		w.status.Set(st)
+	})
 	if err := supervisor.Run(ctx, "node", runner.Run); err != nil {
 		return err
 	}
