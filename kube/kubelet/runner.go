@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,8 +101,14 @@ func (r *Runner) Status() event.ValueWatch[*Status] { return &r.status }
 // image and runs the kubelet, the apiserver proxy and the Node probe
 // until ctx ends; see the package doc for what a stop does. It is a
 // supervisor.Runnable.
-func (r *Runner) Run(ctx context.Context) error {
+func (r *Runner) Run(ctx context.Context) (err error) {
 	log := supervisor.Logger(ctx)
+	// The status says why a run failed until the next one gets further.
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			r.note("failed, restarting: " + err.Error())
+		}
+	}()
 	if err := r.prepare(); err != nil {
 		return err
 	}
@@ -250,7 +257,9 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 	r.update(func(s *Status) {
 		s.ContainerdRunning, s.ContainerdPID = false, 0
 		s.NodeReady, s.NodeNote = false, "the kubelet does not run"
-		s.Note = "stopped (containerd: " + exitString(err) + ")"
+		if !strings.HasPrefix(s.Note, "failed") {
+			s.Note = "stopped (containerd: " + exitString(err) + ")"
+		}
 	})
 	if r.cfg.Cgroup != "" {
 		if err := killCgroup(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
