@@ -256,3 +256,32 @@ func readLogs(logs *observer.ObservedLogs, name string) string {
 	}
 	return b.String()
 }
+
+// A run that cannot import the pause image says so in the status, with
+// ctr's words, and runs no kubelet.
+func TestRunnerImportFails(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg, _ := fakeRuntime(t, dir)
+	ctr := "#!/bin/sh\ncase \"$5\" in version) exit 0 ;; *) echo 'ctr: no such file: pause.tar' >&2; exit 1 ;; esac\n"
+	if err := os.WriteFile(filepath.Join(cfg.BinDir, "ctr"), []byte(ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	st := waitStatus(t, r, "the failure in the status", func(s *Status) bool {
+		return strings.Contains(s.Note, "failed, restarting: importing the pause image") && strings.Contains(s.Note, "no such file: pause.tar")
+	})
+	if st.KubeletRunning || st.KubeletStarts != 0 {
+		t.Errorf("a kubelet ran without the pause image: %+v", st)
+	}
+}
