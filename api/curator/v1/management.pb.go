@@ -1121,71 +1121,6 @@ func (x *IssueKubernetesCredentialsResponse) GetGroups() []string {
 	return nil
 }
 
-// KubernetesAPIServer is where one controller node's apiserver listens.
-type KubernetesAPIServer struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The node's ID.
-	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// The node's external address (NodeStatus.external_address).
-	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// The apiserver's TCP port: the one the node reports
-	// (KubernetesStatus.apiserver_port), or 6443 while it reports none.
-	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KubernetesAPIServer) Reset() {
-	*x = KubernetesAPIServer{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KubernetesAPIServer) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KubernetesAPIServer) ProtoMessage() {}
-
-func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
-func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{21}
-}
-
-func (x *KubernetesAPIServer) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *KubernetesAPIServer) GetAddress() string {
-	if x != nil {
-		return x.Address
-	}
-	return ""
-}
-
-func (x *KubernetesAPIServer) GetPort() uint32 {
-	if x != nil {
-		return x.Port
-	}
-	return 0
-}
-
 // BackupClusterRequest is empty.
 type BackupClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1195,7 +1130,7 @@ type BackupClusterRequest struct {
 
 func (x *BackupClusterRequest) Reset() {
 	*x = BackupClusterRequest{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1142,7 @@ func (x *BackupClusterRequest) String() string {
 func (*BackupClusterRequest) ProtoMessage() {}
 
 func (x *BackupClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1155,7 @@ func (x *BackupClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupClusterRequest.ProtoReflect.Descriptor instead.
 func (*BackupClusterRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{22}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{21}
 }
 
 // BackupClusterResponse is one message of a BackupCluster stream.
@@ -1236,7 +1171,7 @@ type BackupClusterResponse struct {
 
 func (x *BackupClusterResponse) Reset() {
 	*x = BackupClusterResponse{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1183,7 @@ func (x *BackupClusterResponse) String() string {
 func (*BackupClusterResponse) ProtoMessage() {}
 
 func (x *BackupClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1196,7 @@ func (x *BackupClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupClusterResponse.ProtoReflect.Descriptor instead.
 func (*BackupClusterResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{23}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackupClusterResponse) GetInfo() *BackupInfo {
@@ -1297,7 +1232,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1244,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_management_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1257,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{24}
+	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackupInfo) GetTakenAt() *timestamppb.Timestamp {
@@ -1424,11 +1359,7 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\vapi_servers\x18\x03 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12\x16\n" +
-	"\x06groups\x18\x05 \x03(\tR\x06groups\"\\\n" +
-	"\x13KubernetesAPIServer\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\rR\x04port\"\x16\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups\"\x16\n" +
 	"\x14BackupClusterRequest\"_\n" +
 	"\x15BackupClusterResponse\x120\n" +
 	"\x04info\x18\x01 \x01(\v2\x1c.polis.curator.v1.BackupInfoR\x04info\x12\x14\n" +
@@ -1478,7 +1409,7 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),              // 0: polis.curator.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),             // 1: polis.curator.v1.GetClusterInfoResponse
@@ -1501,34 +1432,34 @@ var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*UpdateNodeLabelsResponse)(nil),           // 18: polis.curator.v1.UpdateNodeLabelsResponse
 	(*IssueKubernetesCredentialsRequest)(nil),  // 19: polis.curator.v1.IssueKubernetesCredentialsRequest
 	(*IssueKubernetesCredentialsResponse)(nil), // 20: polis.curator.v1.IssueKubernetesCredentialsResponse
-	(*KubernetesAPIServer)(nil),                // 21: polis.curator.v1.KubernetesAPIServer
-	(*BackupClusterRequest)(nil),               // 22: polis.curator.v1.BackupClusterRequest
-	(*BackupClusterResponse)(nil),              // 23: polis.curator.v1.BackupClusterResponse
-	(*BackupInfo)(nil),                         // 24: polis.curator.v1.BackupInfo
-	nil,                                        // 25: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                                        // 27: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),                   // 28: polis.curator.v1.ClusterDirectory
-	(*timestamppb.Timestamp)(nil),              // 29: google.protobuf.Timestamp
-	(NodeState)(0),                             // 30: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 31: polis.curator.v1.Node
-	(*Roles)(nil),                              // 32: polis.curator.v1.Roles
+	(*BackupClusterRequest)(nil),               // 21: polis.curator.v1.BackupClusterRequest
+	(*BackupClusterResponse)(nil),              // 22: polis.curator.v1.BackupClusterResponse
+	(*BackupInfo)(nil),                         // 23: polis.curator.v1.BackupInfo
+	nil,                                        // 24: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                                        // 25: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),                   // 27: polis.curator.v1.ClusterDirectory
+	(*timestamppb.Timestamp)(nil),              // 28: google.protobuf.Timestamp
+	(NodeState)(0),                             // 29: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 30: polis.curator.v1.Node
+	(*Roles)(nil),                              // 31: polis.curator.v1.Roles
+	(*KubernetesAPIServer)(nil),                // 32: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	28, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
 	2,  // 1: polis.curator.v1.GetClusterInfoResponse.last_recovery:type_name -> polis.curator.v1.ClusterRecovery
-	29, // 2: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
-	30, // 3: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	25, // 4: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	31, // 5: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	28, // 6: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	28, // 7: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	32, // 8: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	26, // 9: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	27, // 10: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	21, // 11: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	24, // 12: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
-	29, // 13: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
+	28, // 2: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
+	29, // 3: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	24, // 4: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	30, // 5: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	27, // 6: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 7: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	31, // 8: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	25, // 9: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	26, // 10: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	32, // 11: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	23, // 12: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
+	28, // 13: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
 	0,  // 14: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
 	3,  // 15: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
 	5,  // 16: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
@@ -1539,7 +1470,7 @@ var file_polis_curator_v1_management_proto_depIdxs = []int32{
 	15, // 21: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
 	17, // 22: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
 	19, // 23: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
-	22, // 24: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
+	21, // 24: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
 	1,  // 25: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
 	4,  // 26: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
 	6,  // 27: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
@@ -1550,7 +1481,7 @@ var file_polis_curator_v1_management_proto_depIdxs = []int32{
 	16, // 32: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
 	18, // 33: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
 	20, // 34: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
-	23, // 35: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
+	22, // 35: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
 	25, // [25:36] is the sub-list for method output_type
 	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
@@ -1572,7 +1503,7 @@ func file_polis_curator_v1_management_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
