@@ -93,6 +93,7 @@ var wantRequirements = map[string]Requirement{
 	ManagementService_UpdateNodeLabels_FullMethodName:           atLeader(user(Permission_PERMISSION_UPDATE_NODE_LABELS)),
 	ManagementService_RotateRegisterTicket_FullMethodName:       atLeader(user(Permission_PERMISSION_ROTATE_REGISTER_TICKET)),
 	ManagementService_IssueKubernetesCredentials_FullMethodName: atLeader(user(Permission_PERMISSION_ISSUE_KUBERNETES_ADMIN)),
+	ManagementService_BackupCluster_FullMethodName:              atAny(user(Permission_PERMISSION_BACKUP_CLUSTER)),
 
 	AAAService_TakeOwnership_FullMethodName:  atLeader(keyHolder),
 	AAAService_RotateOwnerKey_FullMethodName: atLeader(user(Permission_PERMISSION_ROTATE_OWNER_KEY)),
