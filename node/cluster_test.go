@@ -1,8 +1,10 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,6 +12,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node/nodetest"
 	"github.com/polis-os/polis/roleserve"
 )
@@ -136,4 +139,38 @@ func TestRegistrationSurvivesRestart(t *testing.T) {
 	if n := nodetest.ListNodes(t, mgmt); len(n) != 2 {
 		t.Fatalf("%d nodes, want 2 (no duplicate registration)", len(n))
 	}
+}
+
+// A consensus member that is decommissioned stops its control plane: the
+// curator cuts it off (PermissionDenied) in the same write that takes its
+// roles, and the node must understand that refusal as "no roles any more"
+// instead of keeping its last roles and retrying forever (issue 26, item 1).
+func TestDecommissionedMemberStopsControlPlane(t *testing.T) {
+	c := nodetest.FormCluster(t, 3, &subnets)
+	mgmt, ids := c.Management, c.IDs
+	yes := true
+	if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[1], ConsensusMember: &yes}); err != nil {
+		t.Fatalf("UpdateNodeRoles(%s): %v", ids[1], err)
+	}
+	victim := c.Node(1)
+	victim.Voter(t)
+
+	if _, err := mgmt.DecommissionNode(nodetest.Context(t), &cpb.DecommissionNodeRequest{NodeId: ids[1]}); err != nil {
+		t.Fatalf("DecommissionNode: %v", err)
+	}
+	v := victim.Agent.Values()
+	if _, err := event.Get(nodetest.Context(t), &v.LocalRoles, event.Filter(func(r *cpb.Roles) bool { return r != nil && r.ConsensusMember == nil })); err != nil {
+		t.Fatalf("the decommissioned node never learnt that its roles are gone: %v", err)
+	}
+	if _, err := event.Get(nodetest.Context(t), &v.LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
+		t.Fatalf("the decommissioned node's control plane was not stopped: %v", err)
+	}
+	nodetest.Eventually(t, "the node says why it stopped", func() error {
+		for _, e := range victim.Logs.Backlog(logring.Filter{}) {
+			if strings.Contains(e.Message, "was decommissioned") {
+				return nil
+			}
+		}
+		return errors.New("no log line says the node was decommissioned")
+	})
 }
