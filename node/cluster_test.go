@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -173,4 +175,31 @@ func TestDecommissionedMemberStopsControlPlane(t *testing.T) {
 		}
 		return errors.New("no log line says the node was decommissioned")
 	})
+}
+
+// A role change that etcd refuses because a consensus member is down is
+// refused at once with that reason (FAILED_PRECONDITION), not answered
+// UNAVAILABLE until the caller's deadline, which told the operator to
+// check that the cluster runs (issue 26, item 2).
+func TestRoleChangeRefusedWhileMemberDown(t *testing.T) {
+	c := nodetest.FormCluster(t, 4, &subnets)
+	mgmt, ids := c.Management, c.IDs
+	yes := true
+	for i := 1; i <= 2; i++ {
+		if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[i], ConsensusMember: &yes}); err != nil {
+			t.Fatalf("UpdateNodeRoles(%s): %v", ids[i], err)
+		}
+		c.Node(i).Voter(t)
+	}
+	c.Node(2).Stop()
+
+	ctx := nodetest.Context(t)
+	_, err := mgmt.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: ids[3], ConsensusMember: &yes})
+	if ctx.Err() != nil {
+		t.Fatalf("the refusal waited for the caller's deadline: %v", err)
+	}
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "consensus") {
+		t.Fatalf("giving ConsensusMember while a member is down: %v, want FAILED_PRECONDITION naming the consensus cluster's health", err)
+	}
+	t.Logf("refused: %v", err)
 }

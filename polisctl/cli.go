@@ -233,7 +233,9 @@ type session struct {
 }
 
 func (c *cli) dial() (*session, error) {
-	conn, err := dial(c.configDir, c.proxy)
+	// A command's user wants to hear at once that the cluster is down,
+	// not after the whole --timeout.
+	conn, err := dial(c.configDir, c.proxy, true)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"testing"
-
 	"google.golang.org/protobuf/encoding/protojson"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/nodetest"
 )
@@ -323,4 +324,40 @@ func mustKey(t *testing.T) ed25519.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Against a stopped cluster a command fails as soon as every curator
+// refused the connection, saying so, instead of after the whole --timeout
+// (issue 26, item 2).
+func TestStoppedClusterFailsFast(t *testing.T) {
+	c := bootstrap(t)
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	c.first.Stop()
+
+	ctx := ctxT(t)
+	_, _, err := r.run(ctx, "", "--timeout", "80s", "node", "list")
+	if ctx.Err() != nil {
+		t.Fatalf("node list waited for its timeout: %v", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "no curator could be reached") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("node list against a stopped cluster: %v, want it to say that no curator could be reached (connection refused)", err)
+	}
+}
+
+// A node API that does not answer is blamed, not a curator (issue 26,
+// item 2: "no curator leader answered … (tried …:7836)").
+func TestNodeAPIErrorsNameTheNode(t *testing.T) {
+	c := bootstrap(t)
+	id := c.first.Credentials(t).NodeID
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	port := testutil.FreePort(t, c.addrs[0]).Port() // no node API there
+	_, _, err := r.run(ctxT(t), "", "--timeout", "5s", "--node-api-port", strconv.Itoa(int(port)), "node", "services", id)
+	if err == nil {
+		t.Fatal("node services succeeded where no node API listens")
+	}
+	if strings.Contains(err.Error(), "curator") || !strings.Contains(err.Error(), "node API of "+id) {
+		t.Errorf("node services with the node API down: %v, want it to blame the node API of %s, not a curator", err, id)
+	}
 }

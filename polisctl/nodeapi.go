@@ -86,7 +86,7 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	}
 	defer conn.Close()
 	if err := f(nodev1.NewNodeServiceClient(conn)); err != nil {
-		return explain(err, "calling the node API of "+id, c.configDir, ap.String(), c.timeout)
+		return explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
 	}
 	return nil
 }
