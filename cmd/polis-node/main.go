@@ -200,6 +200,11 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Bad parameters fail every run alike: exit with the error rather
+	// than let the supervisor retry.
+	if err := n.Preflight(); err != nil {
+		return err
+	}
 	logger.Info("starting the node agent",
 		zap.String("version", node.Version),
 		zap.String("storage", o.cfg.StorageRoot),
