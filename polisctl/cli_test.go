@@ -6,13 +6,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/pem"
+	"google.golang.org/protobuf/encoding/protojson"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -359,5 +359,18 @@ func TestNodeAPIErrorsNameTheNode(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "curator") || !strings.Contains(err.Error(), "node API of "+id) {
 		t.Errorf("node services with the node API down: %v, want it to blame the node API of %s, not a curator", err, id)
+	}
+}
+
+// A typo'd subcommand fails, with a suggestion, where cobra printed the
+// group's help and exited 0 (issue 26, item 9).
+func TestUnknownSubcommand(t *testing.T) {
+	r := &runner{t: t, config: t.TempDir()}
+	r.fails([]string{"node", "lsit"}, `unknown command "lsit" for "polisctl node"`, "did you mean list?")
+	r.fails([]string{"owner", "rotate-kye"}, `unknown command "rotate-kye"`, "rotate-key")
+	r.fails([]string{"nod", "list"}, `unknown command "nod"`)
+	// Without an argument, a group shows its help.
+	if out := r.ok("node"); !strings.Contains(out, "Available Commands") {
+		t.Errorf("polisctl node printed %q, want its help", out)
 	}
 }

@@ -157,7 +157,9 @@ func gaveUp(ctx context.Context, method string, last error) error {
 // after a discovery round that reached no curator.
 type unreachableRound struct{ round *resolution }
 
-func (e *unreachableRound) Error() string { return fmt.Sprintf("no curator reachable: %v", e.round.err) }
+func (e *unreachableRound) Error() string {
+	return fmt.Sprintf("no curator reachable: %v", e.round.err)
+}
 
 // reasonUnreachable marks the error of a failing-fast call that reached no
 // curator, for IsUnreachable.
