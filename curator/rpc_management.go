@@ -591,15 +591,15 @@ func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLab
 	// Sorted, so that the error names the same label every time.
 	for _, k := range slices.Sorted(maps.Keys(req.Set)) {
 		if err := validateLabelKey(k); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label key %q: %v", k, err)
+			return nil, status.Errorf(codes.InvalidArgument, "label key %s: %v", quoted(k), err)
 		}
 		if err := validateLabelValue(req.Set[k]); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label %q: value %q: %v", k, req.Set[k], err)
+			return nil, status.Errorf(codes.InvalidArgument, "label %s: value %s: %v", quoted(k), quoted(req.Set[k]), err)
 		}
 	}
 	for _, k := range req.Remove {
 		if err := validateLabelKey(k); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label key %q to remove: %v", k, err)
+			return nil, status.Errorf(codes.InvalidArgument, "label key %s to remove: %v", quoted(k), err)
 		}
 		if _, ok := req.Set[k]; ok {
 			return nil, status.Errorf(codes.InvalidArgument, "label key %q is both set and removed", k)
@@ -632,7 +632,7 @@ func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLab
 // checkNodeIDArg checks a request's node_id.
 func checkNodeIDArg(id string) error {
 	if err := identity.ValidateNodeID(id); err != nil {
-		return status.Errorf(codes.InvalidArgument, "node_id %q: %v", id, err)
+		return status.Errorf(codes.InvalidArgument, "node_id: %v", err)
 	}
 	return nil
 }
