@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -122,6 +123,33 @@ func TestVMAgentFlags(t *testing.T) {
 	for _, want := range []string{"lease-ttl=3s", "heartbeat-interval=1s", "curator-port=7001", "consensus-port=7834"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("agent flags %q lack %s", got, want)
+		}
+	}
+}
+
+// A node process that ends by itself is reported with how it ended: exit
+// status 0 (a poweroff) is no "unexpected (<nil>)" exit (issue 26, item 9).
+func TestExitReported(t *testing.T) {
+	for _, c := range []struct {
+		binary, want string
+	}{
+		{"/bin/true", "stopped by itself (exit status 0"},
+		{"/bin/false", "exited unexpectedly (exit status 1)"},
+	} {
+		reports := make(chan string, 1)
+		dir := t.TempDir()
+		n := &Node{Index: 1, Address: netip.MustParseAddr("127.0.0.1"), Dir: dir, Log: filepath.Join(dir, "log"), binary: c.binary,
+			report: func(format string, args ...any) { reports <- fmt.Sprintf(format, args...) }}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-reports:
+			if !strings.Contains(got, c.want) || strings.Contains(got, "<nil>") {
+				t.Errorf("%s: reported %q, want %q", c.binary, got, c.want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: its exit was never reported", c.binary)
 		}
 	}
 }

@@ -104,10 +104,20 @@ func (n *Node) Start() error {
 		n.mu.Unlock()
 		close(p.exited)
 		if !expected {
-			n.report("%v: exited unexpectedly (%v); its log: %s", n, err, n.Log)
+			n.report("%s", exitReport(n, err))
 		}
 	}()
 	return nil
+}
+
+// exitReport says how a node's process that the launcher did not stop
+// ended: with status 0 it stopped by itself, as after polisctl node
+// poweroff, which is no failure.
+func exitReport(n *Node, err error) string {
+	if err == nil {
+		return fmt.Sprintf("%v: stopped by itself (exit status 0, as after polisctl node poweroff); its log: %s", n, n.Log)
+	}
+	return fmt.Sprintf("%v: exited unexpectedly (%v); its log: %s", n, err, n.Log)
 }
 
 func (p *process) done() bool {
