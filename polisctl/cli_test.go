@@ -182,9 +182,15 @@ func TestCLI(t *testing.T) {
 	if out := r.ok("node", "label", first.NodeID, "rack-"); !strings.Contains(out, "labels: zone=a\n") {
 		t.Errorf("labels after removing rack: %q", out)
 	}
-	// Roles: give and take the worker role.
-	if out := r.ok("node", "add-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "consensus-member, kubernetes-worker\n") {
-		t.Errorf("add-role: %q", out)
+	// Roles: give and take the worker role. The node cannot run it (no
+	// kubelet; no Kubernetes bundle either), and add-role warns so
+	// (issue 26, item 9).
+	out, errOut, err := r.run(ctxT(t), "", "node", "add-role", first.NodeID, "kubernetes-worker")
+	if err != nil || !strings.Contains(out, "consensus-member, kubernetes-worker\n") {
+		t.Errorf("add-role: %q, %v", out, err)
+	}
+	if !strings.Contains(errOut, "warning: "+first.NodeID+" holds kubernetes-worker but cannot run it: not available") {
+		t.Errorf("add-role of a role the node cannot run did not warn: stderr %q", errOut)
 	}
 	if out := r.ok("node", "remove-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "now holds: consensus-member\n") {
 		t.Errorf("remove-role: %q", out)
