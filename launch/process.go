@@ -16,6 +16,11 @@ import (
 	"github.com/polis-os/polis/launch/vm"
 )
 
+// LauncherPIDEnv is the environment variable that gives a node process
+// the launcher's PID: polis-node then has the kernel kill it when the
+// launcher dies, again after every exec of its own (a reboot).
+const LauncherPIDEnv = "POLIS_LAUNCHER_PID"
+
 // Node is one node-agent process of a launched cluster.
 type Node struct {
 	// Index is the node's number, from 1; node 1 bootstrapped the cluster.
@@ -91,6 +96,9 @@ func (n *Node) Start() error {
 	cmd := exec.Command(n.binary, n.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
+	// The node arms the parent-death signal again after each exec of
+	// its own (a reboot), which would otherwise lose it.
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", LauncherPIDEnv, os.Getpid()))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%v: starting %s: %w", n, n.binary, err)
 	}

@@ -48,6 +48,10 @@ func main() {
 		runAsInit()
 		return
 	}
+	if err := dieWithLauncher(); err != nil {
+		fmt.Fprintln(os.Stderr, "polis-node:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)
@@ -63,6 +67,10 @@ func main() {
 		os.Exit(2)
 	}
 }
+
+// launcherPIDEnv is launch.LauncherPIDEnv (a test checks they agree): the
+// node agent does not import the launcher.
+const launcherPIDEnv = "POLIS_LAUNCHER_PID"
 
 // options are the command line, parsed and checked.
 type options struct {
