@@ -153,3 +153,22 @@ func TestExitReported(t *testing.T) {
 		}
 	}
 }
+
+// A directory kept from an earlier launch is refused with what to do
+// instead, before anything starts (issue 26, item 8).
+func TestLaunchRefusesKeptDir(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"node1/storage", "polisctl"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "polisctl", "ca.der"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr("127.79.0.2")
+	_, err := Launch(context.Background(), Options{Nodes: 1, Addresses: []netip.Addr{a}, BaseDir: base, NodeBinary: "/nonexistent"})
+	if err == nil || !strings.Contains(err.Error(), "launched before") || !strings.Contains(err.Error(), "polis-node --storage") {
+		t.Fatalf("Launch over a kept directory: %v", err)
+	}
+}
