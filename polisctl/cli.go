@@ -95,7 +95,7 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
 	root.PersistentFlags().Uint16Var(&c.nodeAPIPort, "node-api-port", nodeapi.DefaultPort, "the port of the nodes' own API (node logs, services, graph, reboot)")
 	root.PersistentFlags().StringVar(&c.proxy, "proxy", "", "reach the cluster through this proxy, http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT, instead of the one saved in the configuration (polis-launch --vm saves its own)")
-	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd())
+	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd(), c.kubeProxyCmd())
 	refuseUnknownSubcommands(root)
 	return root
 }
