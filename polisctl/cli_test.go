@@ -380,3 +380,16 @@ func TestUnknownSubcommand(t *testing.T) {
 		t.Errorf("polisctl node printed %q, want its help", out)
 	}
 }
+
+// A pinned CA that the curators no longer present (a rebuilt cluster) is
+// reported as the failed handshake it is, with its advice, also now that
+// every command fails fast when no curator can be reached.
+func TestRebuiltClusterTLSAdvice(t *testing.T) {
+	c := bootstrap(t)
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	// Another cluster on the same address.
+	c.first.Stop()
+	nodetest.StartNode(t, c.addrs[0], nodetest.BootstrapParameters(mustKey(t))).Credentials(t)
+	r.fails([]string{"--timeout", "60s", "node", "list"}, "TLS handshake", "take ownership again")
+}

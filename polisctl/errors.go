@@ -32,9 +32,11 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	msg := st.Message()
-	if client.IsUnreachable(err) {
+	tlsFailed := strings.Contains(msg, "certificate") || strings.Contains(msg, "handshake")
+	if client.IsUnreachable(err) && !tlsFailed {
 		// Every connection was refused at once: waiting longer would
-		// not help, and the curators' addresses are what to check.
+		// not help, and the curators' addresses are what to check. (A
+		// failed handshake is reported below, with its own advice.)
 		return fmt.Errorf("%s: no curator could be reached at %s: %s; check that the cluster is running and that %s lists its curators",
 			what, curators, msg, filepath.Join(dir, clusterFile))
 	}
@@ -49,7 +51,7 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 		// The curator's message names the rule that was broken.
 		return fmt.Errorf("%s: %s", what, msg)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		if strings.Contains(msg, "certificate") || strings.Contains(msg, "handshake") {
+		if tlsFailed {
 			return fmt.Errorf("%s: the TLS handshake with the curators at %s failed: %s; if the cluster was rebuilt, its CA differs from the one pinned in %s: remove that directory's files and take ownership again",
 				what, curators, msg, filepath.Join(dir, caFile))
 		}
