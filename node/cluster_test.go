@@ -175,6 +175,20 @@ func TestDecommissionedMemberStopsControlPlane(t *testing.T) {
 		}
 		return errors.New("no log line says the node was decommissioned")
 	})
+	// The workers that call the curator stop asking instead of being
+	// refused forever.
+	nodetest.Eventually(t, "heartbeat and statuspush stop asking", func() error {
+		stopped := map[string]bool{}
+		for _, e := range victim.Logs.Backlog(logring.Filter{}) {
+			if strings.Contains(e.Message, "stops asking") {
+				stopped[e.Logger[strings.LastIndexByte(e.Logger, '.')+1:]] = true
+			}
+		}
+		if !stopped["heartbeat"] || !stopped["statuspush"] {
+			return fmt.Errorf("workers that said they stop asking: %v", stopped)
+		}
+		return nil
+	})
 }
 
 // A role change that etcd refuses because a consensus member is down is

@@ -57,7 +57,8 @@
 // clears the roles and refuses the node in one write. rolefetch takes that
 // refusal (curator.IsNodeDecommissioned) as "no roles, for good": it saves
 // and publishes empty roles, which stops the control plane, logs why, and
-// stops asking.
+// stops asking; heartbeat and statuspush stop asking too
+// (stopIfDecommissioned) instead of being refused and restarted forever.
 //
 // # The local curator
 //
