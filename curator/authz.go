@@ -231,7 +231,7 @@ func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identit
 	case !caller.PublicKey.Equal(ed25519.PublicKey(n.PublicKey)):
 		return status.Errorf(codes.PermissionDenied, "node %s: the certificate's key is not the node's key", caller.NodeID)
 	case n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED:
-		return status.Errorf(codes.PermissionDenied, "node %s is decommissioned", caller.NodeID)
+		return errNodeDecommissioned(caller.NodeID)
 	case n.State != cpb.NodeState_NODE_STATE_UP:
 		return status.Errorf(codes.PermissionDenied, "node %s is %s, not UP", caller.NodeID, n.State)
 	}

@@ -143,7 +143,10 @@
 // it: an unstarted learner left behind is replaced, an already removed
 // member counts as removed. One learner joins at a time (etcd's limit), and
 // the curator never removes the last voter nor the member of its own node,
-// which would stop it halfway through the call.
+// which would stop it halfway through the call. A decommissioned node is
+// refused every call with an ErrorInfo detail (IsNodeDecommissioned): that
+// refusal is how it learns that its roles are gone, since the write that
+// clears them also cuts it off.
 //
 // # Backups and recovery
 //

@@ -107,7 +107,7 @@ func (r *rpcServer) CommitRegistration(ctx context.Context, _ *cpb.CommitRegistr
 		case cpb.NodeState_NODE_STATE_UP:
 			return n, nil // a retry: only the certificate is new
 		case cpb.NodeState_NODE_STATE_DECOMMISSIONED:
-			return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned", id)
+			return nil, errNodeDecommissioned(id)
 		default:
 			return nil, status.Errorf(codes.Internal, "node %s has invalid state %v", id, n.State)
 		}
@@ -150,7 +150,7 @@ func (r *rpcServer) Join(ctx context.Context, _ *cpb.JoinRequest) (*cpb.JoinResp
 		}
 		return nil, status.Errorf(codes.NotFound, "node %s is not part of the cluster (deleted or never registered)", id)
 	case n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED:
-		return nil, status.Errorf(codes.PermissionDenied, "node %s is decommissioned", id)
+		return nil, errNodeDecommissioned(id)
 	case n.State != cpb.NodeState_NODE_STATE_UP:
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is %v; only UP nodes may join", id, n.State)
 	}
@@ -395,6 +395,8 @@ func nodeStillUp(id string, n *cpb.Node) error {
 	switch {
 	case n == nil:
 		return status.Errorf(codes.PermissionDenied, "node %s is not part of the cluster (deleted or never registered)", id)
+	case n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED:
+		return errNodeDecommissioned(id)
 	case n.State != cpb.NodeState_NODE_STATE_UP:
 		return status.Errorf(codes.PermissionDenied, "node %s is %v, not UP", id, n.State)
 	}

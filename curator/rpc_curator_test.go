@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"strings"
@@ -281,6 +282,15 @@ func TestDecommissionedAndDeletedNodesRefused(t *testing.T) {
 		_, err = w.Recv()
 	}
 	wantCode(t, "Watch when decommissioned", err, codes.PermissionDenied)
+	// The node tells this refusal from others by its detail: it means "no
+	// roles any more", for good.
+	if !IsNodeDecommissioned(fmt.Errorf("wrapped: %w", err)) {
+		t.Errorf("Watch when decommissioned: IsNodeDecommissioned(%v) = false", err)
+	}
+	_, err = node.Heartbeat(ctxT(t), &cpb.HeartbeatRequest{})
+	if !IsNodeDecommissioned(err) {
+		t.Errorf("Heartbeat when decommissioned: IsNodeDecommissioned(%v) = false", err)
+	}
 	_, err = kh.Join(ctxT(t), &cpb.JoinRequest{})
 	wantCode(t, "Join when decommissioned", err, codes.PermissionDenied)
 	_, err = kh.CommitRegistration(ctxT(t), &cpb.CommitRegistrationRequest{})
@@ -297,6 +307,9 @@ func TestDecommissionedAndDeletedNodesRefused(t *testing.T) {
 	c.waitCachedNode(id, func(n *cpb.Node) bool { return n == nil })
 	_, err = node.Heartbeat(ctxT(t), &cpb.HeartbeatRequest{})
 	wantCode(t, "Heartbeat when deleted", err, codes.PermissionDenied)
+	if IsNodeDecommissioned(err) {
+		t.Errorf("Heartbeat when deleted: IsNodeDecommissioned(%v) = true", err)
+	}
 	_, err = kh.Join(ctxT(t), &cpb.JoinRequest{})
 	wantCode(t, "Join when deleted", err, codes.NotFound)
 	_, err = kh.CommitRegistration(ctxT(t), &cpb.CommitRegistrationRequest{})

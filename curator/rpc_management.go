@@ -353,9 +353,13 @@ func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.C
 			return nil, status.Errorf(codes.FailedPrecondition, "consensus member %s is still a learner; give ConsensusMember to one node at a time, once the previous one is a voter (a learner that never starts is removed by taking its ConsensusMember away)", m.Name)
 		}
 	}
-	jd, err := addLearner(ctx, st, name, peer, ed25519.PublicKey(n.PublicKey))
+	var jd *consensus.JoinData
+	err = reconfigure(ctx, func(ctx context.Context) (err error) {
+		jd, err = addLearner(ctx, st, name, peer, ed25519.PublicKey(n.PublicKey))
+		return err
+	})
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "adding node %s as a consensus learner at %s: %v", n.Id, peer, err)
+		return nil, reconfigureError(err, fmt.Sprintf("adding node %s as a consensus learner at %s", n.Id, peer))
 	}
 	out := &cpb.ConsensusJoinData{CaCertificate: jd.CACertificate, PeerCertificate: jd.PeerCertificate, Crl: jd.CRL}
 	for _, p := range jd.Peers {
@@ -448,10 +452,48 @@ func (r *rpcServer) removeConsensusMember(ctx context.Context, id string) error 
 		r.s.election.Resign()
 		return status.Errorf(codes.Unavailable, "node %s runs the leading curator: handing the leadership over so that another curator removes its consensus member; retry", id)
 	}
-	if err := st.Remove(ctx, name); err != nil && !errors.Is(err, consensus.ErrNoMember) {
-		return status.Errorf(codes.Unavailable, "removing the consensus member of node %s: %v", id, err)
+	err = reconfigure(ctx, func(ctx context.Context) error { return st.Remove(ctx, name) })
+	if err != nil && !errors.Is(err, consensus.ErrNoMember) {
+		return reconfigureError(err, "removing the consensus member of node "+id)
 	}
 	return nil
+}
+
+// reconfigureWait bounds how long a membership change waits for etcd to
+// accept it. etcd refuses changes until every voter has been connected for
+// five seconds (its strict reconfiguration check), which consensus waits
+// out; a change still refused after three times that will not be accepted
+// until the operator brings the missing member back, and is refused.
+const reconfigureWait = 15 * time.Second
+
+// errReconfigureWait ends a membership change that etcd did not accept
+// within reconfigureWait.
+var errReconfigureWait = errors.New("etcd did not accept the membership change")
+
+// reconfigure runs change, a change of etcd's membership, bounded by
+// reconfigureWait.
+func reconfigure(ctx context.Context, change func(context.Context) error) error {
+	cctx, cancel := context.WithTimeoutCause(ctx, reconfigureWait, errReconfigureWait)
+	defer cancel()
+	err := change(cctx)
+	if err != nil && ctx.Err() == nil && context.Cause(cctx) == errReconfigureWait {
+		return fmt.Errorf("%w within %v: %w", errReconfigureWait, reconfigureWait, err)
+	}
+	return err
+}
+
+// reconfigureError is the status of a failed membership change: a change
+// etcd keeps refusing for the consensus cluster's health is the operator's
+// to fix (FAILED_PRECONDITION, not retried), anything else UNAVAILABLE (a
+// retry, on this curator or the next leader, may succeed).
+func reconfigureError(err error, what string) error {
+	switch {
+	case errors.Is(err, errReconfigureWait):
+		return status.Errorf(codes.FailedPrecondition, "%s: the consensus cluster is not healthy enough to change its membership (etcd accepts changes only while every voter is connected): %v; check that every consensus member is running and HEALTHY (polisctl node list), then retry", what, err)
+	case errors.Is(err, rpctypes.ErrMemberNotEnoughStarted):
+		return status.Errorf(codes.FailedPrecondition, "%s: the consensus cluster refuses the change, which would leave it without a quorum of running members: %v; bring the stopped consensus members back first", what, err)
+	}
+	return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 }
 
 // DecommissionNode takes the node's roles away the way UpdateNodeRoles
@@ -553,15 +595,15 @@ func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLab
 	// Sorted, so that the error names the same label every time.
 	for _, k := range slices.Sorted(maps.Keys(req.Set)) {
 		if err := validateLabelKey(k); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label key %q: %v", k, err)
+			return nil, status.Errorf(codes.InvalidArgument, "label key %s: %v", quoted(k), err)
 		}
 		if err := validateLabelValue(req.Set[k]); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label %q: value %q: %v", k, req.Set[k], err)
+			return nil, status.Errorf(codes.InvalidArgument, "label %s: value %s: %v", quoted(k), quoted(req.Set[k]), err)
 		}
 	}
 	for _, k := range req.Remove {
 		if err := validateLabelKey(k); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "label key %q to remove: %v", k, err)
+			return nil, status.Errorf(codes.InvalidArgument, "label key %s to remove: %v", quoted(k), err)
 		}
 		if _, ok := req.Set[k]; ok {
 			return nil, status.Errorf(codes.InvalidArgument, "label key %q is both set and removed", k)
@@ -594,7 +636,7 @@ func (r *rpcServer) UpdateNodeLabels(ctx context.Context, req *cpb.UpdateNodeLab
 // checkNodeIDArg checks a request's node_id.
 func checkNodeIDArg(id string) error {
 	if err := identity.ValidateNodeID(id); err != nil {
-		return status.Errorf(codes.InvalidArgument, "node_id %q: %v", id, err)
+		return status.Errorf(codes.InvalidArgument, "node_id: %v", err)
 	}
 	return nil
 }

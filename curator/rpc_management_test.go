@@ -626,6 +626,20 @@ func TestUpdateNodeLabels(t *testing.T) {
 	wantStatus(t, "a malformed key among good ones", err, codes.InvalidArgument, `"-bad"`)
 	_, err = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: id, Set: map[string]string{"ok": strings.Repeat("v", 64)}})
 	wantStatus(t, "an oversized value", err, codes.InvalidArgument, `label "ok": value`)
+	// A huge value or key is named, not echoed back whole (issue 26).
+	huge := strings.Repeat("v", 100<<10)
+	for what, req := range map[string]*cpb.UpdateNodeLabelsRequest{
+		"a 100 KB value":         {NodeId: id, Set: map[string]string{"ok": huge}},
+		"a 100 KB key":           {NodeId: id, Set: map[string]string{huge: "x"}},
+		"a 100 KB key to remove": {NodeId: id, Remove: []string{huge}},
+		"a 100 KB node ID":       {NodeId: huge},
+	} {
+		_, err = m.UpdateNodeLabels(ctx, req)
+		wantStatus(t, what, err, codes.InvalidArgument, "102400 bytes")
+		if len(err.Error()) > 1000 {
+			t.Errorf("%s: a %d-byte error", what, len(err.Error()))
+		}
+	}
 	_, err = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: id, Remove: []string{"a/b/c"}})
 	wantStatus(t, "a malformed key to remove", err, codes.InvalidArgument, `"a/b/c"`)
 	_, err = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: identity.NodeID(mustKey(t).Public().(ed25519.PublicKey)), Set: map[string]string{"a": "b"}})

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -268,10 +269,10 @@ func checkLabels(labels map[string]string) error {
 	// Sorted, so that the error names the same label every time.
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		if err := validateLabelKey(k); err != nil {
-			return fmt.Errorf("label key %q: %w", k, err)
+			return fmt.Errorf("label key %s: %w", quoted(k), err)
 		}
 		if err := validateLabelValue(labels[k]); err != nil {
-			return fmt.Errorf("label %q: value %q: %w", k, labels[k], err)
+			return fmt.Errorf("label %s: value %s: %w", quoted(k), quoted(labels[k]), err)
 		}
 	}
 	return nil
@@ -315,4 +316,17 @@ func validateLabelValue(v string) error {
 		return errors.New("must be empty or 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 	}
 	return nil
+}
+
+// maxQuoted is how much of an argument an error message repeats.
+const maxQuoted = 80
+
+// quoted is s quoted for an error message, cut to its first maxQuoted
+// bytes with its length: an error must not echo a 100 KB argument back
+// whole.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:maxQuoted], "")), len(s))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -58,7 +59,12 @@ func NodeID(pub ed25519.PublicKey) string {
 // VerifyNodeID.
 func ValidateNodeID(id string) error {
 	if !nodeIDRegexp.MatchString(id) {
-		return fmt.Errorf("%q is not a node ID (want %s)", id, nodeIDRegexp)
+		q := strconv.Quote(id)
+		if len(id) > 80 {
+			// An error must not echo a huge argument back whole.
+			q = fmt.Sprintf("%s… (%d bytes)", strconv.Quote(strings.ToValidUTF8(id[:80], "")), len(id))
+		}
+		return fmt.Errorf("%s is not a node ID (want %s)", q, nodeIDRegexp)
 	}
 	return nil
 }

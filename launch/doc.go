@@ -36,7 +36,9 @@
 // Node processes are children of the launcher, in a process group of their
 // own (a Ctrl-C in the terminal reaches only the launcher, which then stops
 // them in order), and on Linux they get SIGKILL when the launcher dies
-// (Pdeathsig), so none is left behind even if the launcher is killed. Close
+// (Pdeathsig), so none is left behind even if the launcher is killed; a
+// node that reboots (polisctl node reboot execs the agent again) arms that
+// signal again itself, told the launcher's PID by LauncherPIDEnv. Close
 // sends SIGTERM, waits, and sends SIGKILL to those that do not stop in time.
 //
 // # VMs

@@ -190,6 +190,9 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	if err := refuseKeptDir(opts.BaseDir); err != nil {
+		return nil, err
+	}
 	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
 	if opts.VM == nil {
 		if err := c.checkPortsFree(); err != nil {
@@ -249,6 +252,27 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// refuseKeptDir refuses a base directory that already holds nodes (a
+// cluster kept with Keep): the launcher forms new clusters only, and its
+// first node, finding storage, would rejoin the old cluster instead of
+// bootstrapping while the launcher waited for a new one.
+func refuseKeptDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	nodes, err := filepath.Glob(filepath.Join(dir, "node[0-9]*"))
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if st, err := os.Stat(n); err == nil && st.IsDir() {
+			return fmt.Errorf("launch: %s holds the nodes of a cluster launched before (kept with --keep; %s is one): the launcher forms new clusters only. Choose another --dir, remove this one, or start the kept nodes by hand from their storage (polis-node --storage %s --address IP, with the address the node had)",
+				dir, n, filepath.Join(n, "storage"))
+		}
+	}
+	return nil
 }
 
 // form bootstraps the cluster on the first node and adds the others.

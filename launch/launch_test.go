@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -123,5 +124,51 @@ func TestVMAgentFlags(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("agent flags %q lack %s", got, want)
 		}
+	}
+}
+
+// A node process that ends by itself is reported with how it ended: exit
+// status 0 (a poweroff) is no "unexpected (<nil>)" exit (issue 26, item 9).
+func TestExitReported(t *testing.T) {
+	for _, c := range []struct {
+		binary, want string
+	}{
+		{"/bin/true", "stopped by itself (exit status 0"},
+		{"/bin/false", "exited unexpectedly (exit status 1)"},
+	} {
+		reports := make(chan string, 1)
+		dir := t.TempDir()
+		n := &Node{Index: 1, Address: netip.MustParseAddr("127.0.0.1"), Dir: dir, Log: filepath.Join(dir, "log"), binary: c.binary,
+			report: func(format string, args ...any) { reports <- fmt.Sprintf(format, args...) }}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-reports:
+			if !strings.Contains(got, c.want) || strings.Contains(got, "<nil>") {
+				t.Errorf("%s: reported %q, want %q", c.binary, got, c.want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: its exit was never reported", c.binary)
+		}
+	}
+}
+
+// A directory kept from an earlier launch is refused with what to do
+// instead, before anything starts (issue 26, item 8).
+func TestLaunchRefusesKeptDir(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"node1/storage", "polisctl"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "polisctl", "ca.der"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddr("127.79.0.2")
+	_, err := Launch(context.Background(), Options{Nodes: 1, Addresses: []netip.Addr{a}, BaseDir: base, NodeBinary: "/nonexistent"})
+	if err == nil || !strings.Contains(err.Error(), "launched before") || !strings.Contains(err.Error(), "polis-node --storage") {
+		t.Fatalf("Launch over a kept directory: %v", err)
 	}
 }

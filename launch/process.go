@@ -16,6 +16,11 @@ import (
 	"github.com/polis-os/polis/launch/vm"
 )
 
+// LauncherPIDEnv is the environment variable that gives a node process
+// the launcher's PID: polis-node then has the kernel kill it when the
+// launcher dies, again after every exec of its own (a reboot).
+const LauncherPIDEnv = "POLIS_LAUNCHER_PID"
+
 // Node is one node-agent process of a launched cluster.
 type Node struct {
 	// Index is the node's number, from 1; node 1 bootstrapped the cluster.
@@ -91,6 +96,9 @@ func (n *Node) Start() error {
 	cmd := exec.Command(n.binary, n.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
+	// The node arms the parent-death signal again after each exec of
+	// its own (a reboot), which would otherwise lose it.
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", LauncherPIDEnv, os.Getpid()))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%v: starting %s: %w", n, n.binary, err)
 	}
@@ -104,10 +112,20 @@ func (n *Node) Start() error {
 		n.mu.Unlock()
 		close(p.exited)
 		if !expected {
-			n.report("%v: exited unexpectedly (%v); its log: %s", n, err, n.Log)
+			n.report("%s", exitReport(n, err))
 		}
 	}()
 	return nil
+}
+
+// exitReport says how a node's process that the launcher did not stop
+// ended: with status 0 it stopped by itself, as after polisctl node
+// poweroff, which is no failure.
+func exitReport(n *Node, err error) string {
+	if err == nil {
+		return fmt.Sprintf("%v: stopped by itself (exit status 0, as after polisctl node poweroff); its log: %s", n, n.Log)
+	}
+	return fmt.Sprintf("%v: exited unexpectedly (%v); its log: %s", n, err, n.Log)
 }
 
 func (p *process) done() bool {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -132,6 +133,30 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return &Node{cfg: cfg, root: root, values: roleserve.NewValues(), bootID: hex.EncodeToString(id), renewAt: identity.RenewAt}, nil
+}
+
+// Preflight checks, before the agent runs, what would make every run of it
+// fail the same way, so that a command exits with the error instead of
+// a supervisor retrying it forever: a node that has not enrolled yet needs
+// node parameters that exist and parse. A --parameters file that was named
+// but is missing is an error here, not "no parameters found".
+func (n *Node) Preflight() error {
+	if _, err := readSealedConfiguration(n.root, n.cfg.Sealer); !errors.Is(err, fs.ErrNotExist) {
+		// Enrolled (the parameters are not needed), or a problem Run
+		// reports with its own advice.
+		return nil
+	}
+	if f := n.cfg.ParametersFile; f != "" {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+			if _, err := n.root.ESP.NodeParameters.Read(); err != nil {
+				return fmt.Errorf("the node parameters file %s does not exist, and the node has not enrolled yet: it needs parameters to bootstrap or register (polisctl ticket --parameters)", f)
+			}
+		}
+	}
+	if _, _, err := LoadParameters(ParameterSources{FWCfg: n.cfg.FWCfg, ESP: n.root.ESP.NodeParameters, File: n.cfg.ParametersFile}); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Values are the node's role-server values, for status pages and tests.

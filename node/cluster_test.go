@@ -1,15 +1,20 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node/nodetest"
 	"github.com/polis-os/polis/roleserve"
 )
@@ -136,4 +141,79 @@ func TestRegistrationSurvivesRestart(t *testing.T) {
 	if n := nodetest.ListNodes(t, mgmt); len(n) != 2 {
 		t.Fatalf("%d nodes, want 2 (no duplicate registration)", len(n))
 	}
+}
+
+// A consensus member that is decommissioned stops its control plane: the
+// curator cuts it off (PermissionDenied) in the same write that takes its
+// roles, and the node must understand that refusal as "no roles any more"
+// instead of keeping its last roles and retrying forever (issue 26, item 1).
+func TestDecommissionedMemberStopsControlPlane(t *testing.T) {
+	c := nodetest.FormCluster(t, 3, &subnets)
+	mgmt, ids := c.Management, c.IDs
+	yes := true
+	if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[1], ConsensusMember: &yes}); err != nil {
+		t.Fatalf("UpdateNodeRoles(%s): %v", ids[1], err)
+	}
+	victim := c.Node(1)
+	victim.Voter(t)
+
+	if _, err := mgmt.DecommissionNode(nodetest.Context(t), &cpb.DecommissionNodeRequest{NodeId: ids[1]}); err != nil {
+		t.Fatalf("DecommissionNode: %v", err)
+	}
+	v := victim.Agent.Values()
+	if _, err := event.Get(nodetest.Context(t), &v.LocalRoles, event.Filter(func(r *cpb.Roles) bool { return r != nil && r.ConsensusMember == nil })); err != nil {
+		t.Fatalf("the decommissioned node never learnt that its roles are gone: %v", err)
+	}
+	if _, err := event.Get(nodetest.Context(t), &v.LocalControlPlane, event.Filter(func(l *roleserve.LocalControlPlane) bool { return l == nil })); err != nil {
+		t.Fatalf("the decommissioned node's control plane was not stopped: %v", err)
+	}
+	nodetest.Eventually(t, "the node says why it stopped", func() error {
+		for _, e := range victim.Logs.Backlog(logring.Filter{}) {
+			if strings.Contains(e.Message, "was decommissioned") {
+				return nil
+			}
+		}
+		return errors.New("no log line says the node was decommissioned")
+	})
+	// The workers that call the curator stop asking instead of being
+	// refused forever.
+	nodetest.Eventually(t, "heartbeat and statuspush stop asking", func() error {
+		stopped := map[string]bool{}
+		for _, e := range victim.Logs.Backlog(logring.Filter{}) {
+			if strings.Contains(e.Message, "stops asking") {
+				stopped[e.Logger[strings.LastIndexByte(e.Logger, '.')+1:]] = true
+			}
+		}
+		if !stopped["heartbeat"] || !stopped["statuspush"] {
+			return fmt.Errorf("workers that said they stop asking: %v", stopped)
+		}
+		return nil
+	})
+}
+
+// A role change that etcd refuses because a consensus member is down is
+// refused at once with that reason (FAILED_PRECONDITION), not answered
+// UNAVAILABLE until the caller's deadline, which told the operator to
+// check that the cluster runs (issue 26, item 2).
+func TestRoleChangeRefusedWhileMemberDown(t *testing.T) {
+	c := nodetest.FormCluster(t, 4, &subnets)
+	mgmt, ids := c.Management, c.IDs
+	yes := true
+	for i := 1; i <= 2; i++ {
+		if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[i], ConsensusMember: &yes}); err != nil {
+			t.Fatalf("UpdateNodeRoles(%s): %v", ids[i], err)
+		}
+		c.Node(i).Voter(t)
+	}
+	c.Node(2).Stop()
+
+	ctx := nodetest.Context(t)
+	_, err := mgmt.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: ids[3], ConsensusMember: &yes})
+	if ctx.Err() != nil {
+		t.Fatalf("the refusal waited for the caller's deadline: %v", err)
+	}
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "consensus") {
+		t.Fatalf("giving ConsensusMember while a member is down: %v, want FAILED_PRECONDITION naming the consensus cluster's health", err)
+	}
+	t.Logf("refused: %v", err)
 }

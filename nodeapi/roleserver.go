@@ -12,6 +12,8 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/roleserve"
 )
@@ -49,7 +51,10 @@ func (r *RoleServer) Snapshot() *nodev1.GetRoleServerGraphResponse {
 	value := func(name string) *nodev1.GraphValue {
 		v := values[name]
 		if v == nil {
-			v = &nodev1.GraphValue{Name: name, Summary: "unset"}
+			// A value declared in the graph that no view shows (the
+			// kubernetes worker's runner status lives inside that
+			// worker): say so rather than call it unset.
+			v = &nodev1.GraphValue{Name: name, Summary: "not shown by the node API"}
 			values[name] = v
 		}
 		return v
@@ -143,6 +148,12 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			}
 			return fmt.Sprintf("%d curators: %s", len(d), strings.Join(eps, ", "))
 		}),
+		view(&v.LocalCurator, func(ep *cpb.CuratorEndpoint) string {
+			if ep == nil {
+				return "not serving"
+			}
+			return fmt.Sprintf("serving at %s:%d", ep.Address, ep.Port)
+		}),
 		view(&v.Kubernetes, (*roleserve.KubernetesStatus).String),
 		view(&v.KubernetesWorker, (*roleserve.KubernetesWorkerStatus).String),
 		view(&v.LocalLabels, func(l map[string]string) string {
@@ -151,6 +162,82 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			}
 			return fmt.Sprintf("%d labels", len(l))
 		}),
+		// The statuses of the services the controlplane worker runs
+		// live in those services, found through LocalControlPlane.
+		produced(&v.LocalControlPlane, roleserve.ConsensusStatusName, func(l *roleserve.LocalControlPlane) watchable[*consensus.Status] {
+			return describable(l.Consensus.Status())
+		}, func(s *consensus.Status) string {
+			if s == nil {
+				return "none"
+			}
+			role := "voter"
+			if s.Learner {
+				role = "learner"
+			}
+			if s.Leader {
+				role += ", raft leader"
+			}
+			if s.Err != nil {
+				return fmt.Sprintf("%s: %v", s.State, s.Err)
+			}
+			return fmt.Sprintf("%s (%s)", s.State, role)
+		}),
+		produced(&v.LocalControlPlane, roleserve.CuratorStatusName, func(l *roleserve.LocalControlPlane) watchable[*curator.Status] {
+			if l.Curator == nil {
+				return nil
+			}
+			return describable(l.Curator.Status())
+		}, func(s *curator.Status) string {
+			if s == nil {
+				return "not serving"
+			}
+			return "serving at " + s.Address.String()
+		}),
+	}
+}
+
+// describable is v as a watchable, nil if it does not report its
+// bookkeeping (every value of package event/memory does).
+func describable[T any](v event.ValueWatch[T]) watchable[T] {
+	w, _ := v.(watchable[T])
+	return w
+}
+
+// produced makes the view of a value that lives inside a service the
+// local control plane runs (a status a worker Produces): what of lcp's
+// current data pick returns, "not running" while no control plane runs.
+func produced[T any](lcp watchable[*roleserve.LocalControlPlane], name string, pick func(*roleserve.LocalControlPlane) watchable[T], render func(T) string) ValueView {
+	current := func() watchable[T] {
+		w := lcp.Watch()
+		defer w.Close()
+		select {
+		case <-w.Ready():
+		default:
+			return nil
+		}
+		l, err := w.Get(context.Background())
+		if err != nil || l == nil {
+			return nil
+		}
+		return pick(l)
+	}
+	return ValueView{
+		Name: name,
+		Info: func() event.Info {
+			if v := current(); v != nil {
+				info := v.Info()
+				info.Name = name
+				return info
+			}
+			return event.Info{Name: name}
+		},
+		Summary: func() string {
+			v := current()
+			if v == nil {
+				return "not running"
+			}
+			return view(v, render).Summary()
+		},
 	}
 }
 

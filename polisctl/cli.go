@@ -95,8 +95,36 @@ $XDG_CONFIG_HOME/polisctl, else ~/.config/polisctl.`,
 	root.PersistentFlags().DurationVar(&c.timeout, "timeout", 30*time.Second, "how long a command may take to reach the cluster")
 	root.PersistentFlags().Uint16Var(&c.nodeAPIPort, "node-api-port", nodeapi.DefaultPort, "the port of the nodes' own API (node logs, services, graph, reboot)")
 	root.PersistentFlags().StringVar(&c.proxy, "proxy", "", "reach the cluster through this proxy, http://HOST:PORT (HTTP CONNECT) or socks5://HOST:PORT, instead of the one saved in the configuration (polis-launch --vm saves its own)")
-	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd())
+	root.AddCommand(c.takeOwnership(), c.clusterCmd(), c.nodeCmd(), c.ticket(), c.ownerCmd(), c.kubeconfigCmd(), c.kubeProxyCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every group command below root (node,
+// cluster, owner) refuse an argument that is none of its subcommands, with
+// cobra's suggestions, where cobra would print the group's help and exit 0
+// ("polisctl node lsit"): a script must see the typo fail. Without
+// arguments a group still shows its help. cobra already does this for root.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, cmd := range root.Commands() {
+		refuseUnknownSubcommands(cmd)
+		if !cmd.HasSubCommands() || cmd.Runnable() {
+			continue
+		}
+		cmd.Args = cobra.ArbitraryArgs
+		// What cobra uses for root: two edits, "lsit" for "list".
+		cmd.SuggestionsMinimumDistance = 2
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return fmt.Errorf("%s; %s --help lists its commands", msg, cmd.CommandPath())
+		}
+	}
 }
 
 // exactArgs is cobra.ExactArgs with a message that shows the usage.
@@ -233,7 +261,9 @@ type session struct {
 }
 
 func (c *cli) dial() (*session, error) {
-	conn, err := dial(c.configDir, c.proxy)
+	// A command's user wants to hear at once that the cluster is down,
+	// not after the whole --timeout.
+	conn, err := dial(c.configDir, c.proxy, true)
 	if err != nil {
 		return nil, err
 	}

@@ -6,17 +6,18 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/pem"
+	"google.golang.org/protobuf/encoding/protojson"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/nodetest"
 )
@@ -181,9 +182,15 @@ func TestCLI(t *testing.T) {
 	if out := r.ok("node", "label", first.NodeID, "rack-"); !strings.Contains(out, "labels: zone=a\n") {
 		t.Errorf("labels after removing rack: %q", out)
 	}
-	// Roles: give and take the worker role.
-	if out := r.ok("node", "add-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "consensus-member, kubernetes-worker\n") {
-		t.Errorf("add-role: %q", out)
+	// Roles: give and take the worker role. The node cannot run it (no
+	// kubelet; no Kubernetes bundle either), and add-role warns so
+	// (issue 26, item 9).
+	out, errOut, err := r.run(ctxT(t), "", "node", "add-role", first.NodeID, "kubernetes-worker")
+	if err != nil || !strings.Contains(out, "consensus-member, kubernetes-worker\n") {
+		t.Errorf("add-role: %q, %v", out, err)
+	}
+	if !strings.Contains(errOut, "warning: "+first.NodeID+" holds kubernetes-worker but cannot run it: not available") {
+		t.Errorf("add-role of a role the node cannot run did not warn: stderr %q", errOut)
 	}
 	if out := r.ok("node", "remove-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "now holds: consensus-member\n") {
 		t.Errorf("remove-role: %q", out)
@@ -323,4 +330,66 @@ func mustKey(t *testing.T) ed25519.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Against a stopped cluster a command fails as soon as every curator
+// refused the connection, saying so, instead of after the whole --timeout
+// (issue 26, item 2).
+func TestStoppedClusterFailsFast(t *testing.T) {
+	c := bootstrap(t)
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	c.first.Stop()
+
+	ctx := ctxT(t)
+	_, _, err := r.run(ctx, "", "--timeout", "80s", "node", "list")
+	if ctx.Err() != nil {
+		t.Fatalf("node list waited for its timeout: %v", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "no curator could be reached") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("node list against a stopped cluster: %v, want it to say that no curator could be reached (connection refused)", err)
+	}
+}
+
+// A node API that does not answer is blamed, not a curator (issue 26,
+// item 2: "no curator leader answered … (tried …:7836)").
+func TestNodeAPIErrorsNameTheNode(t *testing.T) {
+	c := bootstrap(t)
+	id := c.first.Credentials(t).NodeID
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	port := testutil.FreePort(t, c.addrs[0]).Port() // no node API there
+	_, _, err := r.run(ctxT(t), "", "--timeout", "5s", "--node-api-port", strconv.Itoa(int(port)), "node", "services", id)
+	if err == nil {
+		t.Fatal("node services succeeded where no node API listens")
+	}
+	if strings.Contains(err.Error(), "curator") || !strings.Contains(err.Error(), "node API of "+id) {
+		t.Errorf("node services with the node API down: %v, want it to blame the node API of %s, not a curator", err, id)
+	}
+}
+
+// A typo'd subcommand fails, with a suggestion, where cobra printed the
+// group's help and exited 0 (issue 26, item 9).
+func TestUnknownSubcommand(t *testing.T) {
+	r := &runner{t: t, config: t.TempDir()}
+	r.fails([]string{"node", "lsit"}, `unknown command "lsit" for "polisctl node"`, "did you mean list?")
+	r.fails([]string{"owner", "rotate-kye"}, `unknown command "rotate-kye"`, "rotate-key")
+	r.fails([]string{"nod", "list"}, `unknown command "nod"`)
+	// Without an argument, a group shows its help.
+	if out := r.ok("node"); !strings.Contains(out, "Available Commands") {
+		t.Errorf("polisctl node printed %q, want its help", out)
+	}
+}
+
+// A pinned CA that the curators no longer present (a rebuilt cluster) is
+// reported as the failed handshake it is, with its advice, also now that
+// every command fails fast when no curator can be reached.
+func TestRebuiltClusterTLSAdvice(t *testing.T) {
+	c := bootstrap(t)
+	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
+	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
+	// Another cluster on the same address.
+	c.first.Stop()
+	nodetest.StartNode(t, c.addrs[0], nodetest.BootstrapParameters(mustKey(t))).Credentials(t)
+	r.fails([]string{"--timeout", "60s", "node", "list"}, "TLS handshake", "take ownership again")
 }

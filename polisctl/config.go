@@ -411,11 +411,14 @@ func addrList(aps []netip.AddrPort) string {
 // in turn. It renews nothing and does no I/O: the first call finds the
 // curators. Errors name the missing file
 // and the command that creates it.
-func Dial(dir string) (*grpc.ClientConn, error) { return dial(dir, "") }
+// Its calls wait for a curator until their deadline (the launcher waits on
+// a cluster that is starting); polisctl's own commands fail fast instead.
+func Dial(dir string) (*grpc.ClientConn, error) { return dial(dir, "", false) }
 
 // dial is Dial through the proxy at proxyURL, if not empty, instead of
-// the saved one.
-func dial(dir, proxyURL string) (*grpc.ClientConn, error) {
+// the saved one; with failFast, a call fails as soon as no curator could
+// be reached at all (client.Config.FailFast).
+func dial(dir, proxyURL string, failFast bool) (*grpc.ClientConn, error) {
 	uc, eps, err := ownerTLS(dir)
 	if err != nil {
 		return nil, err
@@ -424,7 +427,7 @@ func dial(dir, proxyURL string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(client.Config{Endpoints: eps, TLS: uc, Dialer: dialer})
+	return client.New(client.Config{Endpoints: eps, TLS: uc, Dialer: dialer, FailFast: failFast})
 }
 
 // proxyDialer returns the dialer through the proxy at proxyURL or, if

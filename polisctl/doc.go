@@ -41,8 +41,14 @@
 //	owner rotate-key replace the owner key, revoking its certificates
 //	kubeconfig       a kubeconfig for the cluster's Kubernetes, with a key
 //	                 made here and a day-long certificate the cluster signs
+//	kube-proxy       a loopback relay to whichever apiserver answers, for
+//	                 the kubeconfig's polis-proxy context (a kubeconfig
+//	                 context names one server)
 //
-// Every command but take-ownership calls the curator leader as the owner
-// (Dial). Errors say what went wrong and what to do next; gRPC status codes
-// are translated into that (see explain).
+// Every command but take-ownership calls the curators as the owner (as
+// Dial does, but failing at once when every curator refused the
+// connection: client.Config.FailFast). Errors say what went wrong and what
+// to do next; gRPC status codes are translated into that (see explain),
+// and the node API's commands blame the node, not a curator
+// (explainNodeAPI).
 package polisctl

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/polis-os/polis/curator/client"
 )
 
 // explain turns the error of a call to the cluster into one that says what
@@ -30,6 +32,14 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	msg := st.Message()
+	tlsFailed := strings.Contains(msg, "certificate") || strings.Contains(msg, "handshake")
+	if client.IsUnreachable(err) && !tlsFailed {
+		// Every connection was refused at once: waiting longer would
+		// not help, and the curators' addresses are what to check. (A
+		// failed handshake is reported below, with its own advice.)
+		return fmt.Errorf("%s: no curator could be reached at %s: %s; check that the cluster is running and that %s lists its curators",
+			what, curators, msg, filepath.Join(dir, clusterFile))
+	}
 	switch st.Code() {
 	case codes.PermissionDenied:
 		return fmt.Errorf("%s: the curator refused: %s; are you the cluster's owner? run polisctl take-ownership with the owner key", what, msg)
@@ -41,7 +51,7 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 		// The curator's message names the rule that was broken.
 		return fmt.Errorf("%s: %s", what, msg)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		if strings.Contains(msg, "certificate") || strings.Contains(msg, "handshake") {
+		if tlsFailed {
 			return fmt.Errorf("%s: the TLS handshake with the curators at %s failed: %s; if the cluster was rebuilt, its CA differs from the one pinned in %s: remove that directory's files and take ownership again",
 				what, curators, msg, filepath.Join(dir, caFile))
 		}
@@ -63,4 +73,31 @@ func grpcStatus(err error) (*status.Status, bool) {
 		return se.GRPCStatus(), true
 	}
 	return nil, false
+}
+
+// explainNodeAPI is explain for a call to one node's own API at addr: the
+// node, not a curator, is what did not answer.
+func explainNodeAPI(err error, what, id, addr string, timeout time.Duration) error {
+	st, ok := grpcStatus(err)
+	if !ok {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: the node API of %s at %s did not answer within %v; is the node running? (polisctl node list shows its health), or raise --timeout", what, id, addr, timeout)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		if strings.Contains(msg, "certificate") || strings.Contains(msg, "handshake") {
+			return fmt.Errorf("%s: the TLS handshake with the node API of %s at %s failed: %s", what, id, addr, msg)
+		}
+		return fmt.Errorf("%s: the node API of %s at %s did not answer: %s; is the node running? (polisctl node list shows its health)", what, id, addr, msg)
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return fmt.Errorf("%s: the node refused: %s; are you the cluster's owner? run polisctl take-ownership with the owner key", what, msg)
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.ResourceExhausted:
+		return fmt.Errorf("%s: %s", what, msg)
+	case codes.Canceled:
+		return fmt.Errorf("%s: interrupted", what)
+	}
+	return fmt.Errorf("%s: %s: %s", what, st.Code(), msg)
 }

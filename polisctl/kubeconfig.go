@@ -40,6 +40,10 @@ const kubeconfigMarker = "# Written by polisctl kubeconfig: the Polis cluster's 
 // kubeconfigContext + "-" + its node ID.
 const kubeconfigContext = "polis"
 
+// kubeconfigProxyContext is the context that reaches the apiservers
+// through polisctl kube-proxy on this machine.
+const kubeconfigProxyContext = "polis-proxy"
+
 func (c *cli) kubeconfigCmd() *cobra.Command {
 	var (
 		output string
@@ -55,8 +59,12 @@ renew), and writes a kubeconfig with the key, the certificate, the cluster's
 Kubernetes CA and the apiservers of the nodes that hold the
 kubernetes-controller role. The private key never leaves this machine.
 
-The current context ("polis") uses the first apiserver; each apiserver has a
-context of its own too ("polis-NODE_ID"). The file is written atomically,
+The current context ("polis") uses the first apiserver, and each apiserver
+has a context of its own too ("polis-NODE_ID"): a kubeconfig names one
+server per context, so while that node is off, kubectl fails in it. The
+context "polis-proxy" follows every apiserver instead: it goes through
+polisctl kube-proxy, which must run on this machine (kubectl --context
+polis-proxy …). The file is written atomically,
 readable by you alone (0600), by default as kubeconfig in the configuration
 directory. It replaces a kubeconfig polisctl wrote before, and refuses any
 other file unless --force is given. Then:
@@ -169,7 +177,12 @@ Use it with:
 
     export KUBECONFIG=%s
     kubectl get nodes,deployments -A
-`, path, resp.User, strings.Join(resp.Groups, ", "), cert.NotAfter.UTC().Format(time.RFC3339), strings.Join(servers, ", "), path)
+
+The current context, %q, names the first apiserver only; while its node is off,
+pick another (kubectl config use-context %s-NODE_ID), or run polisctl kube-proxy
+and use --context %s, which follows every apiserver.
+`, path, resp.User, strings.Join(resp.Groups, ", "), cert.NotAfter.UTC().Format(time.RFC3339), strings.Join(servers, ", "), path,
+		kubeconfigContext, kubeconfigContext, kubeconfigProxyContext)
 	return nil
 }
 
@@ -195,6 +208,7 @@ type (
 		Name    string `json:"name"`
 		Cluster struct {
 			Server                   string `json:"server"`
+			TLSServerName            string `json:"tls-server-name,omitempty"`
 			CertificateAuthorityData []byte `json:"certificate-authority-data"`
 		} `json:"cluster"`
 	}
@@ -215,8 +229,9 @@ type (
 )
 
 // kubeconfig renders resp and the PEM private key as a kubeconfig: one
-// cluster per apiserver (the first also as "polis"), one user, a context
-// for each cluster. Byte fields are base64 in the YAML, as kubeconfigs
+// cluster per apiserver (the first also as "polis"), one for the relay
+// (polisctl kube-proxy, "polis-proxy"), one user, a context for each
+// cluster. Byte fields are base64 in the YAML, as kubeconfigs
 // want them.
 func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte) ([]byte, error) {
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: resp.CaCertificate})
@@ -239,6 +254,18 @@ func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte) ([]
 	for _, a := range resp.ApiServers {
 		add(kubeconfigContext+"-"+a.NodeId, a)
 	}
+	// The relay (polisctl kube-proxy) on this machine, which follows
+	// every apiserver: the certificate is checked under the name they all
+	// carry, not the relay's address.
+	proxy := kcCluster{Name: kubeconfigProxyContext}
+	proxy.Cluster.Server = "https://" + DefaultKubeProxyAddress
+	proxy.Cluster.TLSServerName = kubeProxyServerName
+	proxy.Cluster.CertificateAuthorityData = caPEM
+	f.Clusters = append(f.Clusters, proxy)
+	pctx := kcContext{Name: kubeconfigProxyContext}
+	pctx.Context.Cluster = kubeconfigProxyContext
+	pctx.Context.User = resp.User
+	f.Contexts = append(f.Contexts, pctx)
 	b, err := yaml.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the kubeconfig: %w", err)

@@ -61,8 +61,17 @@ func TestKubeconfig(t *testing.T) {
 		}
 	}
 	f, _ := readKubeconfig(t, path)
-	if f.CurrentContext != "polis" || len(f.Users) != 1 || len(f.Clusters) != 2 || len(f.Contexts) != 2 {
-		t.Fatalf("kubeconfig: current context %q, %d users, %d clusters, %d contexts; want polis, 1, 2 (polis and the node's), 2", f.CurrentContext, len(f.Users), len(f.Clusters), len(f.Contexts))
+	if f.CurrentContext != "polis" || len(f.Users) != 1 || len(f.Clusters) != 3 || len(f.Contexts) != 3 {
+		t.Fatalf("kubeconfig: current context %q, %d users, %d clusters, %d contexts; want polis, 1, 3 (polis, the node's, polis-proxy), 3", f.CurrentContext, len(f.Users), len(f.Clusters), len(f.Contexts))
+	}
+	// A context that follows every apiserver, through polisctl
+	// kube-proxy, checked under the name all their certificates carry
+	// (issue 26, item 6); and the output says when to use it.
+	if cl, ctx := f.Clusters[2], f.Contexts[2]; cl.Name != "polis-proxy" || cl.Cluster.Server != "https://"+DefaultKubeProxyAddress || cl.Cluster.TLSServerName != "kubernetes" || ctx.Context.Cluster != "polis-proxy" || ctx.Context.User != f.Users[0].Name {
+		t.Errorf("the proxy's cluster %+v, context %+v", cl, ctx)
+	}
+	if !strings.Contains(out, "polisctl kube-proxy") || !strings.Contains(out, "--context polis-proxy") {
+		t.Errorf("polisctl kubeconfig does not say how to follow every apiserver:\n%s", out)
 	}
 	for i, name := range []string{"polis", "polis-" + first.NodeID} {
 		cl, ctx := f.Clusters[i], f.Contexts[i]

@@ -86,7 +86,7 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	}
 	defer conn.Close()
 	if err := f(nodev1.NewNodeServiceClient(conn)); err != nil {
-		return explain(err, "calling the node API of "+id, c.configDir, ap.String(), c.timeout)
+		return explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
 	}
 	return nil
 }
@@ -307,6 +307,14 @@ func writeGraph(w io.Writer, g *nodev1.GetRoleServerGraphResponse, now time.Time
 	return tw.Flush()
 }
 
+// dotQuote quotes s as a Graphviz string, in which only \" and \\ are
+// escapes and \n is a line break. Go's %q is not that: it wrote the \n
+// of a label as \\n, which Graphviz draws as a backslash and an n.
+func dotQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
+
 // writeGraphDot prints the graph in Graphviz's language: workers are
 // boxes, values ellipses; an arrow from a worker to a value means it
 // writes it, from a value to a worker that it reads it.
@@ -316,17 +324,17 @@ func writeGraphDot(w io.Writer, g *nodev1.GetRoleServerGraphResponse) error {
 	for _, wk := range g.Workers {
 		label := wk.Name
 		if r := wk.LastReaction; r != nil {
-			label += "\\n" + r.Why
+			label += "\n" + r.Why
 		}
-		fmt.Fprintf(&b, "  %q [shape=box, label=%q];\n", "worker/"+wk.Name, label)
+		fmt.Fprintf(&b, "  %s [shape=box, label=%s];\n", dotQuote("worker/"+wk.Name), dotQuote(label))
 	}
 	for _, v := range g.Values {
-		fmt.Fprintf(&b, "  %q [shape=ellipse, label=%q];\n", "value/"+v.Name, fmt.Sprintf("%s v%d", v.Name, v.Version))
+		fmt.Fprintf(&b, "  %s [shape=ellipse, label=%s];\n", dotQuote("value/"+v.Name), dotQuote(fmt.Sprintf("%s v%d", v.Name, v.Version)))
 		for _, wr := range v.Writers {
-			fmt.Fprintf(&b, "  %q -> %q;\n", "worker/"+wr, "value/"+v.Name)
+			fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote("worker/"+wr), dotQuote("value/"+v.Name))
 		}
 		for _, rd := range v.Readers {
-			fmt.Fprintf(&b, "  %q -> %q;\n", "value/"+v.Name, "worker/"+rd)
+			fmt.Fprintf(&b, "  %s -> %s;\n", dotQuote("value/"+v.Name), dotQuote("worker/"+rd))
 		}
 	}
 	b.WriteString("}\n")

@@ -58,9 +58,25 @@ func TestNodeAPICommands(t *testing.T) {
 	if !strings.HasPrefix(dot, "digraph roleserver {") || !strings.Contains(dot, `"worker/rolefetch" -> "value/localRoles";`) {
 		t.Errorf("node graph -o dot:\n%s", dot)
 	}
+	// A worker's last reaction goes on a new line of its box: a newline
+	// in the label, which Graphviz writes \n, not a literal backslash
+	// (issue 26, item 5).
+	if strings.Contains(dot, `\\n`) || !regexp.MustCompile(`label="rolefetch\\n[^"]+"`).MatchString(dot) {
+		t.Errorf("node graph -o dot: a worker's label is not its name and reaction on two lines:\n%s", dot)
+	}
 	var g nodev1.GetRoleServerGraphResponse
 	if err := protojson.Unmarshal([]byte(r.ok("node", "graph", id, "-o", "json")), &g); err != nil || len(g.Values) == 0 {
 		t.Errorf("node graph -o json: %v, %d values", err, len(g.Values))
+	}
+	// The node runs a curator: the values that say so are shown set
+	// (they were "v0 unset": no view was made of them; issue 26, item 5).
+	for _, v := range g.Values {
+		switch v.Name {
+		case "localCurator", "curator-status", "consensus.status":
+			if v.Version == 0 || v.Summary == "unset" {
+				t.Errorf("node graph shows %s as v%d %q while the node's curator serves", v.Name, v.Version, v.Summary)
+			}
+		}
 	}
 	r.fails([]string{"node", "graph", id, "-o", "yaml"}, "table, dot or json")
 

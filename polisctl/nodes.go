@@ -322,12 +322,75 @@ Only UP nodes hold roles.`,
 					resp, err = s.mgmt.UpdateNodeRoles(ctx, req)
 					return err
 				})
-				if err == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s now holds: %s\n", id, dash(strings.Join(roleNames(resp.Roles), ", ")))
+				if err != nil {
+					return err
 				}
-				return err
+				fmt.Fprintf(cmd.OutOrStdout(), "%s now holds: %s\n", id, dash(strings.Join(roleNames(resp.Roles), ", ")))
+				if give && (req.KubernetesController != nil || req.KubernetesWorker != nil) {
+					s.warnKubernetesNotRun(cmd.Context(), cmd.ErrOrStderr(), id, req)
+				}
+				return nil
 			})
 		},
+	}
+}
+
+// kubernetesReportWait bounds how long add-role waits for the node to say
+// whether it can run the Kubernetes roles it was given.
+const kubernetesReportWait = 10 * time.Second
+
+// warnKubernetesNotRun waits (up to kubernetesReportWait) for node id to
+// report what it makes of the Kubernetes roles req gave it, and warns on w
+// about each one the node says it cannot run ("not available: …", as a
+// node started without a Kubernetes bundle says): the curator grants the
+// role all the same, since the node may be fixed later, but the operator
+// should hear it now. A node that does not report in time is left alone:
+// starting takes longer than this, and polisctl node describe shows it.
+func (s *session) warnKubernetesNotRun(ctx context.Context, w io.Writer, id string, req *cpb.UpdateNodeRolesRequest) {
+	ctx, cancel := context.WithTimeout(ctx, min(kubernetesReportWait, s.timeout))
+	defer cancel()
+	type role struct {
+		name string
+		note func(*cpb.KubernetesStatus) string
+	}
+	var roles []role
+	if req.GetKubernetesController() {
+		roles = append(roles, role{roleKubernetesController, func(k *cpb.KubernetesStatus) string {
+			if len(k.GetRunning()) > 0 && k.GetControllerNote() == "" {
+				return "running"
+			}
+			return k.GetControllerNote()
+		}})
+	}
+	if req.GetKubernetesWorker() {
+		roles = append(roles, role{roleKubernetesWorker, func(k *cpb.KubernetesStatus) string { return k.GetWorkerNote() }})
+	}
+	for {
+		nodes, err := s.listNodes(ctx, &cpb.ListNodesRequest{NodeIds: []string{id}})
+		if err != nil || len(nodes) != 1 {
+			return
+		}
+		if k := nodes[0].GetStatus().GetKubernetes(); k != nil {
+			reported := true
+			for _, r := range roles {
+				reported = reported && r.note(k) != ""
+			}
+			if reported {
+				for _, r := range roles {
+					if note := r.note(k); strings.HasPrefix(note, "not available") {
+						fmt.Fprintf(w, "warning: %s holds %s but cannot run it: %s\n", id, r.name, note)
+					}
+				}
+				return
+			}
+		}
+		t := time.NewTimer(250 * time.Millisecond) // polling interval: the Management API has no watch
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -56,6 +56,13 @@
 // plane, and with it the curator everything else waits for, before it can
 // reach any curator.
 //
+// A decommissioned node never sees its record without roles: the curator
+// clears the roles and refuses the node in one write. rolefetch takes that
+// refusal (curator.IsNodeDecommissioned) as "no roles, for good": it saves
+// and publishes empty roles, which stops the control plane, logs why, and
+// stops asking; heartbeat and statuspush stop asking too
+// (stopIfDecommissioned) instead of being refused and restarted forever.
+//
 // # The local curator
 //
 // localCurator is "the curator on this node serves, here": controlplane sets

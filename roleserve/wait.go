@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/supervisor"
 )
 
 // Predicates the workers wait on.
@@ -66,4 +69,19 @@ func watchNodes(ctx context.Context, conn grpc.ClientConnInterface, req *cpb.Wat
 			return err
 		}
 	}
+}
+
+// stopIfDecommissioned ends a worker's retries when err is the curator's
+// refusal of a decommissioned node: every later call is refused the same
+// way, so the worker says why once and waits for the agent to stop instead
+// of failing, being restarted and failing again for good. Any other err is
+// returned as it is.
+func stopIfDecommissioned(ctx context.Context, err error) error {
+	if !curator.IsNodeDecommissioned(err) {
+		return err
+	}
+	supervisor.Logger(ctx).Warn("this node was decommissioned: the cluster refuses its calls for good, so this worker stops asking", zap.Error(err))
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	<-ctx.Done()
+	return ctx.Err()
 }

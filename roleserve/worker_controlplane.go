@@ -94,6 +94,14 @@ const (
 	curatorStatusName   = "curator-status"
 )
 
+// ConsensusStatusName and CuratorStatusName are the graph's names of the
+// statuses of the consensus member and curator that LocalControlPlane
+// holds, for those who show them (the node API's graph).
+const (
+	ConsensusStatusName = consensusStatusName
+	CuratorStatusName   = curatorStatusName
+)
+
 func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerControlPlane {
 	const name = "controlplane"
 	Produces(g, name, consensusStatusName)

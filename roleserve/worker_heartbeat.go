@@ -42,7 +42,7 @@ func (w *workerHeartbeat) run(ctx context.Context) error {
 	for {
 		interval, err := w.beat(ctx, m.Latest())
 		if err != nil {
-			return err
+			return stopIfDecommissioned(ctx, err)
 		}
 		// Until the next beat is due; a new membership beats at once,
 		// on its new connection.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/supervisor"
@@ -71,7 +72,7 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 	// A new membership closes the connection this stream runs on; the
 	// restart that follows watches through the new one.
 	req := &cpb.WatchRequest{Target: &cpb.WatchRequest_NodeId{NodeId: self}}
-	return watchNodes(ctx, m.Latest().Curator, req, func(nodes map[string]*cpb.Node) error {
+	err = watchNodes(ctx, m.Latest().Curator, req, func(nodes map[string]*cpb.Node) error {
 		labels := maps.Clone(nodes[self].GetLabels())
 		if labels == nil {
 			labels = map[string]string{}
@@ -93,6 +94,22 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 		saved = roles
 		return nil
 	})
+	if !curator.IsNodeDecommissioned(err) {
+		return err
+	}
+	// The curator takes a decommissioned node's roles and cuts it off in
+	// one write, so the node never sees the record without roles: the
+	// refusal is how it learns that it holds none, for good (a retry
+	// would only be refused again).
+	log.Warn("this node was decommissioned: it holds no roles any more, so it stops the control plane and every other role; wipe its storage to enrol the machine again", zap.Error(err))
+	if !proto.Equal(saved, &cpb.Roles{}) {
+		if err := w.save(&cpb.Roles{}); err != nil {
+			return err
+		}
+		w.localRoles.Set(&cpb.Roles{})
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // load returns the saved roles, nil if there are none.

@@ -75,7 +75,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 			continue
 		}
 		if err := w.push(ctx, m.Latest(), status); err != nil {
-			return err
+			return stopIfDecommissioned(ctx, err)
 		}
 		log.Info("status reported", zap.Stringer("because", why), zap.Stringer("status", status))
 		sent = status

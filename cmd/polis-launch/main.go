@@ -68,9 +68,19 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if o.Nodes < 1 {
 		return fmt.Errorf("--nodes %d: want at least one", o.Nodes)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *vmMode {
+		// Refused rather than ignored: an operator who asked for an
+		// address range would otherwise look for the nodes there.
+		if set["first-address"] {
+			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
+		}
 		o.VM = &launch.VMOptions{Accel: *accel} // addresses from its network
 	} else {
+		if set["accel"] {
+			return errors.New("--accel is for --vm only")
+		}
 		for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
 			o.Addresses = append(o.Addresses, a)
 		}

@@ -49,6 +49,10 @@ func main() {
 		runAsInit()
 		return
 	}
+	if err := dieWithLauncher(); err != nil {
+		fmt.Fprintln(os.Stderr, "polis-node:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)
@@ -64,6 +68,10 @@ func main() {
 		os.Exit(2)
 	}
 }
+
+// launcherPIDEnv is launch.LauncherPIDEnv (a test checks they agree): the
+// node agent does not import the launcher.
+const launcherPIDEnv = "POLIS_LAUNCHER_PID"
 
 // options are the command line, parsed and checked.
 type options struct {
@@ -215,6 +223,11 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	}
 	n, err := node.New(o.cfg)
 	if err != nil {
+		return err
+	}
+	// Bad parameters fail every run alike: exit with the error rather
+	// than let the supervisor retry.
+	if err := n.Preflight(); err != nil {
 		return err
 	}
 	logger.Info("starting the node agent",

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -109,5 +113,49 @@ func TestKubernetesRuntimeFlags(t *testing.T) {
 		if _, err := parseFlags(append([]string{"--storage", "/s", "--address", "127.0.0.2"}, args...), io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// A node that has not enrolled, started with parameters that are missing,
+// empty or corrupt, exits with an error naming the file instead of
+// retrying forever with a stack trace (issue 26, item 4).
+func TestBadParametersExit(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.pb")
+	corrupt := filepath.Join(dir, "corrupt.pb")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(corrupt, []byte("\xff\xff\xff not a protobuf"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"missing", filepath.Join(dir, "missing.pb"), []string{"missing.pb", "does not exist"}},
+		{"empty", empty, []string{"empty.pb"}},
+		{"corrupt", corrupt, []string{"corrupt.pb", "corrupt"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var logs bytes.Buffer
+			err := run(ctx, []string{"--storage", t.TempDir(), "--address", "127.0.0.1", "--parameters", c.file}, &logs)
+			if ctx.Err() != nil {
+				t.Fatalf("polis-node kept running (retrying) with %s parameters: %v\n%s", c.name, err, logs.String())
+			}
+			if err == nil {
+				t.Fatalf("polis-node with %s parameters succeeded", c.name)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if strings.Contains(logs.String(), "goroutine ") || strings.Contains(logs.String(), ".go:") && strings.Contains(logs.String(), "ERROR") {
+				t.Errorf("polis-node logged a stack trace:\n%s", logs.String())
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -46,6 +47,13 @@ type Config struct {
 	// IP:port), for example through the proxy into a VM cluster's
 	// network; nil dials directly.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// FailFast ends a call that is waiting for a curator as soon as a
+	// discovery round reached none at all (every connection refused or
+	// failed its handshake), with an error IsUnreachable recognises,
+	// instead of retrying until the call's deadline. For a command-line
+	// tool, whose user wants to hear at once that the cluster is down;
+	// a node agent leaves it off and waits for curators to come back.
+	FailFast bool
 }
 
 func (c *Config) validate() error {
@@ -145,6 +153,47 @@ func gaveUp(ctx context.Context, method string, last error) error {
 		"%s: %s served the call before its context ended (last attempt: %s)", method, who, status.Convert(last).Message())
 }
 
+// unreachableRound ends the wait of a failing-fast call (Config.FailFast)
+// after a discovery round that reached no curator.
+type unreachableRound struct{ round *resolution }
+
+func (e *unreachableRound) Error() string {
+	return fmt.Sprintf("no curator reachable: %v", e.round.err)
+}
+
+// reasonUnreachable marks the error of a failing-fast call that reached no
+// curator, for IsUnreachable.
+const (
+	errorDomain       = "client.curator.polis-os.io"
+	reasonUnreachable = "CURATORS_UNREACHABLE"
+)
+
+// unreachable is the error of a failing-fast call that found no curator
+// to take it: UNAVAILABLE, saying what the round ran into.
+func unreachable(method string, res *resolution) error {
+	st := status.Newf(codes.Unavailable, "%s: no curator could be reached: %v", method, res.err)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonUnreachable, Domain: errorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// IsUnreachable reports whether err (or an error it wraps) is the error of
+// a call on a connection with Config.FailFast that reached no curator at
+// all: every connection was refused, or failed its handshake.
+func IsUnreachable(err error) bool {
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, d := range se.GRPCStatus().Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == errorDomain && info.Reason == reasonUnreachable {
+			return true
+		}
+	}
+	return false
+}
+
 // servedByAny says whether method is declared SERVE_ANY: the balancer
 // sends it to any curator, and a failed attempt is retried on another
 // without asking who leads.
@@ -180,10 +229,27 @@ func newRetryWait(r *router, method string) *retryWait {
 }
 
 // wait returns once the call may be tried again; an error if its context
-// ended first. seen is the discovery round before the failed attempt.
+// ended first, or an *unreachableRound if the client fails fast and a discovery
+// round newer than the failed attempt reached no curator. seen is the
+// discovery round before the failed attempt.
 func (w *retryWait) wait(ctx context.Context, seen uint64) error {
+	if w.r.cfg.FailFast {
+		// Both kinds of call hear from the next round whether any
+		// curator is there at all.
+		res, err := w.r.refresh(ctx, seen)
+		if err != nil {
+			return err
+		}
+		if res.unreachable {
+			return &unreachableRound{res}
+		}
+		if !w.any {
+			return nil
+		}
+	}
 	if !w.any {
-		return w.r.refresh(ctx, seen)
+		_, err := w.r.refresh(ctx, seen)
+		return err
 	}
 	t := time.NewTimer(w.b.NextBackOff())
 	defer t.Stop()
@@ -205,6 +271,9 @@ func (r *router) unary(ctx context.Context, method string, req, reply any, cc *g
 		}
 		r.log.Debug("retrying on another curator", zap.String("method", method), zap.Error(err))
 		if werr := w.wait(ctx, seen); werr != nil {
+			if ur := (*unreachableRound)(nil); errors.As(werr, &ur) {
+				return unreachable(method, ur.round)
+			}
 			return gaveUp(ctx, method, err)
 		}
 	}
@@ -226,6 +295,9 @@ func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 			return nil, err
 		}
 		if werr := w.wait(ctx, seen); werr != nil {
+			if ur := (*unreachableRound)(nil); errors.As(werr, &ur) {
+				return nil, unreachable(method, ur.round)
+			}
 			return nil, gaveUp(ctx, method, err)
 		}
 	}

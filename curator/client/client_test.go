@@ -155,7 +155,7 @@ func TestDeadLeaderNotAskedFirst(t *testing.T) {
 	if first := lr.candidates(nil)[0]; first != leader {
 		t.Fatalf("the leader followed is asked after %s; it must be asked first while it answers", first.NodeId)
 	}
-	if _, err := lr.discover(ctxT(t), nil); err == nil {
+	if _, _, err := lr.discover(ctxT(t), nil); err == nil {
 		t.Fatal("discovery found a leader where no curator listens")
 	}
 	if !lr.down[addrPort(leader)] {
@@ -176,5 +176,64 @@ func TestDeadLeaderNotAskedFirst(t *testing.T) {
 	// A hint goes first all the same: the leader watch named it.
 	if first := lr.candidates(leader)[0]; first != leader {
 		t.Fatalf("a hinted curator is asked after %s", first.NodeId)
+	}
+}
+
+// TestFailFastWhenEveryConnectionRefused checks that a connection with
+// FailFast ends a call as soon as a discovery round found every curator
+// refusing the connection, with an error that says so, instead of waiting
+// for the call's deadline (issue 26: polisctl against a stopped cluster
+// waited 30 s); the same call without FailFast keeps waiting, as a node
+// agent must.
+func TestFailFastWhenEveryConnectionRefused(t *testing.T) {
+	var eps []*cpb.CuratorEndpoint
+	for _, ip := range subnets.Addrs(2) {
+		ap := testutil.FreePort(t, ip) // nothing listens there
+		eps = append(eps, &cpb.CuratorEndpoint{Address: ap.Addr().String(), Port: uint32(ap.Port())})
+	}
+	for _, call := range []struct {
+		name string
+		f    func(context.Context, *grpc.ClientConn) error
+	}{
+		{"leader call", func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := cpb.NewManagementServiceClient(conn).UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: "x"})
+			return err
+		}},
+		{"any-curator call", func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+			return err
+		}},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			conn, err := New(Config{Endpoints: eps, TLS: &tls.Config{MinVersion: tls.VersionTLS13}, FailFast: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx := ctxT(t)
+			err = call.f(ctx, conn)
+			if ctx.Err() != nil {
+				t.Fatalf("the call waited for its deadline: %v", err)
+			}
+			if !IsUnreachable(err) || status.Code(err) != codes.Unavailable {
+				t.Fatalf("call with every curator refusing: %v, want UNAVAILABLE recognised by IsUnreachable", err)
+			}
+			if !strings.Contains(err.Error(), "connection refused") {
+				t.Errorf("the error does not say the connections were refused: %v", err)
+			}
+		})
+	}
+
+	// Without FailFast the call waits (here, for a short deadline).
+	conn, err := New(Config{Endpoints: eps, TLS: &tls.Config{MinVersion: tls.VersionTLS13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	_, err = cpb.NewManagementServiceClient(conn).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.DeadlineExceeded || IsUnreachable(err) {
+		t.Fatalf("call without FailFast: %v, want DEADLINE_EXCEEDED", err)
 	}
 }

@@ -81,7 +81,11 @@
 // without waiting for any leader. They do so until the call succeeds,
 // fails otherwise, or its context ends. A call whose context ends while it
 // waits fails with the context's code (DEADLINE_EXCEEDED or CANCELED), and
-// its message says what the last attempt ran into.
+// its message says what the last attempt ran into. With Config.FailFast
+// (polisctl's commands), a call instead ends as soon as a discovery round
+// newer than its failed attempt reached no curator at all (every
+// connection refused, or its handshake failed), with an error
+// IsUnreachable recognises: a stopped cluster is reported at once.
 //
 // # Guarantees
 //

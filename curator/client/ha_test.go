@@ -144,7 +144,7 @@ func TestHA(t *testing.T) {
 				}
 				return nil
 			})
-			if err := r.refresh(ctxT(t), r.generation()); err != nil {
+			if _, err := r.refresh(ctxT(t), r.generation()); err != nil {
 				t.Fatal(err)
 			}
 		}

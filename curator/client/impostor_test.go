@@ -218,7 +218,7 @@ func TestElectingCuratorNotDown(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if _, err := lr.discover(ctxT(t), nil); err == nil || !strings.Contains(err.Error(), "no leader is known") {
+	if _, _, err := lr.discover(ctxT(t), nil); err == nil || !strings.Contains(err.Error(), "no leader is known") {
 		t.Fatalf("discovery: %v, want the electing curator's answer", err)
 	}
 	if lr.down[addrPort(electing)] {

@@ -62,6 +62,9 @@ type resolution struct {
 	// leader is whom the round found leading, nil if it found nobody.
 	leader *cpb.CuratorEndpoint
 	err    error
+	// unreachable is set when the round reached no curator at all: every
+	// one asked refused the connection or failed its handshake.
+	unreachable bool
 }
 
 // router is what a connection's resolver and its interceptors share. The
@@ -91,11 +94,11 @@ func (r *router) generation() uint64 {
 	return r.gen
 }
 
-func (r *router) publish(leader *cpb.CuratorEndpoint, err error) {
+func (r *router) publish(leader *cpb.CuratorEndpoint, err error, unreachable bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
-	r.resolutions.Set(&resolution{gen: r.gen, leader: leader, err: err})
+	r.resolutions.Set(&resolution{gen: r.gen, leader: leader, err: err, unreachable: unreachable})
 }
 
 // kick asks for a discovery round without waiting for it.
@@ -108,13 +111,12 @@ func (r *router) kick() {
 	}
 }
 
-// refresh asks for a discovery round and waits until a round newer than
-// seen has ended: whatever the connection routes to then is what the
+// refresh asks for a discovery round, waits until a round newer than
+// seen has ended, and returns that round's outcome: whatever the connection routes to then is what the
 // newest knowledge of the leadership says.
-func (r *router) refresh(ctx context.Context, seen uint64) error {
+func (r *router) refresh(ctx context.Context, seen uint64) (*resolution, error) {
 	r.kick()
-	_, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.gen > seen }))
-	return err
+	return event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.gen > seen }))
 }
 
 // Scheme implements resolver.Builder.
@@ -229,7 +231,7 @@ func (lr *leaderResolver) Close() {
 	// Calls waiting for a round try again now: on a closed connection
 	// they fail at once instead of waiting for their deadline, on an idle
 	// one they wake it, and a new resolver.
-	lr.r.publish(nil, errors.New("the connection is closing or going idle"))
+	lr.r.publish(nil, errors.New("the connection is closing or going idle"), false)
 }
 
 func (lr *leaderResolver) watchDirectory(ctx context.Context) {
@@ -304,7 +306,7 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 		default:
 		}
 
-		leader, err := lr.discover(ctx, hint)
+		leader, refused, err := lr.discover(ctx, hint)
 		last = time.Now()
 		if ctx.Err() != nil {
 			return
@@ -329,7 +331,7 @@ func (lr *leaderResolver) loop(ctx context.Context) {
 			wait = 0
 			lr.follow(leader)
 		}
-		lr.r.publish(leader, err)
+		lr.r.publish(leader, err, refused)
 	}
 }
 
@@ -419,14 +421,16 @@ func (lr *leaderResolver) publishState() {
 // (it handed the leadership over), that answer is taken too.
 //
 // hint, if set, is a leader a WatchLeader stream named: it is asked first
-// instead, and taken if it says it leads.
-func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoint) (*cpb.CuratorEndpoint, error) {
+// instead, and taken if it says it leads. refused reports a round in which
+// every curator asked refused the connection (see ask).
+func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoint) (_ *cpb.CuratorEndpoint, refused bool, _ error) {
 	eps := lr.candidates(hint)
 	lr.pruneProbes(eps)
 	if len(eps) == 0 {
-		return nil, errors.New("no curator endpoints are known")
+		return nil, false, errors.New("no curator endpoints are known")
 	}
 	var errs []error
+	refusals := 0
 	for _, ep := range eps {
 		ap := addrPort(ep)
 		resp, answered, err := lr.ask(ctx, ap)
@@ -436,6 +440,9 @@ func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoin
 			lr.down[ap] = true
 		}
 		if err != nil {
+			if lr.refusedConnection(ap, err) {
+				refusals++
+			}
 			errs = append(errs, fmt.Errorf("asking %s: %w", ap, err))
 			continue
 		}
@@ -449,9 +456,24 @@ func (lr *leaderResolver) discover(ctx context.Context, hint *cpb.CuratorEndpoin
 			errs = append(errs, fmt.Errorf("%s named %s as the leader, which did not answer", ap, named))
 			continue
 		}
-		return resp.Leader, nil
+		return resp.Leader, false, nil
 	}
-	return nil, errors.Join(errs...)
+	return nil, refusals == len(eps), errors.Join(errs...)
+}
+
+// refusedConnection says whether the probe of ap failed because no
+// connection could be made at all (refused, or a failed handshake), which
+// gRPC reports by putting the probe connection in TRANSIENT_FAILURE and
+// failing the call at once; a curator that let the probe time out may
+// only be slow, and is not counted.
+func (lr *leaderResolver) refusedConnection(ap netip.AddrPort, err error) bool {
+	if status.Code(err) != codes.Unavailable {
+		return false
+	}
+	lr.probeMu.Lock()
+	conn := lr.probes[ap]
+	lr.probeMu.Unlock()
+	return conn != nil && conn.GetState() == connectivity.TransientFailure
 }
 
 // probe returns the connection discovery and watchLeader ask ap on.
