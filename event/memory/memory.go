@@ -18,7 +18,8 @@
 //     atomic pointer. Set fills a spare box and publishes it; a value
 //     recycles two boxes, and readers count themselves in and out of a box
 //     while they copy from it, so that Set never writes into a box being
-//     read (it takes a new box then, which is rare). Steady Sets allocate
+//     read (it takes a new box then, which is rare), and needs no atomic
+//     operation of its own to find out. Steady Sets allocate
 //     nothing. The price: the box that was current keeps the previous data
 //     alive until the next Set overwrites it.
 //   - A watcher about to block registers, in an atomic word of its own, the
@@ -106,23 +107,16 @@ var (
 func Equal[T comparable](a, b T) bool { return a == b }
 
 // box holds one version of a value's data. Only Sets write into a box,
-// and only into one that is not current and that no reader holds: users
-// counts the readers copying out of it, and a writer holds it by
-// subtracting writing, which makes the count negative for as long as it
-// writes.
+// and only into one that is not current and that no reader is in: users
+// counts the readers copying out of it. A reader counts itself in and only
+// then checks that the box is still current, so a Set that finds no reader
+// in a box that is no longer current knows that none will read it until it
+// is published again.
 type box[T any] struct {
 	data    T
 	version uint64
 	users   atomic.Int64
 }
-
-const writing = 1 << 40
-
-// hold reserves b for writing, if no reader is in it.
-func (b *box[T]) hold() bool { return b.users.CompareAndSwap(0, -writing) }
-
-// release ends a hold: readers may enter again.
-func (b *box[T]) release() { b.users.Add(writing) }
 
 // Set replaces the value's data and wakes every watcher waiting for it. It
 // never blocks on watchers.
@@ -134,18 +128,13 @@ func (v *Value[T]) Set(data T) {
 		return
 	}
 	b := v.spare
-	v.spare = nil
-	held := b != nil && b.hold()
-	if !held {
+	if b == nil || b.users.Load() != 0 {
 		// The first Sets, or a reader is still copying out of the
-		// spare box (it started before the previous Set): a new box.
+		// spare box (it got in before the previous Set): a new box.
 		b = new(box[T])
 	}
 	version := v.version.Load() + 1
 	b.data, b.version = data, version
-	if held {
-		b.release()
-	}
 	v.cur.Store(b)
 	v.version.Store(version)
 	v.wake(version)
@@ -165,8 +154,10 @@ func (v *Value[T]) read(seen uint64) (data T, version uint64, ok bool) {
 		if b == nil {
 			return data, 0, false
 		}
-		if b.users.Add(1) <= 0 {
-			// A Set is rewriting b, so b is no longer current: retry.
+		b.users.Add(1)
+		if v.cur.Load() != b {
+			// Replaced before we counted ourselves in: a Set may be
+			// writing into it. Read the new box.
 			b.users.Add(-1)
 			continue
 		}
@@ -175,11 +166,7 @@ func (v *Value[T]) read(seen uint64) (data T, version uint64, ok bool) {
 		if ver > seen {
 			return d, ver, true
 		}
-		if v.cur.Load() == b {
-			return data, 0, false
-		}
-		// b was replaced while we read it: the data we copied is
-		// older than seen. Read the new box.
+		return data, 0, false
 	}
 }
 
