@@ -19,9 +19,7 @@
 //     recycles two boxes, and readers count themselves in and out of a box
 //     while they copy from it, so that Set never writes into a box being
 //     read (it takes a new box then, which is rare), and needs no atomic
-//     operation of its own to find out. Steady Sets allocate
-//     nothing. The price: the box that was current keeps the previous data
-//     alive until the next Set overwrites it.
+//     operation of its own to find out. Steady Sets allocate nothing.
 //   - A watcher about to block registers, in an atomic word of its own, the
 //     version it waits to pass, and pushes itself onto the value's
 //     lock-free stack of waiters if it is not on it already. Set takes the
@@ -138,9 +136,14 @@ func (v *Value[T]) Set(data T) {
 	v.cur.Store(b)
 	v.version.Store(version)
 	v.wake(version)
-	// The box that was current is the next Set's, which overwrites it.
-	// Clearing it now would cost the hand-off two more atomic operations;
-	// until then it keeps the previous data alive.
+	if old != nil && old.users.Load() == 0 {
+		// Nobody reads the box that was current, and nobody will
+		// before the next Set fills it: drop its data, so that a value
+		// keeps only its newest data alive. (If a reader is in it, the
+		// next Set takes a new box anyway.)
+		var zero T
+		old.data = zero
+	}
 	v.spare = old
 	v.setMu.Unlock()
 	v.getMetrics().sets.Inc()
