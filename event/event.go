@@ -48,8 +48,6 @@
 // [Watcher] exposes [Watcher.Ready], a channel that becomes ready to receive
 // once Get would return without blocking.
 //
-// # What this package does not do
-//
 // # Ranges
 //
 // A set of keys that each hold data (the node records of a cluster) is a

@@ -3,7 +3,10 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/polis-os/polis/event"
 )
@@ -158,6 +161,86 @@ func BenchmarkPingPong(b *testing.B) {
 		close(ping)
 		<-exited
 	})
+}
+
+// BenchmarkPingPongInterleaved is PingPong with the two kinds interleaved
+// in blocks of pingPongBlock round trips, so that the load of a shared
+// machine hits both alike: it reports the median time of a value round
+// trip and of a channel round trip over the blocks, and the median of the
+// ratios of neighbouring blocks (value/channel), the figure the goal is
+// stated in. The value side waits with a context that can be cancelled,
+// as workers do.
+func BenchmarkPingPongInterleaved(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ping, pong Value[int]
+	pingW, pongW := ping.Watch(), pong.Watch()
+	defer pingW.Close()
+	defer pongW.Close()
+	var echoes sync.WaitGroup
+	echoes.Go(func() {
+		for {
+			d, err := pingW.Get(ctx)
+			if err != nil {
+				return
+			}
+			pong.Set(d)
+		}
+	})
+	cping, cpong := make(chan int), make(chan int)
+	echoes.Go(func() {
+		for d := range cping {
+			cpong <- d
+		}
+	})
+	defer echoes.Wait()
+	defer close(cping)
+	defer cancel()
+
+	blocks := b.N/pingPongBlock + 1
+	valueNs := make([]float64, 0, blocks)
+	chanNs := make([]float64, 0, blocks)
+	i := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += 2 * pingPongBlock {
+		start := time.Now()
+		for range pingPongBlock {
+			ping.Set(i)
+			if d, err := pongW.Get(ctx); err != nil || d != i {
+				b.Fatalf("Get = %d, %v; want %d", d, err, i)
+			}
+			i++
+		}
+		mid := time.Now()
+		for range pingPongBlock {
+			cping <- i
+			if d := <-cpong; d != i {
+				b.Fatalf("got %d, want %d", d, i)
+			}
+			i++
+		}
+		end := time.Now()
+		valueNs = append(valueNs, float64(mid.Sub(start))/pingPongBlock)
+		chanNs = append(chanNs, float64(end.Sub(mid))/pingPongBlock)
+	}
+	b.StopTimer()
+	ratios := make([]float64, len(valueNs))
+	for k := range valueNs {
+		ratios[k] = valueNs[k] / chanNs[k]
+	}
+	b.ReportMetric(median(valueNs), "value-ns/rt")
+	b.ReportMetric(median(chanNs), "channel-ns/rt")
+	b.ReportMetric(median(ratios), "ratio")
+}
+
+// pingPongBlock is the number of round trips of one kind in a row.
+const pingPongBlock = 128
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // BenchmarkIdleWatcher reports the memory one idle watcher costs (B/op).

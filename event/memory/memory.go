@@ -1,13 +1,47 @@
 // Package memory implements event values that live in the memory of one
 // process.
 //
-// A [Value] keeps only the newest data and its version. Set stores them and
-// wakes the watchers blocked in Get (or selecting on Ready), and only those:
-// each has a one-slot channel of its own, made once and reused for every
-// wake-up, so a wake-up allocates nothing. An idle watcher is a small cursor
-// (a pointer to the value and the version it last returned) that Set never
-// looks at, so creating thousands of them costs little and a watcher nobody
-// reads never slows anybody down.
+// A [Value] keeps only the newest data and its version. Set publishes them
+// and wakes the watchers blocked in Get (or selecting on Ready), and only
+// those: an idle watcher is a small cursor (a pointer to the value and the
+// version it last returned) that Set never looks at, so creating thousands
+// of them costs little and a watcher nobody reads never slows anybody down.
+//
+// # The hand-off
+//
+// The path from Set to a Get blocked in another goroutine is built to cost
+// little more than a channel hand-off: no lock is shared by the two sides,
+// nothing is allocated, and the consumer blocks on one channel.
+//
+//   - The version is an atomic counter, so a Get finds out without a lock
+//     whether there is newer data, and reads it from a "box" behind an
+//     atomic pointer. Set fills a spare box and publishes it; a value
+//     recycles two boxes, and readers count themselves in and out of a box
+//     while they copy from it, so that Set never writes into a box being
+//     read (it takes a new box then, which is rare), and needs no atomic
+//     operation of its own to find out. Steady Sets allocate nothing.
+//   - A watcher about to block registers, in an atomic word of its own, the
+//     version it waits to pass, and pushes itself onto the value's
+//     lock-free stack of waiters if it is not on it already. Set takes the
+//     whole stack with one atomic swap, claims each registration with a
+//     compare-and-swap, and sends on the claimed watcher's one-slot
+//     channel, made on its first wait and reused. A registration is claimed
+//     once, by a Set that passes its version, by Close or by the watcher's
+//     context, and its claimer alone sends, so a signal is never stale and
+//     Ready's channel signals only when Get would not block (waiters.go).
+//   - A Get that waits with a context whose Done channel it waited on
+//     before (a consumer's loop) lets the context claim its registration
+//     through context.AfterFunc, so it too blocks on its channel alone: a
+//     select over the channel and ctx.Done() costs more than all the rest
+//     of the hand-off. A context made for one Get is selected on instead;
+//     registering it would cost an allocation for one wait.
+//
+// Sets are serialised by a mutex of their own, which Get and Ready never
+// take (Close does, when it cleans the stack of closed watchers up): Set
+// never blocks on watchers, however slow or abandoned they are. No
+// update is missed: a watcher registers before it looks at the version one
+// last time, and Set publishes the version before it takes the stack, so
+// one of the two sees the other.
 //
 // The zero Value is ready to use. Its Name and Equal fields configure it and
 // must be set before the value is shared:
@@ -24,8 +58,6 @@
 package memory
 
 import (
-	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -42,12 +74,23 @@ type Value[T any] struct {
 	// data. Set it before first use.
 	Equal func(a, b T) bool
 
-	mu      sync.Mutex
-	data    T
-	version uint64 // 0 while unset
-	// waiting are the watchers blocked in Get or selecting on Ready, which
-	// the next Set wakes (and forgets). Idle watchers are not in it.
-	waiting []*watcher[T]
+	// cur is the box of the newest data, nil while unset.
+	cur atomic.Pointer[box[T]]
+	// version is cur's version, published after cur: a watcher that sees
+	// a version finds its box (or a newer one) in cur.
+	version atomic.Uint64
+	// waiters is the top of the stack of watchers registered to be woken
+	// by the next Set (see waiters.go).
+	waiters atomic.Pointer[waitState[T]]
+	// stale counts watchers closed while on the stack since it was last
+	// emptied; pruneAt is how many make Close clean the stack up.
+	stale   atomic.Int64
+	pruneAt atomic.Int64
+
+	// setMu serialises writers: Sets and the stack's clean-up. Watchers
+	// never take it.
+	setMu sync.Mutex
+	spare *box[T] // the box the next Set fills; guarded by setMu
 
 	watchers atomic.Int64
 	metrics  atomic.Pointer[valueMetrics]
@@ -61,28 +104,73 @@ var (
 // Equal compares comparable data with ==, for use as Value.Equal.
 func Equal[T comparable](a, b T) bool { return a == b }
 
-// Set replaces the value's data and wakes every watcher. It never blocks on
-// watchers.
+// box holds one version of a value's data. Only Sets write into a box,
+// and only into one that is not current and that no reader is in: users
+// counts the readers copying out of it. A reader counts itself in and only
+// then checks that the box is still current, so a Set that finds no reader
+// in a box that is no longer current knows that none will read it until it
+// is published again.
+type box[T any] struct {
+	data    T
+	version uint64
+	users   atomic.Int64
+}
+
+// Set replaces the value's data and wakes every watcher waiting for it. It
+// never blocks on watchers.
 func (v *Value[T]) Set(data T) {
-	v.mu.Lock()
-	if v.Equal != nil && v.version != 0 && v.Equal(v.data, data) {
-		v.mu.Unlock()
+	v.setMu.Lock()
+	old := v.cur.Load()
+	if v.Equal != nil && old != nil && v.Equal(old.data, data) {
+		v.setMu.Unlock()
 		return
 	}
-	v.data = data
-	v.version++
-	for i, w := range v.waiting {
-		w.queued = false
-		// The slot holds at most one wake-up; one is enough.
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-		v.waiting[i] = nil
+	b := v.spare
+	if b == nil || b.users.Load() != 0 {
+		// The first Sets, or a reader is still copying out of the
+		// spare box (it got in before the previous Set): a new box.
+		b = new(box[T])
 	}
-	v.waiting = v.waiting[:0]
-	v.mu.Unlock()
+	version := v.version.Load() + 1
+	b.data, b.version = data, version
+	v.cur.Store(b)
+	v.version.Store(version)
+	v.wake(version)
+	if old != nil && old.users.Load() == 0 {
+		// Nobody reads the box that was current, and nobody will
+		// before the next Set fills it: drop its data, so that a value
+		// keeps only its newest data alive. (If a reader is in it, the
+		// next Set takes a new box anyway.)
+		var zero T
+		old.data = zero
+	}
+	v.spare = old
+	v.setMu.Unlock()
 	v.getMetrics().sets.Inc()
+}
+
+// read returns the newest data and its version if that version is above
+// seen; ok is false when there is no such data.
+func (v *Value[T]) read(seen uint64) (data T, version uint64, ok bool) {
+	for {
+		b := v.cur.Load()
+		if b == nil {
+			return data, 0, false
+		}
+		b.users.Add(1)
+		if v.cur.Load() != b {
+			// Replaced before we counted ourselves in: a Set may be
+			// writing into it. Read the new box.
+			b.users.Add(-1)
+			continue
+		}
+		d, ver := b.data, b.version
+		b.users.Add(-1)
+		if ver > seen {
+			return d, ver, true
+		}
+		return data, 0, false
+	}
 }
 
 // Watch returns a new watcher whose first Get returns the current data.
@@ -94,125 +182,5 @@ func (v *Value[T]) Watch() event.Watcher[T] {
 
 // Info reports the value's name, version and number of open watchers.
 func (v *Value[T]) Info() event.Info {
-	v.mu.Lock()
-	version := v.version
-	v.mu.Unlock()
-	return event.Info{Name: v.Name, Version: version, Watchers: int(v.watchers.Load())}
-}
-
-// load returns the current data and version of v if they are newer than
-// what w last returned. Otherwise it queues w for the next Set and returns
-// the channel that Set will signal.
-func (v *Value[T]) load(w *watcher[T]) (T, uint64, <-chan struct{}) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.version > w.seen {
-		return v.data, v.version, nil
-	}
-	if w.closed.Load() {
-		// Close set the flag before it took the mutex: a Get that gets
-		// here after Close must not wait for a signal already given.
-		return v.data, v.version, event.ClosedChan()
-	}
-	if !w.queued {
-		if w.wake == nil {
-			w.wake = make(chan struct{}, 1)
-		}
-		// A wake-up left over from an earlier wait (one that ended for
-		// another reason) would be a false alarm now. Only Set and Close
-		// fill the slot, under the mutex held here, so len is exact.
-		if len(w.wake) > 0 {
-			<-w.wake
-		}
-		w.queued = true
-		v.waiting = append(v.waiting, w)
-	}
-	return v.data, v.version, w.wake
-}
-
-// forget takes a closed w out of the queue of waiting watchers and wakes
-// its Get, if one waits.
-func (v *Value[T]) forget(w *watcher[T]) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if !w.queued {
-		return
-	}
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	w.queued = false
-	if i := slices.Index(v.waiting, w); i >= 0 {
-		v.waiting = slices.Delete(v.waiting, i, i+1)
-	}
-}
-
-// watcher is kept small on purpose: an idle watcher is this struct and
-// nothing else.
-type watcher[T any] struct {
-	v    *Value[T]
-	seen uint64 // version last returned by Get
-	// wake is the one-slot channel Set (and Close) signal while the
-	// watcher is queued; made on the first wait and reused. Guarded, with
-	// queued, by the value's mutex.
-	wake   chan struct{}
-	busy   atomic.Bool
-	closed atomic.Bool
-	queued bool
-}
-
-func (w *watcher[T]) Get(ctx context.Context, opts ...event.GetOption[T]) (T, error) {
-	var zero T
-	o := event.ParseGetOptions(opts)
-	if !w.busy.CompareAndSwap(false, true) {
-		return zero, event.ErrConcurrentGet
-	}
-	defer w.busy.Store(false)
-	for {
-		if w.closed.Load() {
-			return zero, event.ErrClosed
-		}
-		data, version, wake := w.v.load(w)
-		if wake == nil {
-			w.seen = version
-			if o.Accepts(data) {
-				w.v.getMetrics().deliveries.Inc()
-				return data, nil
-			}
-			continue
-		}
-		// Close signals the same channel, so a Get without a deadline
-		// waits on one channel only: the wake-up costs what a channel
-		// receive costs.
-		if done := ctx.Done(); done == nil {
-			<-wake
-		} else {
-			select {
-			case <-wake:
-			case <-done:
-				return zero, ctx.Err()
-			}
-		}
-	}
-}
-
-func (w *watcher[T]) Ready() <-chan struct{} {
-	_, _, wake := w.v.load(w)
-	if wake == nil {
-		return event.ClosedChan()
-	}
-	return wake
-}
-
-func (w *watcher[T]) LastVersion() uint64 { return w.seen }
-
-func (w *watcher[T]) Close() error {
-	if !w.closed.CompareAndSwap(false, true) {
-		return nil
-	}
-	w.v.forget(w)
-	w.v.watchers.Add(-1)
-	w.v.getMetrics().watchers.Dec()
-	return nil
+	return event.Info{Name: v.Name, Version: v.version.Load(), Watchers: int(v.watchers.Load())}
 }
