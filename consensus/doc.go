@@ -88,6 +88,14 @@
 // a method of the Status, not of the namespaced clients, which cannot see
 // past their namespace.
 //
+// A [Snapshotter], a runnable beside the Service, keeps periodic snapshots
+// on the member's own disk, as a [SnapshotPolicy] says (every hour, the
+// last six, by default): each written to a temporary file, checked against
+// etcd's hash, synced and only then renamed, 0600 since the database holds
+// the CA keys, the oldest pruned. [ListSnapshots] lists them. They are what
+// is left to recover from when the other members and every backup are
+// gone.
+//
 // # Recovery after quorum loss
 //
 // [PrepareRecovery], run against a stopped survivor's data directory,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
@@ -25,6 +26,10 @@ type BootstrapParams struct {
 	// NodeStatus is the first node's status, checked as every status the
 	// curator stores.
 	NodeStatus *cpb.NodeStatus
+	// SnapshotPolicy is how every consensus member keeps periodic
+	// snapshots; nil means the defaults (consensus.DefaultSnapshotInterval
+	// and DefaultSnapshotKeep).
+	SnapshotPolicy *cpb.SnapshotPolicy
 }
 
 // ErrBootstrapMismatch is returned by Bootstrap when the store already holds
@@ -56,6 +61,17 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	if err := checkNodeStatus(p.NodeStatus); err != nil {
 		return nil, fmt.Errorf("bootstrap: the first node's %w", err)
 	}
+	if err := CheckSnapshotPolicy(p.SnapshotPolicy); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	ops := []clientv3.Op{}
+	if p.SnapshotPolicy != nil {
+		policy, err := proto.Marshal(p.SnapshotPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(snapshotPolicyKey, string(policy)))
+	}
 	ca, _, err := identity.EnsureCA(ctx, cli, now)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -78,7 +94,7 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	}
 	resp, err := cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", 0)).
-		Then(clientv3.OpPut(ownerKey, string(p.OwnerKey)), clientv3.OpPut(ticketKey, string(ticket)), op).
+		Then(append([]clientv3.Op{clientv3.OpPut(ownerKey, string(p.OwnerKey)), clientv3.OpPut(ticketKey, string(ticket)), op}, ops...)...).
 		Else(clientv3.OpGet(ownerKey), clientv3.OpGet(nodeKey(id))).
 		Commit()
 	if err != nil {

@@ -19,7 +19,7 @@ const DefaultHeartbeatInterval = 5 * time.Second
 
 // DefaultMaxNewNodes is how many NEW records (nodes registered and not yet
 // approved) the cluster holds at most, unless Config.MaxNewNodes says
-// otherwise. With statuses of at most 1 KiB, that bounds what holders of
+// otherwise. With statuses of at most 1.5 KiB, that bounds what holders of
 // the register ticket can make etcd store, and every watcher receive,
 // without any operator's approval to well under a megabyte.
 const DefaultMaxNewNodes = 512

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/consensus"
 )
 
 // followerRounds is how many times each read is checked straight after a
@@ -36,6 +37,9 @@ func TestFollowerReads(t *testing.T) {
 		}
 		if !bytes.Equal(resp.ClusterDirectory.CaCertificate, c.ca.Certificate().Raw) {
 			t.Fatal("GetClusterInfo at the follower: not the cluster's CA certificate")
+		}
+		if p := resp.ConsensusSnapshots; p.GetInterval().AsDuration() != consensus.DefaultSnapshotInterval || p.GetKeep() != consensus.DefaultSnapshotKeep {
+			t.Fatalf("GetClusterInfo at the follower: snapshot policy %v, want the defaults", p)
 		}
 		var ids []string
 		for _, ep := range resp.ClusterDirectory.Curators {

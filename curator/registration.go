@@ -24,7 +24,7 @@ import (
 //     node had it on disk) register nobody.
 //   - What is stored per key is bounded: one key makes one record, its
 //     status is checked in full (validate.go: no unknown fields, at most
-//     1 KiB), and a key's retries replace its status at most once per
+//     1.5 KiB), and a key's retries replace its status at most once per
 //     RegisterStatusInterval, so one key cannot churn etcd's history
 //     either.
 //   - What is stored in all is bounded: at most Config.MaxNewNodes NEW

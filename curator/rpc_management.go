@@ -48,7 +48,11 @@ func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoReq
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "%v", err)
 	}
-	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir, LastRecovery: rec}, nil
+	policy, err := SnapshotPolicy(ctx, r.s.cfg.Client)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir, LastRecovery: rec, ConsensusSnapshots: policy}, nil
 }
 
 // ListNodes serves from the node cache, the same view that authorises

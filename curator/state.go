@@ -30,6 +30,9 @@ const (
 	// recoveryKey holds the cluster's last recovery after quorum loss, a
 	// cpb.ClusterRecovery, once the lost members are dropped (recovery.go).
 	recoveryKey = "cluster/recovery"
+	// snapshotPolicyKey holds the cluster's cpb.SnapshotPolicy as given at
+	// bootstrap; absent, the defaults apply (snapshotpolicy.go).
+	snapshotPolicyKey = "cluster/snapshot-policy"
 )
 
 func retiredKey(id string) string { return retiredPrefix + id }

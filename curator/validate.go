@@ -47,8 +47,9 @@ import (
 // Limits on what the curator stores.
 const (
 	// maxStatusSize is the largest NodeStatus, encoded. A real one is
-	// under 200 bytes.
-	maxStatusSize = 1024
+	// under 200 bytes, plus up to about 350 for a consensus member's
+	// list of snapshots and 450 for the Kubernetes notes.
+	maxStatusSize = 1536
 	// maxNodeRecordSize is the largest node record, encoded: 64 labels of
 	// the longest form take about 25 KiB, and a consensus member's join
 	// data a few KiB plus its peers and the peer CA's revocation list.
@@ -154,6 +155,7 @@ func checkNodeStatus(st *cpb.NodeStatus) error {
 	if k := st.Kubernetes; k != nil {
 		errs = append(errs, checkKubernetesStatus(k)...)
 	}
+	errs = append(errs, checkConsensusSnapshots(st.ConsensusSnapshots)...)
 	if st.Timestamp != nil {
 		if err := st.Timestamp.CheckValid(); err != nil {
 			errs = append(errs, fmt.Errorf("timestamp: %w", err))

@@ -230,9 +230,10 @@ func (n *Node) Run(ctx context.Context) error {
 		case *nodev1.NodeParameters_ClusterBootstrap:
 			logger.Info("bootstrapping a new cluster", zap.String("node", identity.NodeID(pub)), zap.Strings("parameters_from", sources))
 			cp.Bootstrap = &curator.BootstrapParams{
-				OwnerKey:   c.ClusterBootstrap.OwnerPublicKey,
-				NodeKey:    pub,
-				NodeStatus: n.status(),
+				OwnerKey:       c.ClusterBootstrap.OwnerPublicKey,
+				NodeKey:        pub,
+				NodeStatus:     n.status(),
+				SnapshotPolicy: c.ClusterBootstrap.GetInitialClusterConfiguration().GetConsensusSnapshots(),
 			}
 			en.localCurator = true
 		case *nodev1.NodeParameters_ClusterRegister:

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/localstorage"
 )
 
@@ -222,6 +223,9 @@ func ValidateParameters(p *nodev1.NodeParameters) error {
 	case *nodev1.NodeParameters_ClusterBootstrap:
 		if n := len(c.ClusterBootstrap.GetOwnerPublicKey()); n != ed25519.PublicKeySize {
 			return fmt.Errorf("cluster_bootstrap.owner_public_key must be an ed25519 public key (%d bytes), not %d bytes", ed25519.PublicKeySize, n)
+		}
+		if err := curator.CheckSnapshotPolicy(c.ClusterBootstrap.GetInitialClusterConfiguration().GetConsensusSnapshots()); err != nil {
+			return fmt.Errorf("cluster_bootstrap.initial_cluster_configuration.consensus_snapshots: %w", err)
 		}
 	case *nodev1.NodeParameters_ClusterRegister:
 		r := c.ClusterRegister

@@ -112,6 +112,10 @@ func TestValidateParameters(t *testing.T) {
 		"bad address": {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Address = "example.com" }), "curators[0]"},
 		"no port":     {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Port = 0 }), "curators[0]"},
 		"bad ca":      {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.CaCertificate = []byte("x") }), "ca_certificate"},
+		"snapshots kept": {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{
+			OwnerPublicKey:              make([]byte, ed25519.PublicKeySize),
+			InitialClusterConfiguration: &nodev1.ClusterConfiguration{ConsensusSnapshots: &cpb.SnapshotPolicy{Keep: 1000}},
+		}}}, "consensus_snapshots: snapshot policy: keep 1000"},
 	} {
 		if err := ValidateParameters(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error about %s", name, err, tc.want)

@@ -351,6 +351,7 @@ later commands find the cluster after its control plane has moved.`,
 				if err := writeClusterInfo(cmd.OutOrStdout(), resp.ClusterDirectory); err != nil {
 					return err
 				}
+				writeSnapshotPolicy(cmd.OutOrStdout(), resp.ConsensusSnapshots)
 				return writeRecovery(cmd.OutOrStdout(), resp.LastRecovery)
 			})
 		},

@@ -198,6 +198,13 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	if p := st.GetConsensusPeerPort(); p != 0 {
 		row("Consensus peer port", fmt.Sprint(p))
 	}
+	if n.GetRoles().GetConsensusMember() != nil || len(st.GetConsensusSnapshots()) > 0 {
+		heading, lines := snapshotRows(st.GetConsensusSnapshots())
+		row("Consensus snapshots", heading)
+		for _, l := range lines {
+			fmt.Fprintf(tw, "\t  %s\n", l)
+		}
+	}
 	if n.GetRoles().GetKubernetesController() != nil {
 		row("Kubernetes controller", kubernetesController(st.GetKubernetes()))
 	}

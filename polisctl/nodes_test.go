@@ -3,6 +3,9 @@ package polisctl
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 )
@@ -45,5 +48,39 @@ func TestDescribeKubernetes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// node describe lists the periodic snapshots a consensus member reported,
+// newest first, and says when it has none yet.
+func TestDescribeSnapshots(t *testing.T) {
+	at := time.Date(2026, 11, 25, 14, 0, 0, 0, time.UTC)
+	member := &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+	describe := func(roles *cpb.Roles, snaps []*cpb.ConsensusSnapshot) string {
+		var b strings.Builder
+		n := &cpb.Node{Id: "n1", State: cpb.NodeState_NODE_STATE_UP, Roles: roles, Status: &cpb.NodeStatus{ExternalAddress: "192.0.2.1", ConsensusSnapshots: snaps}}
+		if err := writeNode(&b, n); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	out := describe(member, []*cpb.ConsensusSnapshot{
+		{TakenAt: timestamppb.New(at), Revision: 1234, Size: 3 << 20},
+		{TakenAt: timestamppb.New(at.Add(-time.Hour)), Revision: 1000, Size: 512},
+	})
+	for _, want := range []string{
+		"Consensus snapshots: 2 on the node's disk, newest first\n",
+		"  2026-11-25T14:00:00Z  revision 1234  3.0 MiB\n",
+		"  2026-11-25T13:00:00Z  revision 1000  512 B\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+	if out := describe(member, nil); !strings.Contains(out, "Consensus snapshots: none yet\n") {
+		t.Errorf("a member without snapshots:\n%s", out)
+	}
+	if out := describe(&cpb.Roles{}, nil); strings.Contains(out, "snapshots") {
+		t.Errorf("a node that is no member:\n%s", out)
 	}
 }

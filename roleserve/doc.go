@@ -77,6 +77,12 @@
 // tests, and for the kubernetes worker, which takes the consensus member
 // from it and waits on that member's own status.
 //
+// controlplane also runs the member's consensus.Snapshotter, which keeps
+// periodic snapshots beside the member's data as the cluster's policy
+// (curator.SnapshotPolicy) says, and publishes their list as
+// consensusSnapshots (nil while no member runs, withdrawn like the rest),
+// which statuspush reports for polisctl node describe.
+//
 // # What it does not do
 //
 // The role server does not enrol the node: credentials come from outside

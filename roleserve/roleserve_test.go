@@ -29,13 +29,13 @@ func TestRoleServerGraph(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 	const want = `clusterdirectory: reads membership; writes directory
-controlplane: reads localRoles; writes consensus.status, curator-status, localControlPlane, localCurator
+controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
 kubernetesworker: reads localLabels, localRoles, membership; writes kube.kubelet.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localLabels, localRoles
-statuspush: reads kubernetes, kubernetesWorker, localCurator, membership; writes nothing
+statuspush: reads consensusSnapshots, kubernetes, kubernetesWorker, localCurator, membership; writes nothing
 `
 	if got := rs.Graph().String(); got != want {
 		t.Errorf("graph:\n%s\nwant:\n%s", got, want)

@@ -50,6 +50,10 @@ type Values struct {
 	// LocalLabels are this node's labels in the curator; nil before they
 	// are known. The Kubernetes Node is registered with them.
 	LocalLabels memory.Value[map[string]string]
+	// ConsensusSnapshots are the periodic snapshots the node's consensus
+	// member keeps on its disk, newest first, as the node reports them;
+	// nil while it runs none.
+	ConsensusSnapshots memory.Value[[]*cpb.ConsensusSnapshot]
 }
 
 // NewValues returns the role server's values, named for logs and the graph.
@@ -64,6 +68,10 @@ func NewValues() *Values {
 	v.Kubernetes.Name = "kubernetes"
 	v.KubernetesWorker.Name = "kubernetesWorker"
 	v.LocalLabels.Name = "localLabels"
+	v.ConsensusSnapshots.Name = "consensusSnapshots"
+	v.ConsensusSnapshots.Equal = func(a, b []*cpb.ConsensusSnapshot) bool {
+		return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *cpb.ConsensusSnapshot) bool { return proto.Equal(x, y) })
+	}
 	// Workers publish these whenever they have looked again (after a
 	// restart, after a new Watch message); an unchanged answer must not wake
 	// every reader.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
@@ -40,6 +42,9 @@ type ControlPlaneConfig struct {
 	ConsensusPort, CuratorPort uint16
 	// EtcdDir is the consensus member's data directory.
 	EtcdDir string
+	// SnapshotDir is where the member keeps its periodic snapshots;
+	// "consensus-snapshots" beside EtcdDir if empty.
+	SnapshotDir string
 	// Bootstrap is set when this node bootstraps a new cluster: the worker
 	// then runs the control plane without waiting for roles (there is no
 	// curator to ask yet) and initialises the curator's state.
@@ -56,6 +61,13 @@ func (c *ControlPlaneConfig) consensusPort() uint16 {
 		return DefaultConsensusPort
 	}
 	return c.ConsensusPort
+}
+
+func (c *ControlPlaneConfig) snapshotDir() string {
+	if c.SnapshotDir == "" {
+		return filepath.Join(filepath.Dir(c.EtcdDir), "consensus-snapshots")
+	}
+	return c.SnapshotDir
 }
 
 func (c *ControlPlaneConfig) curatorPort() uint16 {
@@ -81,9 +93,10 @@ type workerControlPlane struct {
 	// cluster): such data can never serve again, and the next start with
 	// fresh join data clears it and joins anew.
 	discardData  bool
-	roles        event.ValueWatch[*cpb.Roles]      // reads
-	local        event.Value[*LocalControlPlane]   // writes
-	localCurator event.Value[*cpb.CuratorEndpoint] // writes
+	roles        event.ValueWatch[*cpb.Roles]          // reads
+	local        event.Value[*LocalControlPlane]       // writes
+	localCurator event.Value[*cpb.CuratorEndpoint]     // writes
+	snapshots    event.Value[[]*cpb.ConsensusSnapshot] // writes
 }
 
 // The statuses of the services the controlplane worker runs, which it
@@ -112,6 +125,7 @@ func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerC
 		roles:        Reads[*cpb.Roles](g, name, &v.LocalRoles),
 		local:        Writes[*LocalControlPlane](g, name, &v.LocalControlPlane),
 		localCurator: Writes[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
+		snapshots:    Writes[[]*cpb.ConsensusSnapshot](g, name, &v.ConsensusSnapshots),
 	}
 }
 
@@ -132,6 +146,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	logger := supervisor.Logger(ctx)
 	w.local.Set(nil)
 	w.localCurator.Set(nil)
+	w.snapshots.Set(nil)
 	in := w.g.Inputs("controlplane")
 	defer in.Close()
 
@@ -152,6 +167,11 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 		logger.Info("discarding the data of this node's removed consensus member before joining again", zap.String("dir", w.cfg.EtcdDir))
 		if err := os.RemoveAll(w.cfg.EtcdDir); err != nil {
 			return fmt.Errorf("discarding the removed member's data: %w", err)
+		}
+		// Its snapshots go too: they hold the cluster's CA keys, which
+		// a node that is no member has no business keeping.
+		if err := os.RemoveAll(w.cfg.snapshotDir()); err != nil {
+			return fmt.Errorf("discarding the removed member's snapshots: %w", err)
 		}
 		w.discardData = false
 	}
@@ -201,6 +221,22 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 		}
 		w.bootstrapped = true
 	}
+	// The member's periodic snapshots, as often and as many as the
+	// cluster's policy (in the curator's state) says.
+	snaps, err := consensus.NewSnapshotter(consensus.SnapshotterConfig{
+		Status: cons.Status(),
+		Dir:    w.cfg.snapshotDir(),
+		Policy: func(ctx context.Context) (consensus.SnapshotPolicy, error) {
+			return curator.ConsensusSnapshotPolicy(ctx, cli)
+		},
+		Publish: func(files []consensus.SnapshotFile) { w.snapshots.Set(snapshotsProto(files)) },
+	})
+	if err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "snapshots", snaps.Run); err != nil {
+		return err
+	}
 	cur, err := curator.New(curator.Config{
 		Client:            cli,
 		Consensus:         cons.Status(),
@@ -226,6 +262,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	supervisor.Cleanup(ctx, func() {
 		w.localCurator.Set(nil)
 		w.local.Set(nil)
+		w.snapshots.Set(nil)
 	})
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 
@@ -295,4 +332,15 @@ func joinData(j *cpb.ConsensusJoinData) *consensus.JoinData {
 		jd.Peers = append(jd.Peers, consensus.Peer{Name: p.Name, Address: p.Address})
 	}
 	return jd
+}
+
+// snapshotsProto is how the node reports its member's snapshots: never
+// more than the curator accepts. Not nil: nil is the value of a node that
+// runs no member.
+func snapshotsProto(files []consensus.SnapshotFile) []*cpb.ConsensusSnapshot {
+	res := []*cpb.ConsensusSnapshot{}
+	for _, f := range files[:min(len(files), consensus.MaxSnapshotKeep)] {
+		res = append(res, &cpb.ConsensusSnapshot{TakenAt: timestamppb.New(f.Time), Revision: f.Revision, Size: f.Size})
+	}
+	return res
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"net/netip"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,12 +42,13 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := subnets.Addrs(1)[0]
+	dataDir := t.TempDir()
 	var g Graph
 	v := NewValues()
 	w := newWorkerControlPlane(&g, v, ControlPlaneConfig{
 		NodeKey: key,
 		Address: addr,
-		EtcdDir: t.TempDir() + "/etcd",
+		EtcdDir: dataDir + "/etcd",
 		Bootstrap: &curator.BootstrapParams{
 			OwnerKey:   owner.Public().(ed25519.PublicKey),
 			NodeKey:    key.Public().(ed25519.PublicKey),
@@ -75,6 +77,13 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	}
 	if _, err := event.Get(waitCtx(t), local.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {
 		t.Fatalf("the bootstrapped curator never led: %v", err)
+	}
+	// The member's first periodic snapshot is taken at once, kept beside
+	// its data and reported.
+	snaps := waitFor(t, &v.ConsensusSnapshots, "a periodic snapshot", func(s []*cpb.ConsensusSnapshot) bool { return len(s) > 0 })
+	files, err := consensus.ListSnapshots(filepath.Join(dataDir, "consensus-snapshots"))
+	if err != nil || len(files) != len(snaps) || files[0].Revision != snaps[0].Revision || files[0].Size != snaps[0].Size {
+		t.Fatalf("snapshots on disk %+v (%v), reported %v", files, err, snaps)
 	}
 
 	// Roles arrive with ConsensusMember: nothing changes.
@@ -111,6 +120,9 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	}
 	if ep := latest(&v.LocalCurator); ep != nil {
 		t.Errorf("LocalCurator %v still published after the control plane stopped", ep)
+	}
+	if s := latest(&v.ConsensusSnapshots); s != nil {
+		t.Errorf("ConsensusSnapshots %v still published after the control plane stopped", s)
 	}
 	if st, err := event.Get(waitCtx(t), again.Curator.Status()); err != nil || st != nil {
 		t.Errorf("status of the stopped curator = %v, %v; want nil", st, err)

@@ -17,13 +17,15 @@ import (
 // workerStatusPush reports this node's status to the curator whenever it
 // changes: its address, version and boot, the curator it runs, which is
 // how the other nodes find that curator (see workerClusterDirectory), and
-// what it runs of Kubernetes (what polisctl node describe shows).
+// what it runs of Kubernetes and the consensus snapshots it keeps (what
+// polisctl node describe shows).
 type workerStatusPush struct {
 	g            *Graph
-	membership   event.ValueWatch[*ClusterMembership]      // reads
-	localCurator event.ValueWatch[*cpb.CuratorEndpoint]    // reads
-	kubernetes   event.ValueWatch[*KubernetesStatus]       // reads
-	kubeWorker   event.ValueWatch[*KubernetesWorkerStatus] // reads
+	membership   event.ValueWatch[*ClusterMembership]       // reads
+	localCurator event.ValueWatch[*cpb.CuratorEndpoint]     // reads
+	kubernetes   event.ValueWatch[*KubernetesStatus]        // reads
+	kubeWorker   event.ValueWatch[*KubernetesWorkerStatus]  // reads
+	snapshots    event.ValueWatch[[]*cpb.ConsensusSnapshot] // reads
 
 	node NodeInfo
 	// consensusPort is where a consensus member on this node listens for
@@ -40,6 +42,7 @@ func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint1
 		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
 		kubernetes:    Reads[*KubernetesStatus](g, name, &v.Kubernetes),
 		kubeWorker:    Reads[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
+		snapshots:     Reads[[]*cpb.ConsensusSnapshot](g, name, &v.ConsensusSnapshots),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -58,6 +61,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 	local := Input(in, w.localCurator, nil)
 	kube := Input(in, w.kubernetes, nil)
 	kubeWorker := Input(in, w.kubeWorker, nil)
+	snapshots := Input(in, w.snapshots, nil)
 
 	// sent is what this run reported; a restart reports again, since a
 	// failed call may or may not have reached the curator.
@@ -68,6 +72,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 			return err
 		}
 		status := w.status(local.Latest(), kube.Latest(), kubeWorker.Latest())
+		status.ConsensusSnapshots = snapshots.Latest()
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
 		if proto.Equal(status, sent) && !m.Changed() {

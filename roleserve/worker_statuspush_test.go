@@ -26,6 +26,7 @@ func TestStatusPush(t *testing.T) {
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
 	v.KubernetesWorker.Set(nil)
+	v.ConsensusSnapshots.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 
@@ -89,6 +90,7 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
 	v.KubernetesWorker.Set(nil)
+	v.ConsensusSnapshots.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
@@ -104,6 +106,7 @@ func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
 	v.KubernetesWorker.Set(nil)
+	v.ConsensusSnapshots.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the first status", statusCount(1))

@@ -642,9 +642,13 @@ type NodeStatus struct {
 	ConsensusPeerPort uint32 `protobuf:"varint,6,opt,name=consensus_peer_port,json=consensusPeerPort,proto3" json:"consensus_peer_port,omitempty"`
 	// What the node runs of Kubernetes; unset while it holds no Kubernetes
 	// role.
-	Kubernetes    *KubernetesStatus `protobuf:"bytes,7,opt,name=kubernetes,proto3" json:"kubernetes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kubernetes *KubernetesStatus `protobuf:"bytes,7,opt,name=kubernetes,proto3" json:"kubernetes,omitempty"`
+	// The periodic snapshots the node's consensus member keeps on the
+	// node's disk, newest first; empty while it runs no consensus member.
+	// At most 16.
+	ConsensusSnapshots []*ConsensusSnapshot `protobuf:"bytes,8,rep,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -726,6 +730,137 @@ func (x *NodeStatus) GetKubernetes() *KubernetesStatus {
 	return nil
 }
 
+func (x *NodeStatus) GetConsensusSnapshots() []*ConsensusSnapshot {
+	if x != nil {
+		return x.ConsensusSnapshots
+	}
+	return nil
+}
+
+// ConsensusSnapshot is one periodic snapshot of the consensus database a
+// member keeps on its node's disk (see SnapshotPolicy).
+type ConsensusSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it was taken, by the node's clock, to the second.
+	TakenAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=taken_at,json=takenAt,proto3" json:"taken_at,omitempty"`
+	// The etcd revision it holds at least.
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Its size in bytes.
+	Size          int64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsensusSnapshot) Reset() {
+	*x = ConsensusSnapshot{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsensusSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsensusSnapshot) ProtoMessage() {}
+
+func (x *ConsensusSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsensusSnapshot.ProtoReflect.Descriptor instead.
+func (*ConsensusSnapshot) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ConsensusSnapshot) GetTakenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TakenAt
+	}
+	return nil
+}
+
+func (x *ConsensusSnapshot) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ConsensusSnapshot) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// SnapshotPolicy says how often every consensus member writes a snapshot
+// of the cluster's database to its own disk, and how many it keeps. It is
+// chosen at bootstrap and kept in the cluster's state, so every member
+// follows the same.
+type SnapshotPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Between two snapshots; unset: one hour. At least one second, at most
+	// a week.
+	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
+	// How many are kept, the newest; 0: 6. At most 16.
+	Keep          uint32 `protobuf:"varint,2,opt,name=keep,proto3" json:"keep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotPolicy) Reset() {
+	*x = SnapshotPolicy{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotPolicy) ProtoMessage() {}
+
+func (x *SnapshotPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotPolicy.ProtoReflect.Descriptor instead.
+func (*SnapshotPolicy) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SnapshotPolicy) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *SnapshotPolicy) GetKeep() uint32 {
+	if x != nil {
+		return x.Keep
+	}
+	return 0
+}
+
 // KubernetesStatus is what a node runs for its Kubernetes roles, as its
 // kubernetes worker sees it.
 type KubernetesStatus struct {
@@ -759,7 +894,7 @@ type KubernetesStatus struct {
 
 func (x *KubernetesStatus) Reset() {
 	*x = KubernetesStatus{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +906,7 @@ func (x *KubernetesStatus) String() string {
 func (*KubernetesStatus) ProtoMessage() {}
 
 func (x *KubernetesStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +919,7 @@ func (x *KubernetesStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesStatus.ProtoReflect.Descriptor instead.
 func (*KubernetesStatus) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KubernetesStatus) GetRunning() []string {
@@ -854,7 +989,7 @@ type RunningCurator struct {
 
 func (x *RunningCurator) Reset() {
 	*x = RunningCurator{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1001,7 @@ func (x *RunningCurator) String() string {
 func (*RunningCurator) ProtoMessage() {}
 
 func (x *RunningCurator) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1014,7 @@ func (x *RunningCurator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningCurator.ProtoReflect.Descriptor instead.
 func (*RunningCurator) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunningCurator) GetPort() uint32 {
@@ -905,7 +1040,7 @@ type CuratorEndpoint struct {
 
 func (x *CuratorEndpoint) Reset() {
 	*x = CuratorEndpoint{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1052,7 @@ func (x *CuratorEndpoint) String() string {
 func (*CuratorEndpoint) ProtoMessage() {}
 
 func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1065,7 @@ func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CuratorEndpoint.ProtoReflect.Descriptor instead.
 func (*CuratorEndpoint) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CuratorEndpoint) GetNodeId() string {
@@ -977,7 +1112,7 @@ type ClusterDirectory struct {
 
 func (x *ClusterDirectory) Reset() {
 	*x = ClusterDirectory{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1124,7 @@ func (x *ClusterDirectory) String() string {
 func (*ClusterDirectory) ProtoMessage() {}
 
 func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1137,7 @@ func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDirectory.ProtoReflect.Descriptor instead.
 func (*ClusterDirectory) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClusterDirectory) GetCurators() []*CuratorEndpoint {
@@ -1035,7 +1170,7 @@ type KubernetesAPIServer struct {
 
 func (x *KubernetesAPIServer) Reset() {
 	*x = KubernetesAPIServer{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1182,7 @@ func (x *KubernetesAPIServer) String() string {
 func (*KubernetesAPIServer) ProtoMessage() {}
 
 func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1195,7 @@ func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
 func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KubernetesAPIServer) GetNodeId() string {
@@ -1117,7 +1252,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1a\n" +
 	"\x18KubernetesControllerRole\"\x16\n" +
-	"\x14KubernetesWorkerRole\"\xe3\x02\n" +
+	"\x14KubernetesWorkerRole\"\xb9\x03\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x10external_address\x18\x01 \x01(\tR\x0fexternalAddress\x12I\n" +
@@ -1128,7 +1263,15 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x13consensus_peer_port\x18\x06 \x01(\rR\x11consensusPeerPort\x12B\n" +
 	"\n" +
 	"kubernetes\x18\a \x01(\v2\".polis.curator.v1.KubernetesStatusR\n" +
-	"kubernetes\"\xbd\x02\n" +
+	"kubernetes\x12T\n" +
+	"\x13consensus_snapshots\x18\b \x03(\v2#.polis.curator.v1.ConsensusSnapshotR\x12consensusSnapshots\"z\n" +
+	"\x11ConsensusSnapshot\x125\n" +
+	"\btaken_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"[\n" +
+	"\x0eSnapshotPolicy\x125\n" +
+	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x12\n" +
+	"\x04keep\x18\x02 \x01(\rR\x04keep\"\xbd\x02\n" +
 	"\x10KubernetesStatus\x12\x18\n" +
 	"\arunning\x18\x01 \x03(\tR\arunning\x12'\n" +
 	"\x0fapiserver_ready\x18\x02 \x01(\bR\x0eapiserverReady\x12%\n" +
@@ -1179,7 +1322,7 @@ func file_polis_curator_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_polis_curator_v1_common_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: polis.curator.v1.NodeState
 	(NodeHealth)(0),                  // 1: polis.curator.v1.NodeHealth
@@ -1191,36 +1334,41 @@ var file_polis_curator_v1_common_proto_goTypes = []any{
 	(*KubernetesControllerRole)(nil), // 7: polis.curator.v1.KubernetesControllerRole
 	(*KubernetesWorkerRole)(nil),     // 8: polis.curator.v1.KubernetesWorkerRole
 	(*NodeStatus)(nil),               // 9: polis.curator.v1.NodeStatus
-	(*KubernetesStatus)(nil),         // 10: polis.curator.v1.KubernetesStatus
-	(*RunningCurator)(nil),           // 11: polis.curator.v1.RunningCurator
-	(*CuratorEndpoint)(nil),          // 12: polis.curator.v1.CuratorEndpoint
-	(*ClusterDirectory)(nil),         // 13: polis.curator.v1.ClusterDirectory
-	(*KubernetesAPIServer)(nil),      // 14: polis.curator.v1.KubernetesAPIServer
-	nil,                              // 15: polis.curator.v1.Node.LabelsEntry
-	(*durationpb.Duration)(nil),      // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*ConsensusSnapshot)(nil),        // 10: polis.curator.v1.ConsensusSnapshot
+	(*SnapshotPolicy)(nil),           // 11: polis.curator.v1.SnapshotPolicy
+	(*KubernetesStatus)(nil),         // 12: polis.curator.v1.KubernetesStatus
+	(*RunningCurator)(nil),           // 13: polis.curator.v1.RunningCurator
+	(*CuratorEndpoint)(nil),          // 14: polis.curator.v1.CuratorEndpoint
+	(*ClusterDirectory)(nil),         // 15: polis.curator.v1.ClusterDirectory
+	(*KubernetesAPIServer)(nil),      // 16: polis.curator.v1.KubernetesAPIServer
+	nil,                              // 17: polis.curator.v1.Node.LabelsEntry
+	(*durationpb.Duration)(nil),      // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_common_proto_depIdxs = []int32{
 	0,  // 0: polis.curator.v1.Node.state:type_name -> polis.curator.v1.NodeState
 	3,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
 	9,  // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
-	15, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
+	17, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
 	1,  // 4: polis.curator.v1.Node.health:type_name -> polis.curator.v1.NodeHealth
-	16, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
+	18, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
 	4,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
 	7,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
 	8,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
 	5,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
 	6,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
-	11, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
-	17, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
-	10, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
-	12, // 14: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
+	19, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
+	12, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
+	10, // 14: polis.curator.v1.NodeStatus.consensus_snapshots:type_name -> polis.curator.v1.ConsensusSnapshot
+	19, // 15: polis.curator.v1.ConsensusSnapshot.taken_at:type_name -> google.protobuf.Timestamp
+	18, // 16: polis.curator.v1.SnapshotPolicy.interval:type_name -> google.protobuf.Duration
+	14, // 17: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_common_proto_init() }
@@ -1234,7 +1382,7 @@ func file_polis_curator_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_common_proto_rawDesc), len(file_polis_curator_v1_common_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

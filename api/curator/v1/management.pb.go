@@ -66,9 +66,12 @@ type GetClusterInfoResponse struct {
 	ClusterDirectory *ClusterDirectory `protobuf:"bytes,1,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
 	// The cluster's last recovery after it lost its quorum; unset if it
 	// never had one.
-	LastRecovery  *ClusterRecovery `protobuf:"bytes,2,opt,name=last_recovery,json=lastRecovery,proto3" json:"last_recovery,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastRecovery *ClusterRecovery `protobuf:"bytes,2,opt,name=last_recovery,json=lastRecovery,proto3" json:"last_recovery,omitempty"`
+	// How the consensus members keep periodic snapshots, with the defaults
+	// filled in.
+	ConsensusSnapshots *SnapshotPolicy `protobuf:"bytes,3,opt,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoResponse) Reset() {
@@ -111,6 +114,13 @@ func (x *GetClusterInfoResponse) GetClusterDirectory() *ClusterDirectory {
 func (x *GetClusterInfoResponse) GetLastRecovery() *ClusterRecovery {
 	if x != nil {
 		return x.LastRecovery
+	}
+	return nil
+}
+
+func (x *GetClusterInfoResponse) GetConsensusSnapshots() *SnapshotPolicy {
+	if x != nil {
+		return x.ConsensusSnapshots
 	}
 	return nil
 }
@@ -1293,10 +1303,11 @@ var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\n" +
 	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xb1\x01\n" +
+	"\x15GetClusterInfoRequest\"\x84\x02\n" +
 	"\x16GetClusterInfoResponse\x12O\n" +
 	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\x12F\n" +
-	"\rlast_recovery\x18\x02 \x01(\v2!.polis.curator.v1.ClusterRecoveryR\flastRecovery\"\xa1\x01\n" +
+	"\rlast_recovery\x18\x02 \x01(\v2!.polis.curator.v1.ClusterRecoveryR\flastRecovery\x12Q\n" +
+	"\x13consensus_snapshots\x18\x03 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\"\xa1\x01\n" +
 	"\x0fClusterRecovery\x12=\n" +
 	"\frecovered_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrecoveredAt\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -1439,54 +1450,56 @@ var file_polis_curator_v1_management_proto_goTypes = []any{
 	nil,                                        // 25: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
 	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
 	(*ClusterDirectory)(nil),                   // 27: polis.curator.v1.ClusterDirectory
-	(*timestamppb.Timestamp)(nil),              // 28: google.protobuf.Timestamp
-	(NodeState)(0),                             // 29: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 30: polis.curator.v1.Node
-	(*Roles)(nil),                              // 31: polis.curator.v1.Roles
-	(*KubernetesAPIServer)(nil),                // 32: polis.curator.v1.KubernetesAPIServer
+	(*SnapshotPolicy)(nil),                     // 28: polis.curator.v1.SnapshotPolicy
+	(*timestamppb.Timestamp)(nil),              // 29: google.protobuf.Timestamp
+	(NodeState)(0),                             // 30: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 31: polis.curator.v1.Node
+	(*Roles)(nil),                              // 32: polis.curator.v1.Roles
+	(*KubernetesAPIServer)(nil),                // 33: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
 	27, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
 	2,  // 1: polis.curator.v1.GetClusterInfoResponse.last_recovery:type_name -> polis.curator.v1.ClusterRecovery
-	28, // 2: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
-	29, // 3: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	24, // 4: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	30, // 5: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	27, // 6: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 7: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	31, // 8: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	25, // 9: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	26, // 10: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	32, // 11: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	23, // 12: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
-	28, // 13: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
-	0,  // 14: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	3,  // 15: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	5,  // 16: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	7,  // 17: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
-	9,  // 18: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	11, // 19: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	13, // 20: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	15, // 21: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	17, // 22: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	19, // 23: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
-	21, // 24: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
-	1,  // 25: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	4,  // 26: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	6,  // 27: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	8,  // 28: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
-	10, // 29: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	12, // 30: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	14, // 31: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	16, // 32: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	18, // 33: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	20, // 34: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
-	22, // 35: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	28, // 2: polis.curator.v1.GetClusterInfoResponse.consensus_snapshots:type_name -> polis.curator.v1.SnapshotPolicy
+	29, // 3: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
+	30, // 4: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	24, // 5: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	31, // 6: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	27, // 7: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 8: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	32, // 9: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	25, // 10: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	26, // 11: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	33, // 12: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	23, // 13: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
+	29, // 14: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
+	0,  // 15: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	3,  // 16: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	5,  // 17: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	7,  // 18: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	9,  // 19: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	11, // 20: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	13, // 21: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	15, // 22: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	17, // 23: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	19, // 24: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
+	21, // 25: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
+	1,  // 26: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	4,  // 27: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	6,  // 28: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	8,  // 29: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	10, // 30: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	12, // 31: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	14, // 32: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	16, // 33: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	18, // 34: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	20, // 35: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
+	22, // 36: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }

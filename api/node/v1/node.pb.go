@@ -173,8 +173,12 @@ type ClusterConfiguration struct {
 	// Whether the first node also gets the KubernetesWorker role (a
 	// one-node cluster that runs workloads). Default: false.
 	FirstNodeKubernetesWorker bool `protobuf:"varint,1,opt,name=first_node_kubernetes_worker,json=firstNodeKubernetesWorker,proto3" json:"first_node_kubernetes_worker,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// How every consensus member keeps periodic snapshots of the cluster's
+	// database on its own disk. Optional: unset, one every hour, the last
+	// six kept.
+	ConsensusSnapshots *v1.SnapshotPolicy `protobuf:"bytes,2,opt,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ClusterConfiguration) Reset() {
@@ -212,6 +216,13 @@ func (x *ClusterConfiguration) GetFirstNodeKubernetesWorker() bool {
 		return x.FirstNodeKubernetesWorker
 	}
 	return false
+}
+
+func (x *ClusterConfiguration) GetConsensusSnapshots() *v1.SnapshotPolicy {
+	if x != nil {
+		return x.ConsensusSnapshots
+	}
+	return nil
 }
 
 // ClusterRegister makes this node register into an existing cluster, where
@@ -342,9 +353,10 @@ const file_polis_node_v1_node_proto_rawDesc = "" +
 	"\acluster\"\xa5\x01\n" +
 	"\x10ClusterBootstrap\x12(\n" +
 	"\x10owner_public_key\x18\x01 \x01(\fR\x0eownerPublicKey\x12g\n" +
-	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\"W\n" +
+	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\"\xaa\x01\n" +
 	"\x14ClusterConfiguration\x12?\n" +
-	"\x1cfirst_node_kubernetes_worker\x18\x01 \x01(\bR\x19firstNodeKubernetesWorker\"\x8b\x01\n" +
+	"\x1cfirst_node_kubernetes_worker\x18\x01 \x01(\bR\x19firstNodeKubernetesWorker\x12Q\n" +
+	"\x13consensus_snapshots\x18\x02 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\"\x8b\x01\n" +
 	"\x0fClusterRegister\x12'\n" +
 	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x12O\n" +
 	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"o\n" +
@@ -371,18 +383,20 @@ var file_polis_node_v1_node_proto_goTypes = []any{
 	(*ClusterConfiguration)(nil), // 2: polis.node.v1.ClusterConfiguration
 	(*ClusterRegister)(nil),      // 3: polis.node.v1.ClusterRegister
 	(*SealedConfiguration)(nil),  // 4: polis.node.v1.SealedConfiguration
-	(*v1.ClusterDirectory)(nil),  // 5: polis.curator.v1.ClusterDirectory
+	(*v1.SnapshotPolicy)(nil),    // 5: polis.curator.v1.SnapshotPolicy
+	(*v1.ClusterDirectory)(nil),  // 6: polis.curator.v1.ClusterDirectory
 }
 var file_polis_node_v1_node_proto_depIdxs = []int32{
 	1, // 0: polis.node.v1.NodeParameters.cluster_bootstrap:type_name -> polis.node.v1.ClusterBootstrap
 	3, // 1: polis.node.v1.NodeParameters.cluster_register:type_name -> polis.node.v1.ClusterRegister
 	2, // 2: polis.node.v1.ClusterBootstrap.initial_cluster_configuration:type_name -> polis.node.v1.ClusterConfiguration
-	5, // 3: polis.node.v1.ClusterRegister.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 3: polis.node.v1.ClusterConfiguration.consensus_snapshots:type_name -> polis.curator.v1.SnapshotPolicy
+	6, // 4: polis.node.v1.ClusterRegister.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_polis_node_v1_node_proto_init() }
