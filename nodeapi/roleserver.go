@@ -162,6 +162,18 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			}
 			return fmt.Sprintf("%d labels", len(l))
 		}),
+		view(&v.ConsensusSnapshots, func(s []*cpb.ConsensusSnapshot) string {
+			if len(s) == 0 {
+				return "none"
+			}
+			newest := s[len(s)-1]
+			for _, x := range s {
+				if x.GetTakenAt().AsTime().After(newest.GetTakenAt().AsTime()) {
+					newest = x
+				}
+			}
+			return fmt.Sprintf("%d kept, newest at revision %d taken %s", len(s), newest.GetRevision(), newest.GetTakenAt().AsTime().UTC().Format(time.RFC3339))
+		}),
 		// The statuses of the services the controlplane worker runs
 		// live in those services, found through LocalControlPlane.
 		produced(&v.LocalControlPlane, roleserve.ConsensusStatusName, func(l *roleserve.LocalControlPlane) watchable[*consensus.Status] {
