@@ -26,7 +26,9 @@ import (
 // The commands in this file talk to one node's own API (nodeapi), not to
 // the curator: they find the node's address in the cluster directory (the
 // curator's node list), then call the node directly over mTLS as the
-// owner, checking that the server is that node.
+// owner. The node serves with its node API certificate, which names its
+// node ID: the client verifies it as any TLS client would, with the
+// cluster CA as the only root and the node ID as the server name.
 
 // nodeAPICommands are the node subcommands over the node API.
 func (c *cli) nodeAPICommands() []*cobra.Command {
@@ -63,7 +65,8 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	if err != nil {
 		return err
 	}
-	// The node's certificate proves its ID: a server at that address that
+	// The server name is the node ID, whatever address is dialled (the
+	// launcher's proxy, for a VM cluster): a server at that address that
 	// is another node is refused.
 	tc, err := identity.NodeAPIClientConfig(v, cert, id)
 	if err != nil {
@@ -86,7 +89,14 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	}
 	defer conn.Close()
 	if err := f(nodev1.NewNodeServiceClient(conn)); err != nil {
-		return explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
+		err = explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
+		if strings.Contains(err.Error(), "failed to verify certificate") {
+			// Most likely a node that has just started: it serves with its
+			// node certificate until the curator issues its node API
+			// certificate.
+			return fmt.Errorf("%w (a node that has just started verifies only once the curator has issued its node API certificate: try again in a moment)", err)
+		}
+		return err
 	}
 	return nil
 }
