@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -203,7 +204,11 @@ func (r *rpcServer) RenewCertificate(ctx context.Context, _ *cpb.RenewCertificat
 	if err != nil {
 		return nil, err
 	}
-	return &cpb.RenewCertificateResponse{NodeCertificate: cert.Raw, CaCertificate: leaderFrom(ctx).ca.Certificate().Raw}, nil
+	apiCert, err := leaderFrom(ctx).ca.IssueNodeAPI(ed25519.PublicKey(n.PublicKey), r.nodeAPIAddress(ctx, n), r.s.cfg.Now())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "issuing a node API certificate for node %s: %v", n.Id, err)
+	}
+	return &cpb.RenewCertificateResponse{NodeCertificate: cert.Raw, CaCertificate: leaderFrom(ctx).ca.Certificate().Raw, NodeApiCertificate: apiCert.Raw}, nil
 }
 
 // Watch streams node records from the node cache, which holds the one etcd
@@ -428,6 +433,35 @@ func (r *rpcServer) issueNodeCertificate(ctx context.Context, n *cpb.Node) (*x50
 		return nil, status.Errorf(codes.Internal, "issuing a certificate for node %s: %v", n.Id, err)
 	}
 	return cert, nil
+}
+
+// nodeAPIAddress is the address the node API certificate of n names: the
+// address n's record reports, which is what node list shows and clients
+// dial. It is the node's own claim, so it is named only while no other
+// node's record reports the same address: a node cannot get a
+// certificate for an address another node holds (only for one no node has
+// claimed yet). An address that does not parse, or that cannot be checked
+// now, is left out (the zero Addr), and the node asks again; the node ID,
+// which the key proves, is always named.
+func (r *rpcServer) nodeAPIAddress(ctx context.Context, n *cpb.Node) netip.Addr {
+	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
+	if err != nil || addr.IsUnspecified() {
+		return netip.Addr{}
+	}
+	// A consistent read: a claim acknowledged before this call counts.
+	snap, err := r.s.nodes.fenced(ctx)
+	if err != nil {
+		return netip.Addr{}
+	}
+	for id, o := range snap.nodes {
+		if id == n.Id {
+			continue
+		}
+		if a, err := netip.ParseAddr(o.GetStatus().GetExternalAddress()); err == nil && a.Unmap() == addr.Unmap() {
+			return netip.Addr{}
+		}
+	}
+	return addr
 }
 
 // clusterDirectory is the cluster directory as the node cache has it: at

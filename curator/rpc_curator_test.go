@@ -244,6 +244,32 @@ func TestJoinAfterReboot(t *testing.T) {
 	if rc.Subject.CommonName != id || !rc.PublicKey.(ed25519.PublicKey).Equal(key.Public()) || string(renewed.CaCertificate) != string(c.ca.Certificate().Raw) {
 		t.Fatalf("renewed certificate for %s", rc.Subject.CommonName)
 	}
+	// Beside it, the serving certificate of the node's API, for the same
+	// key, naming the node ID and the address the record reports.
+	api, err := x509.ParseCertificate(renewed.NodeApiCertificate)
+	if err != nil {
+		t.Fatalf("the node API certificate: %v", err)
+	}
+	if !api.PublicKey.(ed25519.PublicKey).Equal(key.Public()) || api.CheckSignatureFrom(c.ca.Certificate()) != nil {
+		t.Fatalf("node API certificate for %s, not this node's from the cluster CA", api.Subject.CommonName)
+	}
+	for _, name := range []string{id, "127.0.0.43"} {
+		if err := api.VerifyHostname(name); err != nil {
+			t.Errorf("the node API certificate: %v", err)
+		}
+	}
+	// An address another node's record reports too is named for neither.
+	c.enrolNode(&cpb.NodeStatus{ExternalAddress: "127.0.0.43"})
+	renewed, err = node.RenewCertificate(ctxT(t), &cpb.RenewCertificateRequest{})
+	if err != nil {
+		t.Fatalf("RenewCertificate: %v", err)
+	}
+	if api, err = x509.ParseCertificate(renewed.NodeApiCertificate); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.VerifyHostname(id); err != nil || len(api.IPAddresses) != 0 {
+		t.Errorf("node API certificate with the address claimed twice: names %v and %v, want only %s", api.DNSNames, api.IPAddresses, id)
+	}
 
 	// Nodes that are not UP cannot join.
 	unknown := cpb.NewCuratorServiceClient(c.asKeyHolder(mustKey(t)))

@@ -64,6 +64,13 @@ const (
 	// so the certificate of a node taken out of the control plane expires
 	// within this lifetime, whoever keeps a copy of it and its key.
 	CuratorCertificateLifetime = 2 * time.Hour
+
+	// NodeAPICertificateLifetime is how long a node API certificate is
+	// valid: 30 days, renewed by the running node after 20. It names an
+	// address the node reported, which may change; the node asks for a
+	// new one when it does, and the short lifetime bounds how long a
+	// certificate naming an address the node gave up stays valid.
+	NodeAPICertificateLifetime = 30 * 24 * time.Hour
 )
 
 // ClockSkew is how far back every certificate's NotBefore lies from the
@@ -86,6 +93,7 @@ const (
 	ouUser       = "polis-user"
 	ouEphemeral  = "polis-ephemeral"
 	ouCurator    = "polis-curator"
+	ouNodeAPI    = "polis-node-api"
 )
 
 // CA is the cluster's certificate authority: a self-signed ed25519
@@ -218,6 +226,39 @@ func (c *CA) IssueCurator(pub ed25519.PublicKey, ips []netip.Addr, now time.Time
 	cert, err := c.issue(tmpl, pub, now, CuratorCertificateLifetime)
 	if err != nil {
 		return nil, fmt.Errorf("issuing curator certificate for %s: %w", id, err)
+	}
+	return cert, nil
+}
+
+// IssueNodeAPI issues the serving certificate of the own API of the node
+// whose public key is pub (nodeapi: its gRPC API and /metrics), valid from
+// now for NodeAPICertificateLifetime (or until the CA expires, if sooner).
+// Its subject names the node (CN = NodeID(pub), OU = polis-node-api); it is
+// good for server authentication only; it names the node ID as a DNS name
+// and addr, the address the node's record reports, as an IP address (none
+// if addr is not valid or unspecified). Stock TLS clients verify it with
+// the cluster CA as root and the node ID (or the address) as server name.
+//
+// Curator clients never accept it (they want OU polis-curator), and the
+// curator never takes it for a caller (it is not for client
+// authentication): it proves only "this server holds node X's key".
+func (c *CA) IssueNodeAPI(pub ed25519.PublicKey, addr netip.Addr, now time.Time) (*x509.Certificate, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("issuing node API certificate: public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
+	}
+	id := NodeID(pub)
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{Organization: []string{organization}, OrganizationalUnit: []string{ouNodeAPI}, CommonName: id},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{id},
+	}
+	if addr.IsValid() && !addr.IsUnspecified() {
+		tmpl.IPAddresses = []net.IP{addr.Unmap().AsSlice()}
+	}
+	cert, err := c.issue(tmpl, pub, now, NodeAPICertificateLifetime)
+	if err != nil {
+		return nil, fmt.Errorf("issuing node API certificate for %s: %w", id, err)
 	}
 	return cert, nil
 }

@@ -119,6 +119,60 @@ func TestIssueCurator(t *testing.T) {
 	}
 }
 
+func TestIssueNodeAPI(t *testing.T) {
+	now := testNow()
+	ca := mustCA(t, now)
+	key := mustKey(t)
+	cert, err := ca.IssueNodeAPI(pubOf(key), netip.MustParseAddr("::ffff:10.0.0.1"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := NodeID(pubOf(key))
+	if cert.Subject.CommonName != id || !slices.Equal(cert.Subject.OrganizationalUnit, []string{ouNodeAPI}) {
+		t.Errorf("subject %s, want CN %s OU %s", cert.Subject, id, ouNodeAPI)
+	}
+	if !slices.Equal(cert.DNSNames, []string{id}) {
+		t.Errorf("DNS names %v, want [%s]", cert.DNSNames, id)
+	}
+	if want := []net.IP{net.IPv4(10, 0, 0, 1)}; !slices.EqualFunc(cert.IPAddresses, want, net.IP.Equal) {
+		t.Errorf("IPs %v, want %v", cert.IPAddresses, want)
+	}
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) {
+		t.Errorf("extended key usage %v, want server authentication only", cert.ExtKeyUsage)
+	}
+	if !cert.NotAfter.Equal(now.Add(NodeAPICertificateLifetime)) || !cert.NotBefore.Equal(now.Add(-ClockSkew)) {
+		t.Errorf("valid %s to %s", cert.NotBefore, cert.NotAfter)
+	}
+	for _, name := range []string{id, "10.0.0.1"} {
+		if err := cert.VerifyHostname(name); err != nil {
+			t.Errorf("VerifyHostname(%s): %v", name, err)
+		}
+	}
+	if got, err := classifyNodeAPI(cert); err != nil || got != id {
+		t.Errorf("classifyNodeAPI = %q, %v; want %s", got, err, id)
+	}
+	// It is neither a caller nor a curator.
+	if id, err := ca.Verifier().Identify([]*x509.Certificate{cert}, now); err == nil {
+		t.Errorf("Identify accepted a node API certificate as %s", id)
+	}
+	if _, err := classifyCurator(cert); err == nil {
+		t.Error("classifyCurator accepted a node API certificate")
+	}
+	// Without a usable address it names the node ID only.
+	for _, addr := range []netip.Addr{{}, netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		cert, err := ca.IssueNodeAPI(pubOf(key), addr, now)
+		if err != nil {
+			t.Fatalf("address %v: %v", addr, err)
+		}
+		if len(cert.IPAddresses) != 0 || !slices.Equal(cert.DNSNames, []string{id}) {
+			t.Errorf("address %v: names %v and %v, want only %s", addr, cert.DNSNames, cert.IPAddresses, id)
+		}
+	}
+	if _, err := ca.IssueNodeAPI(pubOf(key)[:31], loopback, now); err == nil {
+		t.Error("IssueNodeAPI accepted a short key")
+	}
+}
+
 func TestIssueUser(t *testing.T) {
 	now := testNow()
 	ca := mustCA(t, now)

@@ -58,15 +58,24 @@
 //   - Node certificates ([CA.IssueNode]): CN the node ID, OU polis-node,
 //     good for client authentication only, naming no host, valid for
 //     [NodeCertificateLifetime] (one year). They prove "node X" to the
-//     curator and serve nothing: no address a node reports about itself is
-//     in any certificate.
+//     curator; a node's API serves with one only until it has its node API
+//     certificate, and no client that verifies the host accepts it.
 //   - Curator certificates ([CA.IssueCurator]): CN the node ID, OU
 //     polis-curator, good for server authentication only, naming the node
 //     ID as a DNS name and the addresses the curator serves on, valid for
 //     [CuratorCertificateLifetime] (two hours). A curator issues one to
 //     itself, only while its node's record holds ConsensusMember, and
-//     renews it while it runs; it is the one certificate clients accept
-//     from a server ([ServingCertificate] holds it on the server side).
+//     renews it while it runs; it is the one certificate curator clients
+//     accept from a server ([ServingCertificate] holds it on the server
+//     side).
+//   - Node API certificates ([CA.IssueNodeAPI]): CN the node ID, OU
+//     polis-node-api, good for server authentication only, naming the node
+//     ID as a DNS name and the address the node's record reports, valid for
+//     [NodeAPICertificateLifetime] (30 days), for the node key. The curator
+//     issues one beside every renewed node certificate; a node's own API
+//     (the node API and /metrics) serves with it
+//     ([NewNodeServingCertificate]), and stock TLS clients verify it with
+//     the cluster CA as their only root ([NodeAPIClientConfig] is one).
 //   - User certificates ([CA.IssueUser]): CN the user name, OU polis-user,
 //     good for client authentication only, naming no host, valid for
 //     [UserCertificateLifetime] (90 days).
@@ -109,13 +118,16 @@
 // key holder. Every kind but the anonymous one carries the caller's proven
 // public key ([Identity.HoldsKey]).
 //
-// A curator certificate identifies no caller: it is for servers only.
+// Curator and node API certificates identify no caller: they are for
+// servers only.
 //
 // Clients ([NodeClientConfig], [UserClientConfig], [KeyHolderClientConfig])
 // trust the cluster CA and nothing else, and accept only servers with a
 // curator certificate that names the node ID or address they dialled; a
-// node certificate never passes for a curator. All connections are TLS
-// 1.3.
+// node certificate or node API certificate never passes for a curator.
+// Clients of a node's own API ([NodeAPIClientConfig]) verify the server as
+// a stock client does, with the node ID as the server name, and accept
+// only a node API certificate. All connections are TLS 1.3.
 //
 // On the gRPC side, [PeerIdentity] returns the caller's [Identity] from a
 // call's context, so that the curator's central permission check (each RPC

@@ -36,9 +36,11 @@ func NewServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCertifica
 }
 
 // NewNodeServingCertificate returns a ServingCertificate for a node's own
-// API (not the curator), presenting cert, the node's certificate from v's
-// CA, valid now. Clients of the node API accept it only for the node ID
-// they dialled (NodeAPIClientConfig); curator clients never accept it.
+// API (not the curator), presenting cert, valid now: the node's API
+// certificate from v's CA (CA.IssueNodeAPI), which stock TLS clients verify
+// (NodeAPIClientConfig), or, until the node has one, its node certificate,
+// which no client verifying the host accepts. Curator clients accept
+// neither.
 func NewNodeServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCertificate, error) {
 	if err := v.check(); err != nil {
 		return nil, err
@@ -51,16 +53,20 @@ func NewNodeServingCertificate(v *Verifier, cert tls.Certificate) (*ServingCerti
 }
 
 // Replace makes the server present cert from the next handshake on, after
-// checking that it is a curator certificate (a node certificate, for
-// NewNodeServingCertificate) from the CA, valid now. Connections already
-// made keep the certificate they were made with.
+// checking that it is a curator certificate (for NewNodeServingCertificate,
+// a node API or node certificate) from the CA, valid now. Connections
+// already made keep the certificate they were made with.
 func (s *ServingCertificate) Replace(cert tls.Certificate) error {
 	var leaf *x509.Certificate
 	var err error
 	if s.node {
-		leaf, err = ownLeaf(cert)
-		if err == nil {
-			err = checkOwn(s.v, cert, KindNode, time.Now())
+		leaf, err = checkOwnNodeAPI(s.v, cert, time.Now())
+		if err != nil {
+			// Not a node API certificate: a node certificate will do
+			// until the node has one.
+			if leaf, err = ownLeaf(cert); err == nil {
+				err = checkOwn(s.v, cert, KindNode, time.Now())
+			}
 		}
 	} else {
 		leaf, err = checkOwnCurator(s.v, cert, time.Now())
@@ -158,11 +164,13 @@ func KeyHolderClientConfig(v *Verifier, key ed25519.PrivateKey) (*tls.Config, er
 
 // NodeAPIClientConfig returns the TLS configuration of a user or node
 // calling the own API of node nodeID (not the curator), presenting cert, a
-// user or node certificate from v's CA. The server must present the node
-// certificate of nodeID from v's CA: node certificates name no host, so the
-// TLS stack's host name check is replaced by checking the node ID the
-// certificate proves, with the same chain verification the curator applies
-// to nodes calling it.
+// user or node certificate from v's CA. The server is verified as any
+// stock TLS client would: a chain to v's CA (and no other root), server
+// authentication, and nodeID as the server name, which the node's API
+// certificate (CA.IssueNodeAPI) carries as a DNS name. VerifyConnection
+// then checks that it is a node API certificate: the curator certificate
+// of the same node also names its node ID, but the node API never serves
+// with it.
 func NodeAPIClientConfig(v *Verifier, cert tls.Certificate, nodeID string) (*tls.Config, error) {
 	if err := v.check(); err != nil {
 		return nil, err
@@ -184,24 +192,39 @@ func NodeAPIClientConfig(v *Verifier, cert tls.Certificate, nodeID string) (*tls
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
-		// The chain is verified below, by Identify, against v's roots
-		// only; the default verification would also demand a host name
-		// that node certificates do not carry.
-		InsecureSkipVerify: true,
+		RootCAs:      v.roots,
+		ServerName:   nodeID,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
 				return fmt.Errorf("%w: node %s presented no certificate", ErrUntrusted, nodeID)
 			}
-			got, err := v.Identify(cs.PeerCertificates, time.Now())
-			if err != nil {
-				return err
-			}
-			if got.Kind != KindNode || got.NodeID != nodeID {
-				return fmt.Errorf("%w: dialled node %s, but the server is %s", ErrUntrusted, nodeID, got)
+			if _, err := classifyNodeAPI(cs.PeerCertificates[0]); err != nil {
+				return fmt.Errorf("%w: node %s: %w", ErrUntrusted, nodeID, err)
 			}
 			return nil
 		},
 	}, nil
+}
+
+// checkOwnNodeAPI checks that a certificate this process is about to
+// serve with is a node API certificate from v's CA, valid at now, and
+// returns its parsed leaf.
+func checkOwnNodeAPI(v *Verifier, cert tls.Certificate, now time.Time) (*x509.Certificate, error) {
+	leaf, err := ownLeaf(cert)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{
+		Roots:       v.roots,
+		CurrentTime: now,
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
+	}
+	if _, err := classifyNodeAPI(leaf); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
+	}
+	return leaf, nil
 }
 
 // clientConfig presents cert and accepts only servers with a curator

@@ -293,6 +293,7 @@ func TestTLSClientChecksServer(t *testing.T) {
 		return serveTLS(t, cfg, v)
 	}
 	otherCA := mustCA(t, now)
+	nodeAPI := mustNodeAPI(t, ca, now)
 	elsewhere, err := ca.IssueCurator(pubOf(cur.key), []netip.Addr{netip.MustParseAddr("10.9.9.9")}, now)
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +338,8 @@ func TestTLSClientChecksServer(t *testing.T) {
 		{"an expired curator", mustCurator(t, ca, now.Add(-2*CuratorCertificateLifetime)).tls, byAddress, false},
 		{"another CA's curator", mustCurator(t, otherCA, now).tls, byAddress, false},
 		{"a node (of this cluster, valid)", n.tls, byID(NodeID(pubOf(n.key))), false},
+		{"a node's API, dialled by address", nodeAPI.tls, byAddress, false},
+		{"a node's API, dialled by its node ID", nodeAPI.tls, byID(NodeID(pubOf(nodeAPI.key))), false},
 		{"a node certificate good for servers", misissued(ouNode, "", "x"), byAddress, false},
 		{"a curator certificate also good for clients", misissued(ouCurator, ""), byAddress, false},
 		{"a curator certificate for another key", misissued(ouCurator, curID, curID), byAddress, false},
@@ -355,5 +358,146 @@ func TestTLSClientChecksServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// mustNodeAPI issues a node API certificate at now for a fresh key, naming
+// the loopback address.
+func mustNodeAPI(t testing.TB, ca *CA, now time.Time) node {
+	t.Helper()
+	key := mustKey(t)
+	cert, err := ca.IssueNodeAPI(pubOf(key), loopback, now)
+	if err != nil {
+		t.Fatalf("IssueNodeAPI: %v", err)
+	}
+	return node{key: key, cert: cert, tls: mustTLS(t, cert, key)}
+}
+
+// A node's API serves with its node API certificate, which a stock TLS
+// client verifies with the cluster CA as its only root and the node ID (or
+// the node's address) as server name, and which NodeAPIClientConfig
+// accepts for that node ID only.
+func TestNodeAPIClientChecksServer(t *testing.T) {
+	now := testNow()
+	ca := mustCA(t, now)
+	v := ca.Verifier()
+	api := mustNodeAPI(t, ca, now)
+	id := NodeID(pubOf(api.key))
+	owner := mustUser(t, ca, "owner", now)
+	n := mustNode(t, ca, now)
+	// The node's own certificates for the same key: its node certificate
+	// (what the API served with before) and a curator certificate.
+	nodeCert, err := ca.IssueNode(pubOf(api.key), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	curCert, err := ca.IssueCurator(pubOf(api.key), []netip.Addr{loopback}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := ca.IssueNodeAPI(pubOf(api.key), loopback, now.Add(-2*NodeAPICertificateLifetime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := mustCA(t, now).IssueNodeAPI(pubOf(api.key), loopback, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := ca.IssueNodeAPI(pubOf(api.key), netip.MustParseAddr("10.9.9.9"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := func(cert tls.Certificate) *tlsServer {
+		// A node API server as nodeapi makes it, but presenting cert
+		// unchecked, as a wrong server would.
+		sc, err := NewNodeServingCertificate(v, api.tls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ServerConfig(v, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.GetCertificate = nil
+		cfg.Certificates = []tls.Certificate{cert}
+		return serveTLS(t, cfg, v)
+	}
+	polisctl := func(nodeID string) *tls.Config {
+		c, err := NodeAPIClientConfig(v, owner.tls, nodeID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// stock is what grpcurl -cacert or curl --cacert do: the CA as the
+	// only root, the name dialled as server name, nothing else.
+	stock := func(serverName string) *tls.Config {
+		roots := x509.NewCertPool()
+		roots.AddCert(ca.Certificate())
+		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: serverName, Certificates: []tls.Certificate{owner.tls}}
+	}
+	other := NodeID(pubOf(n.key))
+	for _, tc := range []struct {
+		name   string
+		server tls.Certificate
+		client *tls.Config
+		accept bool
+	}{
+		{"polisctl, the node's API", api.tls, polisctl(id), true},
+		{"stock client by node ID, the node's API", api.tls, stock(id), true},
+		{"stock client by address, the node's API", api.tls, stock("127.0.0.1"), true},
+		{"polisctl dialling another node, the node's API", api.tls, polisctl(other), false},
+		{"stock client dialling another node ID, the node's API", api.tls, stock(other), false},
+		{"stock client by another address, the node's API", mustTLS(t, elsewhere, api.key), stock("127.0.0.1"), false},
+		{"polisctl, the node certificate", mustTLS(t, nodeCert, api.key), polisctl(id), false},
+		{"stock client, the node certificate", mustTLS(t, nodeCert, api.key), stock(id), false},
+		{"polisctl, the node's curator certificate", mustTLS(t, curCert, api.key), polisctl(id), false},
+		{"polisctl, an expired node API certificate", mustTLS(t, expired, api.key), polisctl(id), false},
+		{"polisctl, another CA's node API certificate", mustTLS(t, otherCA, api.key), polisctl(id), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, r, cerr := server(tc.server).dial(t, tc.client)
+			accepted := cerr == nil && r.err == nil && line != ""
+			if accepted != tc.accept {
+				t.Errorf("accepted = %t, want %t (client: %v, server: %v)", accepted, tc.accept, cerr, r.err)
+			}
+			if accepted && line != "user owner\n" {
+				t.Errorf("the server saw %q, want the owner", line)
+			}
+		})
+	}
+}
+
+// A node API serving certificate takes a node API certificate, or a node
+// certificate until the node has one; nothing else.
+func TestNodeServingCertificateReplace(t *testing.T) {
+	now := testNow()
+	ca := mustCA(t, now)
+	v := ca.Verifier()
+	n := mustNode(t, ca, now)
+	sc, err := NewNodeServingCertificate(v, n.tls)
+	if err != nil {
+		t.Fatalf("with a node certificate: %v", err)
+	}
+	api := mustNodeAPI(t, ca, now)
+	if err := sc.Replace(api.tls); err != nil {
+		t.Fatalf("with a node API certificate: %v", err)
+	}
+	if !sc.Leaf().Equal(api.cert) {
+		t.Error("Replace did not take the node API certificate")
+	}
+	for name, c := range map[string]tls.Certificate{
+		"a curator certificate":       mustCurator(t, ca, now).tls,
+		"a user certificate":          mustUser(t, ca, "owner", now).tls,
+		"an expired node API one":     mustNodeAPI(t, ca, now.Add(-2*NodeAPICertificateLifetime)).tls,
+		"another CA's node API one":   mustNodeAPI(t, mustCA(t, now), now).tls,
+		"a node API one, another key": {Certificate: [][]byte{api.cert.Raw}, PrivateKey: mustKey(t)},
+	} {
+		if err := sc.Replace(c); err == nil {
+			t.Errorf("Replace accepted %s", name)
+		}
+	}
+	if !sc.Leaf().Equal(api.cert) {
+		t.Error("a refused Replace changed the certificate")
 	}
 }

@@ -247,6 +247,35 @@ func classifyCurator(cert *x509.Certificate) (string, error) {
 	return name, nil
 }
 
+// classifyNodeAPI checks that cert, which the CA issued, is a well-formed
+// node API certificate and returns the node ID it names: OU
+// polis-node-api, CN the node ID of its own key, good for server
+// authentication only, naming that node ID as its one DNS name and at
+// most one IP address.
+func classifyNodeAPI(cert *x509.Certificate) (string, error) {
+	if cert.IsCA {
+		return "", errors.New("it is a CA certificate")
+	}
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return "", fmt.Errorf("it has a %T key, want ed25519", cert.PublicKey)
+	}
+	if len(cert.Subject.OrganizationalUnit) != 1 || cert.Subject.OrganizationalUnit[0] != ouNodeAPI {
+		return "", fmt.Errorf("it is not a node API certificate (organizational units %q)", cert.Subject.OrganizationalUnit)
+	}
+	name := cert.Subject.CommonName
+	if err := VerifyNodeID(name, pub); err != nil {
+		return "", fmt.Errorf("node API certificate: %w", err)
+	}
+	if !slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}) || len(cert.UnknownExtKeyUsage) != 0 {
+		return "", fmt.Errorf("node API certificate of %s: not for server authentication only", name)
+	}
+	if !slices.Equal(cert.DNSNames, []string{name}) || len(cert.IPAddresses) > 1 || len(cert.URIs) != 0 || len(cert.EmailAddresses) != 0 {
+		return "", fmt.Errorf("node API certificate of %s: names other hosts than its node", name)
+	}
+	return name, nil
+}
+
 // classify reads the identity in a client certificate the CA issued. It
 // checks that the whole certificate agrees with the kind its OU claims, so
 // that a mistake in issuance cannot yield an identity: a node certificate
@@ -290,6 +319,8 @@ func classify(cert *x509.Certificate) (Identity, error) {
 		return Identity{Kind: KindUser, UserName: name, PublicKey: pub, NotAfter: cert.NotAfter}, nil
 	case ouCurator:
 		return Identity{}, errors.New("it is a curator certificate, which identifies a server, never a caller")
+	case ouNodeAPI:
+		return Identity{}, errors.New("it is a node API certificate, which identifies a server, never a caller")
 	}
 	return Identity{}, fmt.Errorf("its organizational unit %q is not a kind of certificate", cert.Subject.OrganizationalUnit[0])
 }

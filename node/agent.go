@@ -21,6 +21,8 @@ import (
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/localstorage"
@@ -100,6 +102,13 @@ type Node struct {
 	// renewAt says when the node certificate is due for renewal; tests
 	// replace it to renew at once.
 	renewAt func(*x509.Certificate) time.Time
+	// apiRenewAt says when the node API certificate is due for renewal;
+	// tests replace it to renew at once.
+	apiRenewAt func(*x509.Certificate) time.Time
+	// apiCertificate is the node API's serving certificate, kept by the
+	// nodeAPICertificate worker; it lives outside the role-server values
+	// because only nodeapi reads it.
+	apiCertificate memory.Value[*x509.Certificate]
 	// recovered is set once RecoverConsensus was carried out, so that a
 	// restart of Run does not force a new cluster again.
 	recovered bool
@@ -132,7 +141,7 @@ func New(cfg Config) (*Node, error) {
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, root: root, values: roleserve.NewValues(), bootID: hex.EncodeToString(id), renewAt: identity.RenewAt}, nil
+	return &Node{cfg: cfg, root: root, values: roleserve.NewValues(), bootID: hex.EncodeToString(id), renewAt: identity.RenewAt, apiRenewAt: identity.RenewAt}, nil
 }
 
 // Preflight checks, before the agent runs, what would make every run of it
@@ -161,6 +170,11 @@ func (n *Node) Preflight() error {
 
 // Values are the node's role-server values, for status pages and tests.
 func (n *Node) Values() *roleserve.Values { return n.values }
+
+// APICertificate is the node API certificate the node serves its API and
+// /metrics with, once the curator has issued it (nil until then); for
+// tests and status pages.
+func (n *Node) APICertificate() event.ValueWatch[*x509.Certificate] { return &n.apiCertificate }
 
 // Run enrols the node (if it has not) and runs its role server until ctx is
 // cancelled.
@@ -267,8 +281,17 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	apiCert := &nodeAPICertificate{
+		address:     n.cfg.Address,
+		now:         time.Now,
+		renewAt:     n.apiRenewAt,
+		credentials: &n.values.Credentials,
+		directory:   &n.values.Directory,
+		cert:        &n.apiCertificate,
+	}
 	api, err := nodeapi.New(nodeapi.Config{
 		Address:           n.cfg.Address,
+		APICertificate:    &n.apiCertificate,
 		Port:              n.cfg.NodeAPIPort,
 		MetricsPort:       n.cfg.MetricsPort,
 		Credentials:       &n.values.Credentials,
@@ -285,6 +308,9 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	if err := supervisor.Run(ctx, "roleserve", rs.Run); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "nodeapicert", apiCert.run); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodeapi", api.Run); err != nil {

@@ -38,8 +38,15 @@
 // Health and reflection answer anyone with a TLS connection: they reveal
 // which services exist and whether they serve, nothing else.
 //
-// The server presents the node's certificate (roleserve.Credentials) and
-// is restarted with the new one when the certificate is renewed. It serves
-// only once the node has credentials: before enrolment there is no
-// certificate to present.
+// The gRPC server and /metrics present the node's API certificate
+// (identity.CA.IssueNodeAPI: server authentication, the node ID and the
+// node's address as names), which stock TLS clients verify with the
+// cluster CA alone (grpcurl -cacert, curl --cacert; polisctl through
+// identity.NodeAPIClientConfig). The node agent obtains it from the curator
+// and hands it over in Config.APICertificate; each new one is presented
+// from the next handshake on, without a restart. Until the node has one
+// the servers present its node certificate (roleserve.Credentials), which
+// such clients refuse. The servers start only once the node has
+// credentials (before enrolment there is no key the cluster vouches for),
+// and are restarted when the node certificate is renewed.
 package nodeapi

@@ -132,8 +132,8 @@ func current[T any](v event.ValueWatch[T]) (T, bool) {
 }
 
 // serveMetrics returns the runnable of the /metrics server, presenting
-// creds where it needs TLS.
-func (s *Service) serveMetrics(creds *roleserve.Credentials, tree event.ValueWatch[supervisor.TreeState]) supervisor.Runnable {
+// sc where it needs TLS (authorising against the CA of creds).
+func (s *Service) serveMetrics(creds *roleserve.Credentials, sc *identity.ServingCertificate, tree event.ValueWatch[supervisor.TreeState]) supervisor.Runnable {
 	return func(ctx context.Context) error {
 		log := supervisor.Logger(ctx)
 		mux := http.NewServeMux()
@@ -145,10 +145,6 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, tree event.ValueWat
 		scheme := "http"
 		if metricsNeedTLS(s.cfg.Address) {
 			v, err := identity.NewVerifier(creds.CACertificate)
-			if err != nil {
-				return fmt.Errorf("metrics: %w", err)
-			}
-			sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
 			if err != nil {
 				return fmt.Errorf("metrics: %w", err)
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/polis-os/polis/roleserve"
 )
 
-// A /metrics server that cannot set up its TLS (here: credentials that are
-// no node certificate) fails without keeping its port: otherwise every
+// A /metrics server that cannot set up its TLS (here: no serving
+// certificate) fails without keeping its port: otherwise every
 // restart by the supervisor would fail with "address already in use".
 func TestMetricsFailingTLSSetupFreesThePort(t *testing.T) {
 	defer func(f func(netip.Addr) bool) { metricsNeedTLS = f }(metricsNeedTLS)
@@ -37,8 +37,8 @@ func TestMetricsFailingTLSSetupFreesThePort(t *testing.T) {
 	// An address outside the /24s that subnets (nodeapi_test.go) hands out.
 	ap := testutil.FreePort(t, netip.MustParseAddr("127.31.254.1"))
 	s := &Service{cfg: Config{Address: ap.Addr(), MetricsPort: ap.Port()}}
-	if err := s.serveMetrics(creds, nil)(context.Background()); err == nil {
-		t.Fatal("serving metrics with a user certificate: no error")
+	if err := s.serveMetrics(creds, nil, nil)(context.Background()); err == nil {
+		t.Fatal("serving metrics without a serving certificate: no error")
 	}
 	lis, err := net.Listen("tcp", ap.String())
 	if err != nil {

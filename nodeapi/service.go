@@ -3,6 +3,8 @@ package nodeapi
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -45,8 +47,15 @@ type Config struct {
 	// its curator. Optional.
 	LocalControlPlane event.ValueWatch[*roleserve.LocalControlPlane]
 	// Credentials are the node's; the API serves once they are set,
-	// presenting the node certificate. Required.
+	// presenting the node certificate until APICertificate has a node API
+	// certificate for the same key. Required.
 	Credentials event.ValueWatch[*roleserve.Credentials]
+	// APICertificate is the node's API certificate (identity.CA.IssueNodeAPI)
+	// for the key of Credentials: what the gRPC API and /metrics serve
+	// with as soon as it is set, and which stock TLS clients verify with
+	// the cluster CA. Without it (or until it is set) the node certificate
+	// serves, which only clients that skip host verification accept.
+	APICertificate event.ValueWatch[*x509.Certificate]
 	// OwnerKey tells the cluster's current owner key (CuratorOwnerKey asks
 	// the curator): the node API and /metrics answer an owner certificate
 	// only for it, so that rotating the owner key revokes the old key's
@@ -125,11 +134,12 @@ func New(cfg Config) (*Service, error) {
 // AddrPort is where the API listens.
 func (s *Service) AddrPort() netip.AddrPort { return netip.AddrPortFrom(s.cfg.Address, s.cfg.Port) }
 
-// Run serves the API with the node's current certificate once it has one.
-// When the certificate is renewed Run returns an error saying so, and the
-// supervisor restarts it, serving the new one.
+// Run serves the API once the node has credentials, with its node API
+// certificate when it has one (followAPICertificate), else its node
+// certificate. When the node certificate is renewed Run returns an error
+// saying so, and the supervisor restarts it with the new credentials.
 //
-//	reads: credentials
+//	reads: credentials (and the node API certificate, in followAPICertificate)
 func (s *Service) Run(ctx context.Context) error {
 	tree, ok := supervisor.TreeOf(ctx)
 	if !ok {
@@ -141,10 +151,23 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := supervisor.Run(ctx, "grpc", s.serve(creds, tree)); err != nil {
+	v, err := identity.NewVerifier(creds.CACertificate)
+	if err != nil {
 		return err
 	}
-	if err := supervisor.Run(ctx, "metrics", s.serveMetrics(creds, tree)); err != nil {
+	sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
+	if err != nil {
+		return err
+	}
+	if s.cfg.APICertificate != nil {
+		if err := supervisor.Run(ctx, "certificate", s.followAPICertificate(creds, sc)); err != nil {
+			return err
+		}
+	}
+	if err := supervisor.Run(ctx, "grpc", s.serve(creds, sc, tree)); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "metrics", s.serveMetrics(creds, sc, tree)); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -155,15 +178,40 @@ func (s *Service) Run(ctx context.Context) error {
 	return fmt.Errorf("the node certificate changed (serial %s, until %s): serving the new one", next.Certificate.SerialNumber, next.Certificate.NotAfter.UTC().Format(time.RFC3339))
 }
 
-// serve returns the runnable of one gRPC server presenting creds.
-func (s *Service) serve(creds *roleserve.Credentials, tree event.ValueWatch[supervisor.TreeState]) supervisor.Runnable {
+// followAPICertificate returns the runnable that makes sc present every
+// node API certificate APICertificate gets, with the key of creds, from
+// the next handshake on. A certificate sc refuses (another key, expired)
+// is logged and skipped: sc keeps what it presents.
+//
+//	reads:  the node API certificate
+//	writes: sc
+func (s *Service) followAPICertificate(creds *roleserve.Credentials, sc *identity.ServingCertificate) supervisor.Runnable {
+	return func(ctx context.Context) error {
+		log := supervisor.Logger(ctx)
+		w := s.cfg.APICertificate.Watch()
+		defer w.Close()
+		supervisor.Signal(ctx, supervisor.SignalHealthy)
+		for {
+			cert, err := w.Get(ctx, event.Filter(func(c *x509.Certificate) bool { return c != nil }))
+			if err != nil {
+				return err
+			}
+			tc := tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: creds.Key, Leaf: cert}
+			if err := sc.Replace(tc); err != nil {
+				log.Warn("not serving with the node API certificate", zap.Error(err))
+				continue
+			}
+			log.Info("serving with the node API certificate", zap.String("serial", cert.SerialNumber.String()), zap.Time("expires", cert.NotAfter), zap.Any("addresses", cert.IPAddresses))
+		}
+	}
+}
+
+// serve returns the runnable of one gRPC server presenting sc and
+// authorising callers against the CA of creds.
+func (s *Service) serve(creds *roleserve.Credentials, sc *identity.ServingCertificate, tree event.ValueWatch[supervisor.TreeState]) supervisor.Runnable {
 	return func(ctx context.Context) error {
 		log := supervisor.Logger(ctx)
 		v, err := identity.NewVerifier(creds.CACertificate)
-		if err != nil {
-			return err
-		}
-		sc, err := identity.NewNodeServingCertificate(v, creds.TLSCertificate())
 		if err != nil {
 			return err
 		}

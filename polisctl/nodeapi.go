@@ -26,7 +26,9 @@ import (
 // The commands in this file talk to one node's own API (nodeapi), not to
 // the curator: they find the node's address in the cluster directory (the
 // curator's node list), then call the node directly over mTLS as the
-// owner, checking that the server is that node.
+// owner. The node serves with its node API certificate, which names its
+// node ID: the client verifies it as any TLS client would, with the
+// cluster CA as the only root and the node ID as the server name.
 
 // nodeAPICommands are the node subcommands over the node API.
 func (c *cli) nodeAPICommands() []*cobra.Command {
@@ -63,7 +65,8 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	if err != nil {
 		return err
 	}
-	// The node's certificate proves its ID: a server at that address that
+	// The server name is the node ID, whatever address is dialled (the
+	// launcher's proxy, for a VM cluster): a server at that address that
 	// is another node is refused.
 	tc, err := identity.NodeAPIClientConfig(v, cert, id)
 	if err != nil {
@@ -80,15 +83,53 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	if dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(dialer))
 	}
-	conn, err := grpc.NewClient(ap.String(), opts...)
+	// A node that has just started serves with its node certificate until
+	// the curator has issued its node API certificate, a moment later. A
+	// handshake that fails verification sent no call (not even a Reboot),
+	// so it is tried again, on a new connection, until --timeout.
+	deadline := time.Now().Add(c.timeout)
+	for {
+		err := callNodeAPI(ap.String(), opts, f)
+		if err == nil {
+			return nil
+		}
+		retry := certificateRefused(err) && time.Now().Before(deadline)
+		if retry {
+			t := time.NewTimer(nodeAPIRetry)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		err = explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
+		if certificateRefused(err) {
+			return fmt.Errorf("%w (a node that has just started verifies only once the curator has issued its node API certificate)", err)
+		}
+		return err
+	}
+}
+
+// nodeAPIRetry is how long withNodeAPI waits before it dials again a node
+// whose certificate it could not verify.
+const nodeAPIRetry = 500 * time.Millisecond
+
+// callNodeAPI runs f with a client of the node API at target, on a
+// connection of its own.
+func callNodeAPI(target string, opts []grpc.DialOption, f func(api nodev1.NodeServiceClient) error) error {
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := f(nodev1.NewNodeServiceClient(conn)); err != nil {
-		return explainNodeAPI(err, "calling the node API", id, ap.String(), c.timeout)
-	}
-	return nil
+	return f(nodev1.NewNodeServiceClient(conn))
+}
+
+// certificateRefused reports whether err is the TLS stack's refusal of the
+// server's certificate.
+func certificateRefused(err error) bool {
+	return strings.Contains(err.Error(), "failed to verify certificate")
 }
 
 func (c *cli) nodeLogs() *cobra.Command {

@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,6 +175,20 @@ func (n *Node) Credentials(t testing.TB) *roleserve.Credentials {
 	return c
 }
 
+// APICertificate waits until the node serves its API with a node API
+// certificate naming its address, which stock TLS clients (and polisctl)
+// verify, and returns it.
+func (n *Node) APICertificate(t testing.TB) *x509.Certificate {
+	t.Helper()
+	c, err := event.Get(Context(t), n.Agent.APICertificate(), event.Filter(func(c *x509.Certificate) bool {
+		return c != nil && slices.ContainsFunc(c.IPAddresses, func(ip net.IP) bool { return ip.Equal(n.Addr.AsSlice()) })
+	}))
+	if err != nil {
+		t.Fatalf("node on %v never got a node API certificate naming its address: %v", n.Addr, err)
+	}
+	return c
+}
+
 // Voter waits until the node runs a control plane whose consensus member
 // is a voter.
 func (n *Node) Voter(t testing.TB) {
@@ -261,6 +277,7 @@ func FormClusterWith(t testing.TB, n int, subnets *testutil.Subnets, setup func(
 	mgmt := management(t, ownerCert, first.CACertificate, curators)
 	c := &Cluster{Nodes: nodes, IDs: []string{first.NodeID}, OwnerKey: ownerKey, OwnerCertificate: ownerCert, CA: first.CACertificate, Management: mgmt}
 	if n == 1 {
+		nodes[0].APICertificate(t)
 		return c
 	}
 
@@ -292,6 +309,11 @@ func FormClusterWith(t testing.TB, n int, subnets *testutil.Subnets, setup func(
 	}
 	for _, tn := range nodes[1:] {
 		c.IDs = append(c.IDs, tn.Credentials(t).NodeID)
+	}
+	// Every node's API is verifiable (by polisctl, and by stock clients)
+	// once it has its node API certificate.
+	for _, tn := range nodes {
+		tn.APICertificate(t)
 	}
 	return c
 }

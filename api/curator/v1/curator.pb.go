@@ -486,8 +486,12 @@ type RenewCertificateResponse struct {
 	NodeCertificate []byte `protobuf:"bytes,1,opt,name=node_certificate,json=nodeCertificate,proto3" json:"node_certificate,omitempty"`
 	// DER of the cluster CA certificate that issued it.
 	CaCertificate []byte `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// DER of a node API certificate for the same key: server authentication
+	// only, the node ID as a DNS name and the external address of the
+	// node's record as an IP address (none if the record has no address).
+	NodeApiCertificate []byte `protobuf:"bytes,3,opt,name=node_api_certificate,json=nodeApiCertificate,proto3" json:"node_api_certificate,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RenewCertificateResponse) Reset() {
@@ -530,6 +534,13 @@ func (x *RenewCertificateResponse) GetNodeCertificate() []byte {
 func (x *RenewCertificateResponse) GetCaCertificate() []byte {
 	if x != nil {
 		return x.CaCertificate
+	}
+	return nil
+}
+
+func (x *RenewCertificateResponse) GetNodeApiCertificate() []byte {
+	if x != nil {
+		return x.NodeApiCertificate
 	}
 	return nil
 }
@@ -1347,10 +1358,11 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\"J\n" +
 	"\x11HeartbeatResponse\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\"\x19\n" +
-	"\x17RenewCertificateRequest\"l\n" +
+	"\x17RenewCertificateRequest\"\x9e\x01\n" +
 	"\x18RenewCertificateResponse\x12)\n" +
 	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\"p\n" +
+	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\x120\n" +
+	"\x14node_api_certificate\x18\x03 \x01(\fR\x12nodeApiCertificate\"p\n" +
 	"\x0fRegisterRequest\x12'\n" +
 	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x124\n" +
 	"\x06status\x18\x02 \x01(\v2\x1c.polis.curator.v1.NodeStatusR\x06status\"+\n" +

@@ -78,7 +78,10 @@ type CuratorServiceClient interface {
 	// all the records, so a leader change forgets nothing.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// RenewCertificate issues the calling node a fresh node certificate for
-	// its key. Nodes call it well before their certificate expires. A node
+	// its key, and a node API certificate (the serving certificate of its
+	// own API) naming its node ID and the address its record reports. Nodes
+	// call it well before their certificate expires, and for a node API
+	// certificate after they start and when their address changed. A node
 	// whose certificate has already expired uses Join instead.
 	RenewCertificate(ctx context.Context, in *RenewCertificateRequest, opts ...grpc.CallOption) (*RenewCertificateResponse, error)
 	// Register records a new node, identified by the key of its client
@@ -370,7 +373,10 @@ type CuratorServiceServer interface {
 	// all the records, so a leader change forgets nothing.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// RenewCertificate issues the calling node a fresh node certificate for
-	// its key. Nodes call it well before their certificate expires. A node
+	// its key, and a node API certificate (the serving certificate of its
+	// own API) naming its node ID and the address its record reports. Nodes
+	// call it well before their certificate expires, and for a node API
+	// certificate after they start and when their address changed. A node
 	// whose certificate has already expired uses Join instead.
 	RenewCertificate(context.Context, *RenewCertificateRequest) (*RenewCertificateResponse, error)
 	// Register records a new node, identified by the key of its client
