@@ -47,7 +47,8 @@ run_gazelle() {
 
 # go_deps_repos prints, sorted, the go_deps repositories that the root module
 # must import with use_repo:
-#   - every one that a BUILD.bazel file refers to (else Bazel cannot see it);
+#   - every one that a BUILD.bazel file of Polis refers to (else Bazel
+#     cannot see it; third_party/ holds other repositories, see WORKSPACE);
 #   - every module go_deps itself counts as a direct dependency: the require
 #     lines without "// indirect", and the modules that provide a tool line.
 #     Listing them keeps "bazel mod tidy" and this script in agreement.
@@ -58,7 +59,7 @@ go_deps_inputs() {
 	require_modules | sed 's/^/require /'
 	tool_packages | sed 's/^/tool /'
 	{
-		find . -name BUILD.bazel -not -path './.git/*' -not -path '*/testdata/*' -print0 |
+		find . -name BUILD.bazel -not -path './.git/*' -not -path './third_party/*' -not -path '*/testdata/*' -print0 |
 			xargs -0 -r grep -hoE '"@[A-Za-z0-9_.~+-]+//' || true
 	} | sed 's/^"@//; s|//$||; s/^/label /'
 }
@@ -156,4 +157,46 @@ render_module_file() {
 			}
 		}
 	' MODULE.bazel
+}
+
+# Go modules whose build files go_repository must replace rather than keep
+# (build_file_generation = "clean", a mode Polis' Gazelle patch adds):
+# grpc-gateway/v2 ships BUILD files that load @rules_proto, which the
+# WORKSPACE build cannot download.
+clean_build_file_repos=(com_github_grpc_ecosystem_grpc_gateway_v2)
+
+# render_deps_file prints deps.bzl as it should be: a go_repository rule,
+# with version and checksum, for every module in go.mod and go.sum, for the
+# WORKSPACE build (see WORKSPACE). Gazelle's update-repos writes it; it runs
+# on a copy, so nothing in the checkout changes. It keeps attributes added
+# by hand, and -prune drops modules go.mod no longer has.
+render_deps_file() {
+	local tmp status=0
+	tmp=$(mktemp -d)
+	cp WORKSPACE go.mod go.sum MODULE.bazel "$tmp/"
+	if [ -f deps.bzl ]; then
+		cp deps.bzl "$tmp/"
+	else
+		printf 'def go_dependencies():\n    pass\n' >"$tmp/deps.bzl"
+	fi
+	if go tool gazelle update-repos -repo_root="$tmp" -from_file="$tmp/go.mod" \
+		-to_macro=deps.bzl%go_dependencies -build_file_proto_mode=disable_global -prune; then
+		CLEAN=" ${clean_build_file_repos[*]} " awk '
+			# After the name line of a repository listed in CLEAN, add
+			# build_file_generation = "clean" unless it is already there.
+			pending != "" {
+				if ($0 !~ /build_file_generation/) print "        build_file_generation = \"clean\","
+				pending = ""
+			}
+			{ print }
+			match($0, /^        name = "[^"]+",$/) {
+				n = $0; sub(/^        name = "/, "", n); sub(/",$/, "", n)
+				if (index(ENVIRON["CLEAN"], " " n " ")) pending = n
+			}
+		' "$tmp/deps.bzl" || status=1
+	else
+		status=1
+	fi
+	rm -rf "$tmp"
+	return "$status"
 }
