@@ -24,12 +24,19 @@ import (
 // Node handles) is the same.
 type VMOptions struct {
 	// Image is the node image; nil builds it (launch/image) from the
-	// repository the launcher runs in, reporting to Options.Progress.
+	// repository the launcher runs in, with SystemDir, reporting to
+	// Options.Progress. Every VM gets its system disk (Image.System), if
+	// it has one, read-only: one file shared by the launch's VMs.
 	Image *image.Image
+	// SystemDir is the tree the built image's system disk is made from
+	// (image.Config.SystemDir); empty: no system disk. Ignored with Image.
+	SystemDir string
 	// Network is the cluster network; default 10.77.0.0/24. Nodes get
 	// .1, .2, ...; the launcher's own host port is the last address.
 	Network netip.Prefix
-	// MemoryMB is each VM's memory; default 256.
+	// MemoryMB is each VM's memory; default vm.DefaultMemoryMB, enough
+	// for a plain cluster. VMs that run Kubernetes need
+	// vm.KubernetesMemoryMB.
 	MemoryMB int
 	// Accel is qemu's accelerator: tcg (the default), kvm, or auto, which
 	// boots a probe VM under KVM and uses KVM only if it runs (see
@@ -184,7 +191,7 @@ func (c *Cluster) vmImage(ctx context.Context) (*image.Image, error) {
 	if c.opts.VM.Image != nil {
 		return c.opts.VM.Image, nil
 	}
-	return image.Build(ctx, image.Config{Progress: progressWriter{c}})
+	return image.Build(ctx, image.Config{SystemDir: c.opts.VM.SystemDir, Progress: progressWriter{c}})
 }
 
 // progressWriter turns the image builder's lines into launch progress.
@@ -209,6 +216,7 @@ func (c *Cluster) vmConfig(n *Node, img *image.Image) vm.Config {
 		Name:         fmt.Sprintf("node%d", n.Index),
 		Kernel:       img.Kernel,
 		Initramfs:    img.Initramfs,
+		System:       img.System,
 		Dir:          n.Dir,
 		Address:      netip.PrefixFrom(n.Address, o.Network.Bits()),
 		MAC:          vm.DefaultMAC(n.Address),

@@ -1,9 +1,10 @@
 // Command polis-image builds the Polis node image: Debian's kernel and an
 // initramfs with the node agent as /init and the kernel modules it needs,
-// for qemu's -kernel and -initrd. It prints each step; run again with
-// nothing changed, it takes seconds.
+// for qemu's -kernel and -initrd, and with --system DIR the read-only
+// system disk (a squashfs of DIR, laid out like the node's /system). It
+// prints each step; run again with nothing changed, it takes seconds.
 //
-//	go run ./cmd/polis-image [--out DIR] [--cache DIR] [--agent FILE]
+//	go run ./cmd/polis-image [--out DIR] [--cache DIR] [--agent FILE] [--system DIR]
 //
 // It needs apt-get and dpkg-deb (Debian) for the kernel package, and Go
 // to build the agent; no root. The work is done by package launch/image.
@@ -45,6 +46,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.StringVar(&cfg.OutDir, "out", "", "where to write vmlinuz and initramfs.cpio.gz (default: CACHE/out)")
 	fs.StringVar(&cfg.CacheDir, "cache", "", "the cache for the kernel package and the agent (default: the user's cache directory + polis/image)")
 	fs.StringVar(&cfg.Agent, "agent", "", "a prebuilt static polis-node (default: built from this repository)")
+	fs.StringVar(&cfg.SystemDir, "system", "", "a directory laid out like the node's /system, to write the read-only system disk from (default: no system disk)")
 	fs.StringVar(&modules, "modules", strings.Join(image.DefaultModules, ","), "the kernel modules wanted, comma-separated; their dependencies are added")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,5 +69,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "kernel:    %s\ninitramfs: %s\n", img.Kernel, img.Initramfs)
+	if img.System != "" {
+		fmt.Fprintf(out, "system:    %s (ID %.12s)\n", img.System, img.SystemID)
+	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +34,18 @@ var DefaultModules = []string{
 	"ext4",                           // the data disk
 	"vfat", "nls_cp437", "nls_ascii", // the ESP and the code pages it is mounted with
 	"button", "evdev", // the ACPI power button: a clean power-off on request
+	"squashfs", // the read-only system disk (pid1.SystemRoot)
+	// Containers and their traffic: overlayfs for image layers; a bridge
+	// and veth pairs for pod networks, with bridged traffic passing
+	// netfilter (br_netfilter); conntrack and NAT, and the nftables
+	// expressions Services and port mappings are written with (kube-proxy's
+	// nftables mode: ct, nat, masquerade, redirect, reject, fib, numgen,
+	// limit; conntrack entries are cleared over netlink).
+	"overlay",
+	"bridge", "br_netfilter", "veth",
+	"nf_conntrack", "nf_nat", "nf_conntrack_netlink",
+	"nf_tables", "nft_chain_nat", "nft_ct", "nft_nat", "nft_masq", "nft_redir",
+	"nft_reject_inet", "nft_fib_inet", "nft_numgen", "nft_limit",
 }
 
 // nodePackage is the node agent's main package.
@@ -56,6 +70,13 @@ type Config struct {
 	SourceDir string
 	// Modules are the wanted modules; default DefaultModules.
 	Modules []string
+	// SystemDir is a directory laid out like the node's /system
+	// (pid1.SystemRoot and the System* paths below it: the runtime's
+	// binaries, the CNI plugins, the images a node loads itself), from
+	// which Build writes the read-only system disk. Empty: no system disk,
+	// and the machines boot as before it existed (PID 1 mounts one only
+	// when the machine has it).
+	SystemDir string
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -69,7 +90,15 @@ type Image struct {
 	Release string
 	// Modules are the modules in the initramfs, in load order.
 	Modules []string
-	// Reused is true when nothing changed and the cached initramfs was kept.
+	// System is the read-only system disk (a squashfs image), "" when
+	// Config.SystemDir was empty. Every machine of a launch may attach
+	// the same file (launch/vm opens it read-only).
+	System string
+	// SystemID is the system disk's ID (the hash of its inputs, also on
+	// the disk at pid1.SystemIDPath), "" without one.
+	SystemID string
+	// Reused is true when nothing changed and the cached initramfs (and
+	// system disk, if any) was kept.
 	Reused bool
 }
 
@@ -161,12 +190,20 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	}
 	h.Write(agentBytes)
 	key := hex.EncodeToString(h.Sum(nil))
+
+	systemReused := true
+	if cfg.SystemDir != "" {
+		if systemReused, err = systemDisk(cfg.SystemDir, img, cfg.OutDir, progress); err != nil {
+			return nil, fmt.Errorf("image: %w", err)
+		}
+	}
+
 	keyFile := img.Initramfs + ".key"
 	if old, err := os.ReadFile(keyFile); err == nil && string(old) == key {
 		if _, err := os.Stat(img.Initramfs); err == nil {
 			if _, err := os.Stat(img.Kernel); err == nil {
-				img.Reused = true
-				progress("nothing changed: %s is current (%v)", img.Initramfs, time.Since(start).Round(10*time.Millisecond))
+				img.Reused = systemReused
+				progress("nothing changed in the initramfs: %s is current (%v)", img.Initramfs, time.Since(start).Round(10*time.Millisecond))
 				return img, nil
 			}
 		}
@@ -186,6 +223,44 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	st, _ := os.Stat(img.Initramfs)
 	progress("wrote %s (%.1f MB) in %v; image built in %v", img.Initramfs, float64(st.Size())/1e6, time.Since(t).Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
 	return img, nil
+}
+
+// systemDisk makes img's system disk from the tree dir in outDir, unless
+// the one there was made from exactly the same tree; it reports whether
+// it was reused.
+func systemDisk(dir string, img *Image, outDir string, progress func(string, ...any)) (bool, error) {
+	t := time.Now()
+	key, size, err := hashSystemTree(dir)
+	if err != nil {
+		return false, err
+	}
+	img.System = filepath.Join(outDir, "system.squashfs")
+	img.SystemID = key
+	keyFile := img.System + ".key"
+	if old, err := os.ReadFile(keyFile); err == nil && string(old) == key {
+		if _, err := os.Stat(img.System); err == nil {
+			progress("the system disk %s is current (%s, %.1f MB of files hashed in %v)", img.System, key[:12], float64(size)/1e6, time.Since(t).Round(10*time.Millisecond))
+			return true, nil
+		}
+	}
+	progress("writing the system disk from %s (%.1f MB of files)", dir, float64(size)/1e6)
+	// The old key goes first: a crash after the new disk replaced the old
+	// one must not leave the old key naming it.
+	if err := os.Remove(keyFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := buildSystemDisk(dir, img.System, key); err != nil {
+		return false, err
+	}
+	if err := os.WriteFile(keyFile, []byte(key), 0o644); err != nil {
+		return false, err
+	}
+	st, err := os.Stat(img.System)
+	if err != nil {
+		return false, err
+	}
+	progress("wrote the system disk %s (%s, %.1f MB) in %v", img.System, key[:12], float64(st.Size())/1e6, time.Since(t).Round(10*time.Millisecond))
+	return false, nil
 }
 
 // lockCache takes an exclusive lock on the cache directory, so that two

@@ -15,10 +15,15 @@
 // qemu runs with -nodefaults (no device we did not ask for, in particular
 // no NIC with outbound NAT) and -no-reboot with panic=-1 (a guest reboot or
 // panic ends qemu instead of looping or hanging, so the caller sees it and
-// decides: GuestRebooted tells a reboot from a power-off). Node parameters
+// decides: GuestRebooted tells a reboot from a power-off; once PID 1 has
+// set kubelet's kernel.panic=10, a panic ends qemu 10 s later). Node parameters
 // go through fw_cfg, the node's address and agent flags on the kernel
 // command line (pid1.AgentFlags says why there), the disks are told apart
-// by their virtio serials.
+// by their virtio serials. The image's system disk (Config.System), when
+// there is one, is attached read-only: qemu then takes a shared lock on
+// the file, so every machine of a launch attaches the same one.
+// Machines get DefaultMemoryMB unless told otherwise; those that run
+// Kubernetes need KubernetesMemoryMB.
 // PowerOff presses the ACPI power button through QMP: the agent stops,
 // PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
 //

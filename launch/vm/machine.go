@@ -25,12 +25,28 @@ const (
 	DataSize = 2 << 30
 )
 
+// Guest memory. DefaultMemoryMB runs the agent with its etcd and curator
+// (a plain cluster). A node that runs Kubernetes needs more: the
+// apiserver takes about 300 MB, kubelet and containerd about 150 MB, and
+// the pods their own, hence KubernetesMemoryMB. qemu only takes from the
+// host what the guest touches.
+const (
+	DefaultMemoryMB    = 256
+	KubernetesMemoryMB = 1536
+)
+
 // Config describes one node machine.
 type Config struct {
 	// Name names the machine in logs and errors.
 	Name string
 	// Kernel and Initramfs are the node image (launch/image).
 	Kernel, Initramfs string
+	// System is the image's read-only system disk (image.Image.System),
+	// attached read-only with the serial pid1.SerialSystem; "" attaches
+	// none. The machines of a launch share one file: qemu takes a shared
+	// lock on a read-only image, which any number of readers may hold
+	// (only a writer would be refused).
+	System string
 	// Dir holds the machine's disks (esp.img, data.img, made sparse and
 	// blank on first start: the node formats them), its console log
 	// (console.log, appended to on every boot), its parameters and its QMP
@@ -51,7 +67,8 @@ type Config struct {
 	SwitchSocket string
 	// MAC is the NIC's address; default derived from Address.
 	MAC string
-	// MemoryMB is the guest's memory; default 256.
+	// MemoryMB is the guest's memory; default DefaultMemoryMB. A node
+	// that runs Kubernetes needs KubernetesMemoryMB.
 	MemoryMB int
 	// Accel is qemu's accelerator; default "tcg" (see ProbeKVM).
 	Accel string
@@ -99,11 +116,19 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Dir == "" {
 		return o, fmt.Errorf("vm %s: Dir is required", o.Name)
 	}
+	if o.System != "" {
+		if strings.Contains(o.System, ",") {
+			return o, fmt.Errorf("vm %s: the system disk's path %q has a comma, which qemu's -drive cannot take", o.Name, o.System)
+		}
+		if _, err := os.Stat(o.System); err != nil {
+			return o, fmt.Errorf("vm %s: the system disk: %w", o.Name, err)
+		}
+	}
 	if !o.Address.IsValid() {
 		return o, fmt.Errorf("vm %s: Address is required", o.Name)
 	}
 	if o.MemoryMB == 0 {
-		o.MemoryMB = 256
+		o.MemoryMB = DefaultMemoryMB
 	}
 	if o.Accel == "" {
 		o.Accel = "tcg"
@@ -147,6 +172,13 @@ func (c *Config) args() []string {
 		"-device", "virtio-blk-pci,drive=esp,serial=" + pid1.SerialESP,
 		"-drive", "file=" + filepath.Join(c.Dir, "data.img") + ",if=none,format=raw,id=data",
 		"-device", "virtio-blk-pci,drive=data,serial=" + pid1.SerialData,
+	}
+	if c.System != "" {
+		// readonly=on: the guest cannot write it, and qemu takes a
+		// shared lock, so every machine of a launch opens the same file.
+		a = append(a,
+			"-drive", "file="+c.System+",if=none,format=raw,readonly=on,id=system",
+			"-device", "virtio-blk-pci,drive=system,serial="+pid1.SerialSystem)
 	}
 	if c.SwitchSocket != "" {
 		a = append(a, "-netdev", "stream,id=net0,server=off,addr.type=unix,addr.path="+c.SwitchSocket)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/polis-os/polis/node/pid1"
 )
 
 func testConfig(t *testing.T) Config {
@@ -102,6 +104,36 @@ func TestGuestRebooted(t *testing.T) {
 		close(m.done)
 		if got := m.GuestRebooted(); got != tc.want {
 			t.Errorf("%q: GuestRebooted = %v, want %v", tc.lines, got, tc.want)
+		}
+	}
+}
+
+// TestSystemDiskArgs: the system disk is attached read-only with its
+// serial, only when there is one; a missing file is refused before qemu
+// starts.
+func TestSystemDiskArgs(t *testing.T) {
+	cfg := testConfig(t)
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(c.args(), func(a string) bool { return strings.Contains(a, pid1.SerialSystem) }) {
+		t.Error("a machine without a system disk gets one")
+	}
+	cfg.System = filepath.Join(cfg.Dir, "system.squashfs")
+	if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "system disk") {
+		t.Errorf("a missing system disk: %v, want it refused", err)
+	}
+	if err := os.WriteFile(cfg.System, []byte("hsqs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = cfg.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(c.args(), " ")
+	for _, want := range []string{"file=" + cfg.System + ",if=none,format=raw,readonly=on,id=system", "virtio-blk-pci,drive=system,serial=" + pid1.SerialSystem} {
+		if !strings.Contains(args, want) {
+			t.Errorf("qemu's arguments lack %q:\n%s", want, args)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -53,6 +54,63 @@ func buildImage(ctx context.Context, t *testing.T) *image.Image {
 	return img
 }
 
+// buildImageWithSystem builds the node image with a system disk made from
+// a small tree (a marker file and a program), into an output directory
+// of this package's own, so that another package's build (test/vm) does
+// not replace the disk between this build and qemu opening it.
+func buildImageWithSystem(ctx context.Context, t *testing.T) *image.Image {
+	t.Helper()
+	tree := t.TempDir()
+	for p, data := range map[string]string{"bin/hello": "#!/bin/true\n", "marker": "the launch/vm test's system disk\n"} {
+		full := filepath.Join(tree, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	img, err := image.Build(ctx, image.Config{
+		SourceDir: "../..", SystemDir: tree, Progress: testLog{t},
+		OutDir: filepath.Join(cache, "polis", "image", "out-launch-vm"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("phase: image with a system disk built in %v (reused: %v)", time.Since(start).Round(10*time.Millisecond), img.Reused)
+	return img
+}
+
+// checkPrepared checks PID 1's summary line: the root is a tmpfs, not
+// rootfs; the system disk, if given, is mounted read-only at /system
+// (its ID read from the disk through the mount); cgroup2's controllers
+// are delegated with the agent out of the root cgroup; every module of
+// the image loaded.
+func checkPrepared(t *testing.T, line string, img *image.Image, system bool) {
+	t.Helper()
+	t.Logf("PID 1: %s", line)
+	wants := []string{
+		"root tmpfs (not rootfs; pivot_root tried: works)",
+		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
+		fmt.Sprintf("; %d modules", len(img.Modules)),
+	}
+	if system {
+		wants = append(wants, fmt.Sprintf("(squashfs, ro, ID %.12s) on %s", img.SystemID, pid1.SystemRoot))
+	} else {
+		wants = append(wants, "no system disk")
+	}
+	for _, w := range wants {
+		if !strings.Contains(line, w) {
+			t.Errorf("PID 1's summary lacks %q:\n%s", w, line)
+		}
+	}
+}
+
 // shortTempDir is a temporary directory with a path short enough for the
 // unix sockets inside it.
 func shortTempDir(t *testing.T) string {
@@ -71,14 +129,17 @@ func shortTempDir(t *testing.T) string {
 }
 
 // TestBootBootstrapRebootPowerOff boots one node machine from the image:
-// the agent is PID 1, formats its disks, bootstraps a cluster; a press of
-// the power button stops it cleanly (qemu exits 0); booted again with no
-// parameters, it rejoins its cluster from what its disks kept.
+// the agent is PID 1, prepares the machine (a tmpfs root, cgroup2, the
+// system disk mounted read-only: checkPrepared), formats its disks,
+// bootstraps a cluster; a press of the power button stops it cleanly
+// (qemu exits 0); booted again with no parameters and no system disk, it
+// boots as a node without one and rejoins its cluster from what its disks
+// kept.
 func TestBootBootstrapRebootPowerOff(t *testing.T) {
 	qemu := needQEMU(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	img := buildImage(ctx, t)
+	img := buildImageWithSystem(ctx, t)
 	dir := shortTempDir(t)
 	sw, err := NewSwitch(filepath.Join(dir, "sw.sock"))
 	if err != nil {
@@ -97,7 +158,7 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		Name: "node1", Kernel: img.Kernel, Initramfs: img.Initramfs, QEMU: qemu,
+		Name: "node1", Kernel: img.Kernel, Initramfs: img.Initramfs, System: img.System, QEMU: qemu,
 		Dir:          filepath.Join(dir, "node1"),
 		Address:      netip.MustParsePrefix("10.77.0.1/24"),
 		Parameters:   params,
@@ -110,6 +171,12 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Kill()
+		line, err := m.WaitConsole(ctx, pid1.PreparedMessage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("phase: qemu start → machine prepared: %v", time.Since(m.Started()).Round(10*time.Millisecond))
+		checkPrepared(t, line, img, cfg.System != "")
 		for _, w := range append([]string{pid1.BootedMessage}, wants...) {
 			if _, err := m.WaitConsole(ctx, w); err != nil {
 				t.Fatal(err)
@@ -130,6 +197,7 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 	// start its own control plane.
 	boot(cfg, "bootstrapping a new cluster", "enrolled", "new roles")
 	cfg.Parameters = nil
+	cfg.System = ""
 	os.Remove(filepath.Join(cfg.Dir, "parameters.pb"))
 	boot(cfg, "rejoining the cluster", "taking over as leader")
 	log, err := os.ReadFile(cfg.ConsoleLog())

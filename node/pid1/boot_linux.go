@@ -43,22 +43,39 @@ func (a Action) String() string {
 }
 
 // Boot prepares the machine for the agent (see the package doc for the
-// steps). logf prints to the console.
+// steps). logf prints to the console. On the initramfs' rootfs it does
+// not return: it moves to a tmpfs root and executes /init again, and the
+// second run, on the new root, prepares the machine.
 func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	start := time.Now()
 	step := func(format string, args ...any) {
 		logf("polis: [%6.2fs] "+format, append([]any{time.Since(start).Seconds()}, args...)...)
 	}
 	m := &Machine{StorageRoot: StorageRoot, logf: logf, requests: make(chan Action, 1)}
+	if _, err := switchRootIfNeeded(logf); err != nil {
+		return nil, err
+	}
 	if err := mountEarly(); err != nil {
 		return nil, err
 	}
-	step("mounted proc, sys, dev, run, tmp")
+	step("mounted sys, dev, dev/pts, dev/shm, run, tmp, cgroup2; / shared")
 	n, err := loadModules(ModuleListPath)
 	if err != nil {
 		return nil, err
 	}
 	step("loaded %d kernel modules", n)
+	if err := setSysctls(sysctls); err != nil {
+		return nil, err
+	}
+	ctrls, err := setUpCgroups()
+	if err != nil {
+		return nil, err
+	}
+	cgroup, err := ownCgroup()
+	if err != nil {
+		return nil, err
+	}
+	step("cgroup2: the agent in %s, controllers %s delegated", cgroup, strings.Join(ctrls, " "))
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		return nil, fmt.Errorf("reading the kernel command line: %w", err)
@@ -73,13 +90,71 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	}
 	step("network: lo and %s up, %v", nic, m.Address)
 	go reapOrphans()
-	if err := m.mountStorage(step); err != nil {
+	disks, err := waitForDisks()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.mountStorage(disks, step); err != nil {
+		m.unmountAll()
+		return nil, err
+	}
+	step("storage mounted under %s", m.StorageRoot)
+	sysDev, sysID, err := m.mountSystem(disks)
+	if err != nil {
 		m.unmountAll()
 		return nil, err
 	}
 	go m.watchPowerButton()
-	step("storage mounted under %s", m.StorageRoot)
+	// What the summary says is read back from the kernel's mount table,
+	// not assumed from the calls above.
+	root, system, err := checkMounts(sysDev, sysID)
+	if err == nil {
+		err = probePivotRoot("/run")
+	}
+	if err != nil {
+		m.unmountAll()
+		return nil, err
+	}
+	logf("%s root %s (not rootfs; pivot_root tried: works); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls",
+		PreparedMessage, root.fstype, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls))
 	return m, nil
+}
+
+// checkMounts reads the mount table and checks what Boot made of it: the
+// root is a real mount (pivot_root works), and the system disk, if the
+// machine has one (sysDev), is mounted read-only at SystemRoot. It
+// returns the root's mount and the system disk's part of the summary.
+func checkMounts(sysDev, sysID string) (mountInfo, string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return mountInfo{}, "", fmt.Errorf("reading the mounts: %w", err)
+	}
+	mounts, err := parseMountinfo(string(b))
+	if err != nil {
+		return mountInfo{}, "", err
+	}
+	root, ok := rootMount(mounts)
+	if !ok {
+		return mountInfo{}, "", fmt.Errorf("mountinfo: nothing is mounted at /")
+	}
+	if err := pivotRootAllowed(root); err != nil {
+		return mountInfo{}, "", err
+	}
+	if !strings.Contains(root.optional, "shared:") {
+		return mountInfo{}, "", fmt.Errorf("the root is not a shared mount (%q): kubelet needs shared mount propagation", root.optional)
+	}
+	if sysDev == "" {
+		return root, "no system disk", nil
+	}
+	i := slices.IndexFunc(mounts, func(m mountInfo) bool { return m.mountPoint == SystemRoot })
+	if i < 0 {
+		return mountInfo{}, "", fmt.Errorf("the system disk %s is not in the mount table at %s", sysDev, SystemRoot)
+	}
+	sm := mounts[i]
+	if !slices.Contains(strings.Split(sm.options, ","), "ro") {
+		return mountInfo{}, "", fmt.Errorf("the system disk is mounted at %s with %q, not read-only", SystemRoot, sm.options)
+	}
+	return root, fmt.Sprintf("system disk %s (%s, %s, ID %.12s) on %s", sm.source, sm.fstype, strings.Split(sm.options, ",")[0], sysID, SystemRoot), nil
 }
 
 // parseCommandLine finds polis.address=IP/PREFIX (required) and the

@@ -42,6 +42,24 @@ const (
 	// pod sandbox image, is Polis' own.
 	SystemImagesDir  = SystemRoot + "/images"
 	SystemPauseImage = SystemImagesDir + "/pause.tar"
+	// SystemIDPath is written by the image builder, not taken from the
+	// tree: the hash of everything the disk was built from, which PID 1
+	// prints, so that one can tell which system disk a node runs.
+	SystemIDPath = SystemRoot + "/polis-system-id"
+
+	// CgroupRoot is where PID 1 mounts cgroup v2, with every controller a
+	// kubelet needs enabled for the tree below (CgroupNodeDir and the
+	// pods' cgroups beside it).
+	CgroupRoot = "/sys/fs/cgroup"
+	// CgroupNodeDir holds the node's own processes, each service in a
+	// cgroup of its own (ServiceCgroup): the agent in CgroupAgentDir,
+	// and the processes the agent runs (containerd, kubelet) beside it.
+	// The pods' cgroups (kubelet's kubepods) are CgroupRoot's other
+	// children.
+	CgroupNodeDir = CgroupRoot + "/polis"
+	// CgroupAgentDir is the agent's own cgroup, a leaf: PID 1 moves
+	// itself there before it delegates the controllers.
+	CgroupAgentDir = CgroupNodeDir + "/agent"
 
 	// AddressParameter is the kernel command-line parameter with the
 	// node's cluster address and prefix: polis.address=10.0.0.2/24.
@@ -54,6 +72,12 @@ const (
 	// mounted at esp/, the data disk at data/ and a tmpfs at ephemeral/.
 	StorageRoot = "/polis"
 
+	// PreparedMessage starts the one line PID 1 prints once the machine is
+	// prepared, before the agent starts: the root file system, the system
+	// disk (or its absence), the cgroup controllers delegated and the
+	// agent's cgroup, the modules and sysctls. Tests and operators read
+	// it from the console.
+	PreparedMessage = "polis: machine prepared:"
 	// BootedMessage is the line PID 1 prints on the console when the
 	// machine is ready and the agent starts; the launcher waits for it.
 	BootedMessage = "polis: machine ready, starting the node agent"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ type storageDisk struct {
 
 // mountStorage mounts the ESP and data disks, formatting blank ones, and
 // a tmpfs for the ephemeral part.
-func (m *Machine) mountStorage(step func(string, ...any)) error {
+func (m *Machine) mountStorage(found map[string]string, step func(string, ...any)) error {
 	disks := []storageDisk{
 		// The ESP is FAT: owner-only modes (localstorage keeps secrets
 		// there), and quiet, because FAT cannot store modes and
@@ -53,7 +54,7 @@ func (m *Machine) mountStorage(step func(string, ...any)) error {
 		{serial: SerialData, fstype: "ext4", label: "polis-data", dir: "data"},
 	}
 	for _, d := range disks {
-		dev, err := waitForDisk(d.serial)
+		dev, err := diskBySerial(found, d.serial)
 		if err != nil {
 			return err
 		}
@@ -95,22 +96,120 @@ func (m *Machine) mountStorage(step func(string, ...any)) error {
 	return nil
 }
 
-// waitForDisk returns the /dev path of the virtio disk with the serial.
-func waitForDisk(serial string) (string, error) {
+// Virtio block devices on the PCI bus: qemu's virtio-blk-pci is the
+// transitional device 0x1001 by default, 0x1042 when modern-only.
+const virtioVendor = "0x1af4"
+
+var virtioBlockDevices = []string{"0x1001", "0x1042"}
+
+// waitForDisks waits until every virtio disk of the machine has been
+// probed and returns them by serial number (serial → /dev path). The PCI
+// bus is enumerated before init runs, so the devices to wait for are
+// known at once; their disks appear once virtio_blk has probed them
+// (asynchronously, slowly under TCG). Knowing them all is what lets PID 1
+// tell an absent system disk from a late one without a timeout.
+func waitForDisks() (map[string]string, error) {
 	deadline := time.Now().Add(diskTimeout)
 	for {
-		blocks, _ := filepath.Glob("/sys/block/*/serial")
-		for _, p := range blocks {
-			b, err := os.ReadFile(p)
-			if err == nil && strings.TrimSpace(string(b)) == serial {
-				return "/dev/" + filepath.Base(filepath.Dir(p)), nil
-			}
+		disks, pending, err := virtioDisks()
+		if err != nil {
+			return nil, err
+		}
+		if pending == 0 {
+			return disks, nil
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no disk with serial %s appeared within %v (qemu: -drive ...,if=virtio,serial=%s)", serial, diskTimeout, serial)
+			return nil, fmt.Errorf("%d of the machine's virtio disks did not appear within %v (is virtio_blk loaded?); found %v", pending, diskTimeout, disks)
 		}
 		time.Sleep(50 * time.Millisecond) // polling sysfs: nothing to wait on without udev
 	}
+}
+
+// virtioDisks returns the probed virtio disks by serial, and how many
+// virtio block devices on the PCI bus have no disk yet.
+func virtioDisks() (map[string]string, int, error) {
+	devs, err := filepath.Glob("/sys/bus/pci/devices/*")
+	if err != nil {
+		return nil, 0, err
+	}
+	disks := map[string]string{}
+	pending := 0
+	for _, d := range devs {
+		if readTrimmed(filepath.Join(d, "vendor")) != virtioVendor || !slices.Contains(virtioBlockDevices, readTrimmed(filepath.Join(d, "device"))) {
+			continue
+		}
+		blocks, _ := filepath.Glob(filepath.Join(d, "virtio*", "block", "*"))
+		if len(blocks) == 0 {
+			pending++
+			continue
+		}
+		name := filepath.Base(blocks[0])
+		disks[readTrimmed(filepath.Join("/sys/block", name, "serial"))] = "/dev/" + name
+	}
+	return disks, pending, nil
+}
+
+// readTrimmed reads a small sysfs file; "" if it cannot.
+func readTrimmed(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// diskBySerial returns the disk with the serial, or an error naming the
+// disks the machine has.
+func diskBySerial(disks map[string]string, serial string) (string, error) {
+	if dev, ok := disks[serial]; ok {
+		return dev, nil
+	}
+	var have []string
+	for s, dev := range disks {
+		have = append(have, fmt.Sprintf("%s (%s)", dev, s))
+	}
+	slices.Sort(have)
+	return "", fmt.Errorf("no disk with serial %s (qemu: -drive ...,if=virtio,serial=%s); the machine's virtio disks: %v", serial, serial, have)
+}
+
+// systemMagic starts a squashfs superblock ("hsqs", little-endian
+// 0x73717368).
+const systemMagic = "hsqs"
+
+// mountSystem mounts the system disk read-only at SystemRoot, if the
+// machine has one, and returns its device and ID ("" and "" if not). A
+// disk with the system serial that is not a squashfs is an error: booting
+// on without the runtime it should carry would fail later and obscurely.
+func (m *Machine) mountSystem(disks map[string]string) (dev, id string, err error) {
+	dev, ok := disks[SerialSystem]
+	if !ok {
+		return "", "", nil
+	}
+	f, err := os.Open(dev)
+	if err != nil {
+		return "", "", fmt.Errorf("the system disk %s: %w", dev, err)
+	}
+	head := make([]byte, len(systemMagic))
+	_, err = io.ReadFull(f, head)
+	f.Close()
+	if err != nil {
+		return "", "", fmt.Errorf("the system disk %s: %w", dev, err)
+	}
+	if string(head) != systemMagic {
+		return "", "", fmt.Errorf("the system disk %s (serial %s) is not a squashfs (it starts with %q)", dev, SerialSystem, head)
+	}
+	if err := os.MkdirAll(SystemRoot, 0o755); err != nil {
+		return "", "", fmt.Errorf("mounting the system disk: %w", err)
+	}
+	if err := unix.Mount(dev, SystemRoot, "squashfs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		return "", "", fmt.Errorf("mounting the system disk %s (squashfs) on %s: %w", dev, SystemRoot, err)
+	}
+	m.mounts = append(m.mounts, SystemRoot)
+	b, err := os.ReadFile(SystemIDPath)
+	if err != nil {
+		return "", "", fmt.Errorf("the system disk %s has no ID: %w", dev, err)
+	}
+	return dev, strings.TrimSpace(string(b)), nil
 }
 
 // probe says what dev holds: "ext4", "vfat", "blank", or a description of

@@ -5,34 +5,73 @@
 //
 // The kernel runs the agent as /init from the initramfs, with nothing
 // mounted, no modules loaded and no network. Boot turns that into a
-// Machine the agent can run on, in a fixed order where each step needs the
-// one before:
+// Machine the agent can run on, prepared for a container runtime and a
+// kubelet, in a fixed order where each step needs the one before:
 //
-//  1. mount proc, sys, dev (devtmpfs), run and tmp;
+//  0. leave rootfs: the initramfs' root is rootfs, a mount with no
+//     parent, from which pivot_root(2) fails (EINVAL), and runc
+//     pivot_roots into every container. So, as switch_root does, PID 1
+//     mounts a tmpfs, moves the initramfs' files into it (each copied,
+//     then removed, freeing the RAM it held), moves the tmpfs onto /,
+//     chroots into it and executes /init again: still PID 1, now on a
+//     root that pivot_root accepts. Everything below runs on that root;
+//  1. mount proc, sys, dev (devtmpfs), dev/pts, dev/shm, run and tmp (both
+//     tmpfs), and cgroup2 at CgroupRoot; then make every mount shared,
+//     recursively, as kubelet requires for mount propagation;
 //  2. load the kernel modules listed at ModuleListPath, in that order (the
-//     image builder resolved it from the modules' .modinfo);
-//  3. read the machine's settings from the kernel command line
+//     image builder resolved it from the modules' .modinfo): the drivers
+//     of the machine, squashfs for the system disk, and what containers
+//     and pod traffic need (overlay, bridge, br_netfilter, veth,
+//     conntrack, NAT, nftables);
+//  3. set the kernel settings a node running containers needs (sysctls:
+//     forwarding, bridged traffic through netfilter, inotify limits, and
+//     what kubelet expects: overcommit, panic on oops, reboot 10 s after a
+//     panic);
+//  4. build the cgroup tree: PID 1 moves itself into the leaf
+//     CgroupAgentDir, then enables cpu, cpuset, io, memory, pids (and
+//     hugetlb) for the children of the root and of CgroupNodeDir. The
+//     services the agent runs get cgroups beside its own (ServiceCgroup);
+//     kubelet puts the pods in its own subtree of the root;
+//  5. read the machine's settings from the kernel command line
 //     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
 //     as polis.lease-ttl=5s; AgentFlags says why there) and leave the node
 //     parameters to fw_cfg (node.FWCfgParametersPath, present once
 //     qemu_fw_cfg is loaded);
-//  4. bring up lo and the cluster NIC with netlink;
-//  5. find the ESP and data disks by their serial numbers (SerialESP,
-//     SerialData), format a blank one (FAT32, ext4) and mount them under
-//     StorageRoot, where localstorage expects them: esp/, data/, and a tmpfs
-//     for ephemeral/. A rebooted machine finds its sealed configuration on
-//     the ESP and rejoins, as a restarted process does.
+//  6. bring up lo and the cluster NIC with netlink;
+//  7. wait until every virtio disk on the PCI bus has been probed, and
+//     tell them apart by their serial numbers: the ESP and data disks
+//     (SerialESP, SerialData) are formatted if blank (FAT32, ext4) and
+//     mounted under StorageRoot, where localstorage expects them: esp/,
+//     data/, and a tmpfs for ephemeral/. A rebooted machine finds its
+//     sealed configuration on the ESP and rejoins, as a restarted process
+//     does;
+//  8. mount the system disk (SerialSystem, a squashfs the image builder
+//     wrote) read-only at SystemRoot, if the machine has one: knowing
+//     every disk of step 7, an absent one is told from a late one
+//     without a timeout, and a machine without it boots as before;
+//  9. check the result in the kernel's mount table (the root is a shared
+//     tmpfs, the system disk read-only), try pivot_root as runc will (on
+//     a thread and in a mount namespace of its own, onto a scratch tmpfs),
+//     and print it all on one line starting with PreparedMessage: the root's type, the system disk (its ID, read
+//     from it) or its absence, the controllers delegated, the agent's
+//     cgroup, the modules and sysctls.
 //
 // While the agent runs, PID 1 reaps orphaned processes (they are
-// re-parented to it) and watches the ACPI power button; Machine.Requests
-// delivers a press as a request to power off. Machine.Halt stops cleanly:
-// sync, unmount, sync, then reboot(2). A failure during boot goes to Fatal,
-// which prints it on the console and reboots after a pause, so a broken
-// machine neither hangs silently nor reboots too fast to be read.
+// re-parented to it; a container runtime's shims are), but never a child
+// the agent started with os/exec, whose Wait must get its exit status:
+// Go holds a pidfd for those until Wait, and the reaper leaves any zombie
+// a pidfd of the agent refers to. It also watches the ACPI power
+// button; Machine.Requests delivers a press as a request to power off.
+// Machine.Halt stops cleanly: sync, unmount, sync, then reboot(2). A
+// failure during boot goes to Fatal, which prints it on the console and
+// reboots after a pause, so a broken machine neither hangs silently nor
+// reboots too fast to be read.
 //
 // # What it does not do
 //
 // No udev, no shell, no DHCP: the addresses come from the command line,
-// the disks from their serials. It runs only as PID 1 on Linux; tests of
-// the whole run the image in qemu (launch/vm).
+// the disks from their serials. It starts no container runtime or
+// kubelet itself (the agent's kubernetes worker does, through kube/); it
+// only makes the machine ready for them. It runs only as PID 1 on Linux;
+// tests of the whole run the image in qemu (launch/vm).
 package pid1

@@ -30,6 +30,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
+	"github.com/polis-os/polis/node/pid1"
 	"github.com/polis-os/polis/polisctl"
 )
 
@@ -73,7 +74,15 @@ func TestVMCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	img, err := image.Build(ctx, image.Config{SourceDir: "../..", Progress: testLog{t}})
+	img, err := image.Build(ctx, image.Config{
+		SourceDir: "../..", Progress: testLog{t},
+		// Every VM attaches the same read-only system disk, made from a
+		// small tree here; its own output directory, so that another
+		// package's build (launch/vm) does not replace the disk between
+		// this build and the VMs opening it.
+		SystemDir: systemTree(t),
+		OutDir:    filepath.Join(cacheDir(t), "polis", "image", "out-test-vm"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +108,7 @@ func TestVMCluster(t *testing.T) {
 	}()
 	phase(t, start, "3 VMs from the first qemu start to all UP and healthy, consensus members included")
 
-	if !t.Run("core", func(t *testing.T) { testCore(ctx, t, c) }) {
+	if !t.Run("core", func(t *testing.T) { testCore(ctx, t, c); testPrepared(t, c, img) }) {
 		t.FailNow()
 	}
 	// Each suite leaves a whole cluster behind, or the next cannot start.
@@ -142,6 +151,58 @@ func testCore(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		want := fmt.Sprintf(`"--lease-ttl" "%v" "--heartbeat-interval" "%v"`, leaseTTL, heartbeatInterval)
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("%v: its console shows no agent flags %s: the launch options did not reach the VM", n, want)
+		}
+	}
+}
+
+// systemTree is a small tree for the system disk: a marker file.
+func systemTree(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "marker"), []byte("test/vm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func cacheDir(t *testing.T) string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// testPrepared: every node's PID 1 prepared its machine (its summary
+// line, pid1.PreparedMessage): a tmpfs root, not rootfs; the one system
+// disk file all three VMs attach, mounted read-only at /system (the ID
+// is read from the disk through the mount); cgroup2 with the controllers
+// delegated and the agent out of the root cgroup; every module loaded.
+func testPrepared(t *testing.T, c *launch.Cluster, img *image.Image) {
+	wants := []string{
+		"root tmpfs (not rootfs; pivot_root tried: works)",
+		fmt.Sprintf("(squashfs, ro, ID %.12s) on %s", img.SystemID, pid1.SystemRoot),
+		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
+		fmt.Sprintf("; %d modules", len(img.Modules)),
+	}
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(n.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(l, pid1.PreparedMessage) {
+				line = l // the last boot's
+			}
+		}
+		if line == "" {
+			t.Errorf("%v: no %q line on its console", n, pid1.PreparedMessage)
+			continue
+		}
+		for _, w := range wants {
+			if !strings.Contains(line, w) {
+				t.Errorf("%v: PID 1's summary lacks %q:\n%s", n, w, line)
+			}
 		}
 	}
 }

@@ -1,0 +1,317 @@
+package pid1
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// newRootDir is where the tmpfs that becomes the root is mounted while
+// the initramfs is moved into it.
+const newRootDir = "/.polis-root"
+
+// mountInfo is one line of /proc/self/mountinfo.
+type mountInfo struct {
+	id, parent int
+	mountPoint string
+	fstype     string
+	source     string
+	options    string // per-mount options (ro, nosuid, ...)
+	optional   string // optional fields: shared:N, master:N, ...
+}
+
+// parseMountinfo reads /proc/self/mountinfo's format (proc(5)): ID,
+// parent ID, major:minor, root, mount point, options, optional fields
+// ended by "-", then file system type, source and super options.
+func parseMountinfo(b string) ([]mountInfo, error) {
+	var out []mountInfo
+	for line := range strings.SplitSeq(b, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		sep := -1
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(f) < 7 || sep < 0 || len(f) < sep+3 {
+			return nil, fmt.Errorf("mountinfo: malformed line %q", line)
+		}
+		id, err1 := strconv.Atoi(f[0])
+		parent, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("mountinfo: malformed line %q", line)
+		}
+		out = append(out, mountInfo{
+			id: id, parent: parent,
+			mountPoint: unescapeMountinfo(f[4]),
+			options:    f[5],
+			optional:   strings.Join(f[6:sep], " "),
+			fstype:     f[sep+1],
+			source:     unescapeMountinfo(f[sep+2]),
+		})
+	}
+	return out, nil
+}
+
+// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// rootMount returns the mount at / (the last one there: mounts stack).
+func rootMount(mounts []mountInfo) (mountInfo, bool) {
+	var root mountInfo
+	found := false
+	for _, m := range mounts {
+		if m.mountPoint == "/" {
+			root, found = m, true
+		}
+	}
+	return root, found
+}
+
+// pivotRootAllowed says whether pivot_root(2) can work from this root:
+// the kernel refuses it (EINVAL) when the root is the initramfs' rootfs,
+// a mount with no parent, which can never be moved or unmounted. runc
+// pivot_roots into every container, so the machine's root must be a real
+// mount on top of rootfs.
+func pivotRootAllowed(root mountInfo) error {
+	if root.fstype == "rootfs" || root.parent == root.id {
+		return fmt.Errorf("the root is the initramfs' rootfs (mount %d, parent %d, %s): pivot_root(2) would fail", root.id, root.parent, root.fstype)
+	}
+	return nil
+}
+
+// readRootMount reads the root's mount from /proc/self/mountinfo.
+func readRootMount() (mountInfo, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return mountInfo{}, fmt.Errorf("reading the mounts: %w", err)
+	}
+	mounts, err := parseMountinfo(string(b))
+	if err != nil {
+		return mountInfo{}, err
+	}
+	root, ok := rootMount(mounts)
+	if !ok {
+		return mountInfo{}, errors.New("mountinfo: nothing is mounted at /")
+	}
+	return root, nil
+}
+
+// switchRootIfNeeded leaves the initramfs' rootfs for a tmpfs, as
+// switch_root does, when the machine still runs on rootfs: it mounts a
+// tmpfs, moves the initramfs' files into it (each copied, then removed,
+// so that the RAM they held is freed as it goes), moves the tmpfs onto /,
+// chroots into it and executes /init again, which starts Boot over on the
+// new root (it is still PID 1: exec keeps the process). On a root that is
+// not rootfs it does nothing and reports the root's type.
+func switchRootIfNeeded(logf func(string, ...any)) (string, error) {
+	if err := os.MkdirAll("/proc", 0o755); err != nil {
+		return "", fmt.Errorf("switching root: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		return "", fmt.Errorf("switching root: mounting proc: %w", err)
+	}
+	root, err := readRootMount()
+	if err != nil {
+		return "", fmt.Errorf("switching root: %w", err)
+	}
+	if pivotRootAllowed(root) == nil {
+		return root.fstype, nil
+	}
+	// The rest of the first run happens on the new root after exec;
+	// nothing but proc is mounted yet, and proc is mounted again there.
+	if err := unix.Unmount("/proc", 0); err != nil {
+		return "", fmt.Errorf("switching root: unmounting proc: %w", err)
+	}
+	if err := os.Mkdir(newRootDir, 0o755); err != nil {
+		return "", fmt.Errorf("switching root: %w", err)
+	}
+	if err := unix.Mount("tmpfs", newRootDir, "tmpfs", 0, "mode=0755"); err != nil {
+		return "", fmt.Errorf("switching root: mounting a tmpfs on %s: %w", newRootDir, err)
+	}
+	t := time.Now()
+	n, err := moveTree("/", newRootDir)
+	if err != nil {
+		return "", fmt.Errorf("switching root: moving the initramfs to a tmpfs: %w", err)
+	}
+	logf("polis: moved the initramfs (%.1f MB) from rootfs to a tmpfs root in %v; starting again on it", float64(n)/1e6, time.Since(t).Round(time.Millisecond))
+	if err := os.Chdir(newRootDir); err != nil {
+		return "", fmt.Errorf("switching root: %w", err)
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return "", fmt.Errorf("switching root: moving %s onto /: %w", newRootDir, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return "", fmt.Errorf("switching root: chroot: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return "", fmt.Errorf("switching root: %w", err)
+	}
+	err = unix.Exec(InitPath, os.Args, os.Environ())
+	return "", fmt.Errorf("switching root: executing %s on the new root: %w", InitPath, err)
+}
+
+// moveTree moves everything under src (a directory on rootfs) into dst,
+// except dst itself: directories, regular files, symlinks and device
+// nodes (the initramfs' /dev/console). Each file is removed once copied,
+// so that the copy never holds more than one file twice. It returns the
+// bytes moved.
+func moveTree(src, dst string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dst {
+			return filepath.SkipDir
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		mode := info.Mode()
+		switch {
+		case mode.IsDir():
+			if err := os.Mkdir(target, mode.Perm()); err != nil {
+				return err
+			}
+		case mode&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return err
+			}
+		case mode.IsRegular():
+			n, err := copyFileMode(p, target, mode.Perm())
+			if err != nil {
+				return err
+			}
+			total += n
+		case mode&fs.ModeDevice != 0:
+			if err := unix.Mknod(target, st.Mode, int(st.Rdev)); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: cannot move a %v", p, mode.Type())
+		}
+		if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		// Directories stay: empty, they hold next to no RAM, and rootfs
+		// is out of sight once the tmpfs is moved over it.
+		if !mode.IsDir() {
+			return os.Remove(p)
+		}
+		return nil
+	})
+	return total, err
+}
+
+// copyFileMode copies a regular file with its permissions.
+func copyFileMode(src, dst string, perm fs.FileMode) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(dst, perm)
+	}
+	return n, err
+}
+
+// probePivotRoot tries pivot_root(2) as runc does for a container, where
+// it cannot disturb the machine: on a thread of its own, in a mount
+// namespace of its own (propagation cut, so nothing it mounts reaches the
+// machine's), onto a fresh tmpfs. The thread is never handed back to the
+// Go scheduler (it stays locked, so Go ends it with the goroutine), and
+// its namespace goes with it. A nil error means a container runtime can
+// pivot_root on this machine.
+func probePivotRoot(scratch string) error {
+	dir, err := os.MkdirTemp(scratch, ".pivot-root-probe-")
+	if err != nil {
+		return fmt.Errorf("pivot_root probe: %w", err)
+	}
+	defer os.Remove(dir)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- tryPivotRoot(dir)
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("pivot_root probe: %w", err)
+	}
+	return nil
+}
+
+// tryPivotRoot is probePivotRoot's work, on its locked thread.
+func tryPivotRoot(dir string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("a mount namespace of its own: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making its mounts private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+	}
+	old := filepath.Join(dir, "old")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(dir, old); err != nil {
+		return fmt.Errorf("pivot_root(%s, %s): %w", dir, old, err)
+	}
+	return nil
+}
