@@ -84,6 +84,8 @@ var authzMatrix = map[string]map[callerKind]bool{
 	cpb.CuratorService_UpdateNodeStatus_FullMethodName:   onlyUpNode,
 	cpb.CuratorService_Heartbeat_FullMethodName:          onlyUpNode,
 	cpb.CuratorService_RenewCertificate_FullMethodName:   onlyUpNode,
+	// A node for itself alone; the handler then wants KubernetesWorker.
+	cpb.CuratorService_IssueKubeletCredentials_FullMethodName: onlyUpNode,
 
 	cpb.ManagementService_GetClusterInfo_FullMethodName:       onlyOwner,
 	cpb.ManagementService_ListNodes_FullMethodName:            onlyOwner,

@@ -45,6 +45,12 @@ const (
 	// the owner key, stops working within this time. polisctl kubeconfig
 	// renews it.
 	KubernetesAdminLifetime = 24 * time.Hour
+	// KubeletCertificateLifetime is how long a kubelet's certificates are
+	// valid: short for the same reason, so that a node whose
+	// KubernetesWorker role is taken away (or whose certificates leak)
+	// loses its Kubernetes identity within a day. Its kubernetes worker
+	// renews them at half their life.
+	KubeletCertificateLifetime = 24 * time.Hour
 )
 
 // ensurePKITimeout bounds the leader's creation or reading of the PKI when
@@ -197,4 +203,80 @@ func kubernetesAPIServers(snap *nodeSnapshot) []*cpb.KubernetesAPIServer {
 		out = append(out, &cpb.KubernetesAPIServer{NodeId: id, Address: addr.String(), Port: port})
 	}
 	return out
+}
+
+// IssueKubeletCredentials signs the calling node's kubelet keys with the
+// Kubernetes CA: a client certificate naming the caller, and only the
+// caller (the name comes from its node certificate, never from the
+// request), as system:node:<ID> in system:nodes, and a serving certificate
+// for its external address. Only a node that holds KubernetesWorker, read
+// from etcd on the leader, gets them.
+func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueKubeletCredentialsRequest) (*cpb.IssueKubeletCredentialsResponse, error) {
+	id := callerFrom(ctx).NodeID
+	l := leaderFrom(ctx)
+	clientPub, err := pki.ParseClientPublicKey(req.ClientKeySpki)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "client_key_spki: %v; want the DER of a PKIX ECDSA P-256 public key", err)
+	}
+	servingPub, err := pki.ParseClientPublicKey(req.ServingKeySpki)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "serving_key_spki: %v; want the DER of a PKIX ECDSA P-256 public key", err)
+	}
+	if clientPub.Equal(servingPub) {
+		return nil, status.Error(codes.InvalidArgument, "serving_key_spki is the client key: use two keys")
+	}
+	n, _, err := getNode(ctx, r.s.cfg.Client, id)
+	if err != nil {
+		return nil, leaderWriteError(err)
+	}
+	if err := nodeStillUp(id, n); err != nil {
+		return nil, err
+	}
+	if n.Roles.GetKubernetesWorker() == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s does not hold the KubernetesWorker role (polisctl node add-role %s kubernetes-worker)", id, id)
+	}
+	addr, err := netip.ParseAddr(n.Status.GetExternalAddress())
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s has reported no external address, which its kubelet's serving certificate must name", id)
+	}
+	snap, err := r.s.nodes.fenced(ctx)
+	if err != nil {
+		return nil, err
+	}
+	servers := kubernetesAPIServers(snap)
+	if len(servers) == 0 {
+		return nil, status.Error(codes.FailedPrecondition, "no node holds the KubernetesController role, so no apiserver runs for the kubelet to join")
+	}
+	cluster, _, _, err := r.s.kubernetesPKI(ctx, l)
+	switch {
+	case errors.Is(err, pki.ErrCorruptCluster):
+		return nil, status.Errorf(codes.Internal, "the cluster's Kubernetes PKI in etcd (%s) cannot be used: %v", pki.StoreKey, err)
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "reading the Kubernetes PKI: %v", err)
+	}
+	now := r.s.cfg.Now()
+	user := pki.NodeUserPrefix + id
+	clientPEM, err := cluster.SignClient(clientPub, user, []string{pki.NodesGroup}, KubeletCertificateLifetime, now)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "signing the kubelet's client certificate: %v", err)
+	}
+	servingPEM, err := cluster.SignServing(servingPub, user, []netip.Addr{addr}, []string{id}, KubeletCertificateLifetime, now)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "signing the kubelet's serving certificate: %v", err)
+	}
+	var ders [3][]byte
+	for i, p := range [][]byte{clientPEM, servingPEM, cluster.CACert} {
+		c, err := pki.ParseCertificate(p)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "a certificate just signed: %v", err)
+		}
+		ders[i] = c.Raw
+	}
+	return &cpb.IssueKubeletCredentialsResponse{
+		ClientCertificate:  ders[0],
+		ServingCertificate: ders[1],
+		CaCertificate:      ders[2],
+		ApiServers:         servers,
+		NodeName:           id,
+	}, nil
 }

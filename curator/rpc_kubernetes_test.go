@@ -252,3 +252,109 @@ func TestCorruptKubernetesPKI(t *testing.T) {
 		t.Errorf("the corrupt PKI was replaced: %v, %v", resp, err)
 	}
 }
+
+// A node holding KubernetesWorker gets kubelet certificates for its own
+// keys, naming itself and only itself (the request cannot name a node),
+// from the stored Kubernetes CA: a client certificate for
+// system:node:<ID> in system:nodes and a serving certificate for its
+// address. A node without the role, bad keys and a cluster without a
+// controller node are refused, each saying why.
+func TestIssueKubeletCredentials(t *testing.T) {
+	c := newTestCluster(t)
+	ctx := ctxT(t)
+	first := identity.NodeID(c.nodeKey.Public().(ed25519.PublicKey))
+	asNode := func(tn *testNode) cpb.CuratorServiceClient {
+		cert, err := c.ca.IssueNode(tn.key.Public().(ed25519.PublicKey), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cpb.NewCuratorServiceClient(c.asNode(cert, tn.key))
+	}
+	worker := c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	worker.node.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	c.putNode(worker.node)
+	plain := c.seedNode(cpb.NodeState_NODE_STATE_UP)
+	clientKey, servingKey := newP256(t), newP256(t)
+	req := &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: pkixDER(t, &clientKey.PublicKey), ServingKeySpki: pkixDER(t, &servingKey.PublicKey)}
+
+	_, err := asNode(worker).IssueKubeletCredentials(ctx, req)
+	wantStatus(t, "without a controller node", err, codes.FailedPrecondition, "no node holds the KubernetesController role")
+	if _, err := c.management().UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatalf("giving the first node KubernetesController: %v", err)
+	}
+
+	// Nodes without the worker role: a plain one, and the controller.
+	_, err = asNode(plain).IssueKubeletCredentials(ctx, req)
+	wantStatus(t, "a node without KubernetesWorker", err, codes.FailedPrecondition, "does not hold the KubernetesWorker role")
+	_, err = cpb.NewCuratorServiceClient(c.asFirstNode()).IssueKubeletCredentials(ctx, req)
+	wantStatus(t, "the controller node", err, codes.FailedPrecondition, "does not hold the KubernetesWorker role")
+
+	before := time.Now()
+	resp, err := asNode(worker).IssueKubeletCredentials(ctx, req)
+	if err != nil {
+		t.Fatalf("IssueKubeletCredentials: %v", err)
+	}
+	storedCA, err := pki.ParseCertificate(c.storedKubernetesPKI().CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.CaCertificate, storedCA.Raw) {
+		t.Error("the response's CA is not the stored Kubernetes CA")
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(storedCA)
+	wantName := pki.NodeUserPrefix + worker.node.Id
+	if resp.NodeName != worker.node.Id {
+		t.Errorf("node name %q, want the caller's ID %s", resp.NodeName, worker.node.Id)
+	}
+	client, err := x509.ParseCertificate(resp.ClientCertificate)
+	if err != nil {
+		t.Fatalf("client certificate: %v", err)
+	}
+	if _, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the client certificate does not verify as a client's: %v", err)
+	}
+	if client.Subject.CommonName != wantName || !slices.Equal(client.Subject.Organization, []string{pki.NodesGroup}) || !clientKey.PublicKey.Equal(client.PublicKey) {
+		t.Errorf("client certificate for %v, key sent? %v; want %s in %s for the client key", client.Subject, clientKey.PublicKey.Equal(client.PublicKey), wantName, pki.NodesGroup)
+	}
+	serving, err := x509.ParseCertificate(resp.ServingCertificate)
+	if err != nil {
+		t.Fatalf("serving certificate: %v", err)
+	}
+	if _, err := serving.Verify(x509.VerifyOptions{Roots: roots, DNSName: worker.node.Status.ExternalAddress, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the serving certificate does not verify for the node's address %s: %v", worker.node.Status.ExternalAddress, err)
+	}
+	if !servingKey.PublicKey.Equal(serving.PublicKey) {
+		t.Error("the serving certificate is not for the serving key sent")
+	}
+	for _, cert := range []*x509.Certificate{client, serving} {
+		if life := cert.NotAfter.Sub(before); life > KubeletCertificateLifetime || life < KubeletCertificateLifetime-time.Minute {
+			t.Errorf("a kubelet certificate is valid for %v from now, want %v", life, KubeletCertificateLifetime)
+		}
+	}
+	if len(resp.ApiServers) != 1 || resp.ApiServers[0].NodeId != first {
+		t.Errorf("apiservers %v, want the first node's alone", resp.ApiServers)
+	}
+
+	// Bad keys are named.
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mentions string
+		req            *cpb.IssueKubeletCredentialsRequest
+	}{
+		{"no client key", "client_key_spki: no public key", &cpb.IssueKubeletCredentialsRequest{ServingKeySpki: req.ServingKeySpki}},
+		{"no serving key", "serving_key_spki: no public key", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki}},
+		{"P-384 serving key", "not on P-256", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: pkixDER(t, &p384.PublicKey)}},
+		{"one key twice", "use two keys", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ClientKeySpki}},
+	} {
+		_, err := asNode(worker).IssueKubeletCredentials(ctx, tc.req)
+		wantStatus(t, tc.name, err, codes.InvalidArgument, tc.mentions)
+	}
+
+	// The owner is no node.
+	_, err = cpb.NewCuratorServiceClient(c.asOwner()).IssueKubeletCredentials(ctx, req)
+	wantStatus(t, "as the owner", err, codes.PermissionDenied, "")
+}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,8 +21,10 @@ import (
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/logring"
+	"github.com/polis-os/polis/node/pid1"
 	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
@@ -65,6 +68,16 @@ type Config struct {
 	// the Kubernetes control plane; zero means 6443 (controlplane's
 	// default).
 	KubernetesAPIServerPort uint16
+	// KubernetesRuntime is the root of the tree that holds the container
+	// runtime, laid out as node/pid1's System* paths say below
+	// pid1.SystemRoot (bin/, cni/bin/, images/pause.tar): pid1.SystemRoot
+	// itself in a VM. Empty: the node runs no kubelet, and its status says
+	// so while it holds KubernetesWorker. It needs KubernetesBundle (the
+	// bundle holds the kubelet) and cgroup v2.
+	KubernetesRuntime string
+	// KubernetesRegistries maps image registry hosts (as in image
+	// references, host:port) to the endpoints containerd pulls from.
+	KubernetesRegistries map[string]string
 	// Power reboots or powers off the node for the node API; optional
 	// (without it the node API refuses both).
 	Power nodeapi.PowerFunc
@@ -92,6 +105,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.KubernetesBundle != "" && !filepath.IsAbs(cfg.KubernetesBundle) {
 		return nil, fmt.Errorf("node config: KubernetesBundle %q is not an absolute path", cfg.KubernetesBundle)
+	}
+	if cfg.KubernetesRuntime != "" && !filepath.IsAbs(cfg.KubernetesRuntime) {
+		return nil, fmt.Errorf("node config: KubernetesRuntime %q is not an absolute path", cfg.KubernetesRuntime)
 	}
 	if cfg.Sealer == nil {
 		cfg.Sealer = localstorage.Unsealed{}
@@ -205,6 +221,7 @@ func (n *Node) Run(ctx context.Context) error {
 			// keep across a reboot.
 			Dir:           filepath.Join(n.root.Ephemeral.Path, "kubernetes"),
 			APIServerPort: n.cfg.KubernetesAPIServerPort,
+			Runtime:       n.kubernetesRuntime(),
 		},
 		RolesFile:     n.root.Data.Roles,
 		DirectoryFile: n.root.ESP.ClusterDirectory,
@@ -360,4 +377,28 @@ func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) ([]*cpb.C
 		return nil, err
 	}
 	return curators, nil
+}
+
+// kubernetesRuntime is the container runtime for KubernetesWorker: the
+// binaries and the pause image from the tree at cfg.KubernetesRuntime (the
+// system disk), laid out as node/pid1 says; containerd's and the kubelet's
+// state on the data disk; sockets and generated files on the ephemeral
+// storage; and a cgroup of their own. Nil without a runtime.
+func (n *Node) kubernetesRuntime() *roleserve.KubernetesRuntime {
+	root := n.cfg.KubernetesRuntime
+	if root == "" {
+		return nil
+	}
+	below := func(systemPath string) string {
+		return filepath.Join(root, strings.TrimPrefix(systemPath, pid1.SystemRoot))
+	}
+	return &roleserve.KubernetesRuntime{
+		BinDir:     below(pid1.SystemBinDir),
+		CNIBinDir:  below(pid1.SystemCNIBinDir),
+		PauseImage: below(pid1.SystemPauseImage),
+		StateDir:   filepath.Join(n.root.Data.Path, "kubernetes"),
+		RunDir:     filepath.Join(n.root.Ephemeral.Path, "kubelet"),
+		Cgroup:     filepath.Join(kubelet.CgroupMount, "kubernetes"),
+		Registries: n.cfg.KubernetesRegistries,
+	}
 }

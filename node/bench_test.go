@@ -33,7 +33,7 @@ func BenchmarkRoleChange(b *testing.B) {
 	yes, no := true, false
 	waitKubernetes := func(want bool) {
 		b.Helper()
-		if _, err := event.Get(nodetest.Context(b), &second.Agent.Values().Kubernetes, event.Filter(func(k *roleserve.KubernetesStatus) bool { return k != nil && k.Worker == want })); err != nil {
+		if _, err := event.Get(nodetest.Context(b), &second.Agent.Values().KubernetesWorker, event.Filter(func(k *roleserve.KubernetesWorkerStatus) bool { return k != nil && k.Held == want })); err != nil {
 			b.Fatal(err)
 		}
 	}

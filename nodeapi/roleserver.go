@@ -144,6 +144,13 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			return fmt.Sprintf("%d curators: %s", len(d), strings.Join(eps, ", "))
 		}),
 		view(&v.Kubernetes, (*roleserve.KubernetesStatus).String),
+		view(&v.KubernetesWorker, (*roleserve.KubernetesWorkerStatus).String),
+		view(&v.LocalLabels, func(l map[string]string) string {
+			if l == nil {
+				return "not known yet"
+			}
+			return fmt.Sprintf("%d labels", len(l))
+		}),
 	}
 }
 

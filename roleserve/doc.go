@@ -32,13 +32,16 @@
 //	clusterdirectory      rolefetch      statuspush    heartbeat      (for the node)
 //	  (saves it)         (saves them)       │              │          │
 //	                          │             └──► curator ◄─┘          │
-//	                          │ localRoles                            │
+//	                          │ localRoles, localLabels               │
 //	                          ├───────────────────────────────────────┘
 //	                          ▼
-//	                      kubernetes ◄── localControlPlane (its consensus
-//	                          │          member's status)
-//	                          ▼
-//	                      kubernetes (status) ──► statuspush
+//	          ┌───────────────┴──────────────┐
+//	          ▼                              ▼
+//	      kubernetes ◄── localControlPlane  kubernetesworker ◄── membership
+//	          │          (its consensus         │  (IssueKubeletCredentials
+//	          │          member's status)       │   on the curator)
+//	          ▼                                 ▼
+//	      kubernetes (status) ──► statuspush ◄── kubernetesWorker (status)
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials over every curator it knows of (the
@@ -74,14 +77,20 @@
 //
 // # Kubernetes
 //
-// The kubernetes worker runs the Kubernetes control plane (kube-apiserver,
-// kube-controller-manager, kube-scheduler from the bundle, as child
-// processes) while the node holds KubernetesController, over the local
-// consensus member: the apiserver reaches etcd only through a proxy
-// confined to the namespace "kubernetes" (kube/etcdproxy), and the PKI is
-// the cluster's, kept in the curator's namespace (kube/pki). Its status
-// tells what runs and whether the apiserver is ready, and why a held role
-// is not run: no bundle given to the node agent, or KubernetesWorker,
-// since no kubelet runs on nodes of this kind; statuspush reports it to the
-// curator.
+// Two workers, one per role, each only waits and status; how the
+// Kubernetes parts are assembled lives in kube/. The kubernetes worker
+// runs the control plane (kube/controller: kube-apiserver,
+// kube-controller-manager, kube-scheduler from the bundle, the apiserver
+// confined to the consensus namespace "kubernetes" through an etcd proxy,
+// the PKI the cluster's) while the node holds KubernetesController, over
+// the local consensus member. The kubernetesworker worker runs the
+// Kubernetes node (kube/kubelet: containerd, then kubelet) while the node
+// holds KubernetesWorker, the node agent was given a container runtime
+// (KubernetesConfig.Runtime: the system disk, in a VM) and the machine
+// has cgroup v2; it asks the curator for the kubelet's certificates
+// (keys made on the node) and renews them at half their life. Each
+// status tells what runs (and whether the apiserver is ready, whether the
+// Node is Ready) and why a held role is not run: no bundle, no runtime
+// (process mode), no cgroup v2, waiting for a curator; statuspush
+// reports both to the curator as NodeStatus.kubernetes.
 package roleserve

@@ -49,6 +49,8 @@ type fakeCurator struct {
 	watches memory.Value[int]
 	// interval is the heartbeat interval the fake asks for.
 	interval time.Duration
+	// kubelet answers IssueKubeletCredentials, if set.
+	kubelet *kubeletIssuer
 
 	mu      sync.Mutex
 	streams map[*context.CancelCauseFunc]struct{}

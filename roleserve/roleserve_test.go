@@ -32,9 +32,10 @@ func TestRoleServerGraph(t *testing.T) {
 controlplane: reads localRoles; writes consensus.status, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
+kubernetesworker: reads localLabels, localRoles, membership; writes kube.kubelet.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
-rolefetch: reads membership; writes localRoles
-statuspush: reads kubernetes, localCurator, membership; writes nothing
+rolefetch: reads membership; writes localLabels, localRoles
+statuspush: reads kubernetes, kubernetesWorker, localCurator, membership; writes nothing
 `
 	if got := rs.Graph().String(); got != want {
 		t.Errorf("graph:\n%s\nwant:\n%s", got, want)
@@ -69,7 +70,7 @@ func TestRoleServerRun(t *testing.T) {
 	v.Credentials.Set(creds)
 
 	waitFor(t, &v.LocalRoles, "the roles", protoEq(workerRoles))
-	waitFor(t, &v.Kubernetes, "the Kubernetes status", func(s *KubernetesStatus) bool { return s != nil && s.Worker })
+	waitFor(t, &v.KubernetesWorker, "the Kubernetes worker status", func(s *KubernetesWorkerStatus) bool { return s != nil && s.Held && s.Note == noteNoRuntime })
 	waitFor(t, &v.Directory, "the directory", endpointsEq(&cpb.CuratorEndpoint{NodeId: "node-a", Address: "192.0.2.10", Port: 7835}))
 	waitFor(t, &f.statuses, "a status", statusCount(1))
 	waitFor(t, &f.heartbeats, "a heartbeat", beats(1))

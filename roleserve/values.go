@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -40,8 +41,15 @@ type Values struct {
 	LocalCurator memory.Value[*cpb.CuratorEndpoint]
 	// Directory is the list of the cluster's curators, kept current.
 	Directory memory.Value[[]*cpb.CuratorEndpoint]
-	// Kubernetes is what the Kubernetes worker runs.
+	// Kubernetes is what the kubernetes worker runs of the Kubernetes
+	// control plane (KubernetesController).
 	Kubernetes memory.Value[*KubernetesStatus]
+	// KubernetesWorker is what the kubernetesworker worker runs of the
+	// Kubernetes node (KubernetesWorker: containerd, kubelet).
+	KubernetesWorker memory.Value[*KubernetesWorkerStatus]
+	// LocalLabels are this node's labels in the curator; nil before they
+	// are known. The Kubernetes Node is registered with them.
+	LocalLabels memory.Value[map[string]string]
 }
 
 // NewValues returns the role server's values, named for logs and the graph.
@@ -54,6 +62,8 @@ func NewValues() *Values {
 	v.LocalCurator.Name = "localCurator"
 	v.Directory.Name = "directory"
 	v.Kubernetes.Name = "kubernetes"
+	v.KubernetesWorker.Name = "kubernetesWorker"
+	v.LocalLabels.Name = "localLabels"
 	// Workers publish these whenever they have looked again (after a
 	// restart, after a new Watch message); an unchanged answer must not wake
 	// every reader.
@@ -61,6 +71,13 @@ func NewValues() *Values {
 	v.Directory.Equal = sameEndpoints
 	v.LocalCurator.Equal = func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }
 	v.Kubernetes.Equal = kubernetesStatusEqual
+	v.KubernetesWorker.Equal = func(a, b *KubernetesWorkerStatus) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return *a == *b
+	}
+	v.LocalLabels.Equal = func(a, b map[string]string) bool { return (a == nil) == (b == nil) && maps.Equal(a, b) }
 	return v
 }
 
@@ -135,14 +152,12 @@ type LocalCuratorService interface {
 
 var _ LocalCuratorService = (*curator.Service)(nil)
 
-// KubernetesStatus is what the kubernetes worker runs on this node. It
-// tells the truth: a role the node holds but does not run has a note
-// saying why.
+// KubernetesStatus is what the kubernetes worker runs of the control
+// plane on this node. It tells the truth: a role the node holds but does
+// not run has a note saying why.
 type KubernetesStatus struct {
 	// Controller is set when the node holds KubernetesController.
 	Controller bool
-	// Worker is set when the node holds KubernetesWorker.
-	Worker bool
 	// Running lists the control-plane components whose processes run
 	// (controlplane.APIServer, ...), in that order.
 	Running []string
@@ -155,16 +170,55 @@ type KubernetesStatus struct {
 	// in full (not available, starting, a component down); empty when it
 	// runs and is ready.
 	ControllerNote string
-	// WorkerNote says why KubernetesWorker, when held, is not run.
-	WorkerNote string
 }
 
 func kubernetesStatusEqual(a, b *KubernetesStatus) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Controller == b.Controller && a.Worker == b.Worker && slices.Equal(a.Running, b.Running) &&
-		a.Ready == b.Ready && a.APIServer == b.APIServer && a.ControllerNote == b.ControllerNote && a.WorkerNote == b.WorkerNote
+	return a.Controller == b.Controller && slices.Equal(a.Running, b.Running) &&
+		a.Ready == b.Ready && a.APIServer == b.APIServer && a.ControllerNote == b.ControllerNote
+}
+
+// KubernetesWorkerStatus is what the kubernetesworker worker runs of the
+// Kubernetes node on this node. It tells the truth like KubernetesStatus.
+type KubernetesWorkerStatus struct {
+	// Held is set when the node holds KubernetesWorker.
+	Held bool
+	// ContainerdRunning and KubeletRunning are set while their processes
+	// run.
+	ContainerdRunning, KubeletRunning bool
+	// NodeReady is set while the apiserver says the node's Node is Ready.
+	NodeReady bool
+	// Note says why the role, when held, is not run in full (not
+	// available, starting, a process down, the Node not Ready); empty
+	// when all runs and the Node is Ready.
+	Note string
+}
+
+// String summarises the status on one line, for logs and the node API.
+func (s *KubernetesWorkerStatus) String() string {
+	switch {
+	case s == nil:
+		return "none"
+	case !s.Held:
+		return "no KubernetesWorker role"
+	}
+	var parts []string
+	for name, on := range map[string]bool{"containerd": s.ContainerdRunning, "kubelet": s.KubeletRunning} {
+		if on {
+			parts = append(parts, name)
+		}
+	}
+	slices.Sort(parts)
+	out := "worker: " + orNothing(strings.Join(parts, ", ")) + " running"
+	if s.NodeReady {
+		out += ", Node Ready"
+	}
+	if s.Note != "" {
+		out += " (" + s.Note + ")"
+	}
+	return out
 }
 
 // String summarises the status on one line, for logs and the node API.
@@ -183,9 +237,6 @@ func (s *KubernetesStatus) String() string {
 		}
 		parts = append(parts, c)
 	}
-	if s.Worker {
-		parts = append(parts, "worker: "+s.WorkerNote)
-	}
 	if len(parts) == 0 {
 		return "no Kubernetes roles"
 	}
@@ -199,20 +250,28 @@ func orNothing(s string) string {
 	return s
 }
 
-// Proto is the status as the node reports it to the curator (NodeStatus),
-// nil while the node holds no Kubernetes role.
-func (s *KubernetesStatus) Proto() *cpb.KubernetesStatus {
-	if s == nil || (!s.Controller && !s.Worker) {
+// kubernetesProto is the status of both Kubernetes roles as the node
+// reports it to the curator (NodeStatus), nil while the node holds
+// neither.
+func kubernetesProto(s *KubernetesStatus, w *KubernetesWorkerStatus) *cpb.KubernetesStatus {
+	controller, worker := s != nil && s.Controller, w != nil && w.Held
+	if !controller && !worker {
 		return nil
 	}
-	p := &cpb.KubernetesStatus{
-		Running:        slices.Clone(s.Running),
-		ApiserverReady: s.Ready,
-		ControllerNote: s.ControllerNote,
-		WorkerNote:     s.WorkerNote,
+	p := &cpb.KubernetesStatus{}
+	if controller {
+		p.Running = slices.Clone(s.Running)
+		p.ApiserverReady = s.Ready
+		p.ControllerNote = s.ControllerNote
+		if s.APIServer.IsValid() {
+			p.ApiserverPort = uint32(s.APIServer.Port())
+		}
 	}
-	if s.APIServer.IsValid() {
-		p.ApiserverPort = uint32(s.APIServer.Port())
+	if worker {
+		p.ContainerdRunning = w.ContainerdRunning
+		p.KubeletRunning = w.KubeletRunning
+		p.NodeReady = w.NodeReady
+		p.WorkerNote = w.Note
 	}
 	return p
 }

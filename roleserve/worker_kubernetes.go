@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -16,9 +14,8 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/kube/controller"
 	"github.com/polis-os/polis/kube/controlplane"
-	"github.com/polis-os/polis/kube/etcdproxy"
-	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -37,58 +34,34 @@ type KubernetesConfig struct {
 	// APIServerPort is the apiserver's port at the node's address;
 	// controlplane.DefaultPort if 0.
 	APIServerPort uint16
+	// Runtime is the container runtime for KubernetesWorker; nil: this
+	// node agent runs no kubelet, and its status says so while the node
+	// holds KubernetesWorker.
+	Runtime *KubernetesRuntime
 }
 
 func (c *KubernetesConfig) validate() error {
+	if c.Runtime != nil {
+		if err := c.Runtime.validate(); err != nil {
+			return err
+		}
+	}
 	if c.Bundle == "" {
 		return nil
 	}
-	if !filepath.IsAbs(c.Bundle) {
-		return fmt.Errorf("Kubernetes.Bundle %q is not an absolute path", c.Bundle)
-	}
-	if !filepath.IsAbs(c.Dir) {
-		return fmt.Errorf("Kubernetes.Dir %q is not an absolute path (it is required with a bundle)", c.Dir)
-	}
-	if sock := c.etcdSocket(); len(sock) > maxSocketPath {
-		return fmt.Errorf("Kubernetes.Dir %q: the etcd socket %s would be longer than %d bytes, the limit for unix sockets", c.Dir, sock, maxSocketPath)
+	if err := c.controller(netip.IPv6Loopback()).Validate(); err != nil {
+		return fmt.Errorf("kubernetes config: %w", err)
 	}
 	return nil
 }
 
-// maxSocketPath is the longest path of a unix socket (sun_path less its
-// terminating NUL).
-const maxSocketPath = 107
-
-// etcdSocket is where the confined etcd proxy serves.
-func (c *KubernetesConfig) etcdSocket() string { return filepath.Join(c.Dir, "etcd.sock") }
-
-func (c *KubernetesConfig) apiserverPort() uint16 {
-	if c.APIServerPort == 0 {
-		return controlplane.DefaultPort
-	}
-	return c.APIServerPort
+// controller is the control plane's assembly configuration on the node at
+// address.
+func (c *KubernetesConfig) controller(address netip.Addr) controller.Config {
+	return controller.Config{Bundle: c.Bundle, Dir: c.Dir, Address: address, Port: c.APIServerPort}
 }
 
-// The Kubernetes control plane's place in the cluster's etcd and the name
-// its PKI is created with.
 const (
-	// kubernetesUser is the consensus namespace the apiserver is confined
-	// to: its keys are /namespace/kubernetes/registry/...
-	kubernetesUser = "kubernetes"
-	// pkiUser is the namespace that keeps the Kubernetes PKI
-	// (pki.StoreKey): the curator's, which the apiserver cannot reach.
-	pkiUser = "curator"
-	// kubernetesClusterName names the cluster in its Kubernetes CA; the
-	// controller-manager's --cluster-name is the same.
-	kubernetesClusterName = "polis"
-	// kubernetesStopGrace is how long a component may take to stop before
-	// it is killed. With etcd there, the apiserver stops in about a second;
-	// when the whole node stops, etcd stops alongside and the apiserver's
-	// clean shutdown waits on it until killed. Killing it loses nothing:
-	// its state is in etcd.
-	kubernetesStopGrace = 5 * time.Second
-	// pkiTimeout bounds reading (or creating) the PKI in etcd.
-	pkiTimeout = 30 * time.Second
 	// maxNoteLen bounds each note of the status, which the node reports to
 	// the curator (a status is at most 1 KiB).
 	maxNoteLen = 200
@@ -96,11 +69,10 @@ const (
 
 // Why a role is not run, as the status says it.
 const (
-	noteNoBundle     = "not available: this node agent was started without a Kubernetes bundle (polis-node --kubernetes-bundle)"
-	noteNoConsensus  = "starting: waiting for this node's consensus member"
-	noteNotReady     = "starting: the apiserver does not answer /readyz yet"
-	noteStopped      = "stopped"
-	noteWorkerNotRun = "not available on this kind of node: Polis runs no kubelet, since the node agent provides no container runtime and no cgroup v2 control yet"
+	noteNoBundle    = "not available: this node agent was started without a Kubernetes bundle (polis-node --kubernetes-bundle)"
+	noteNoConsensus = "starting: waiting for this node's consensus member"
+	noteNotReady    = "starting: the apiserver does not answer /readyz yet"
+	noteStopped     = "stopped"
 )
 
 // workerKubernetes runs the Kubernetes control plane while the node holds
@@ -116,7 +88,7 @@ const (
 // run returns and the supervisor stops its children: every component
 // process is gone before the status says "stopped" and the worker starts
 // over. A component that fails is restarted alone, with backoff, by the
-// runner. KubernetesWorker is not run: no kubelet, and the status says why.
+// runner. KubernetesWorker is the kubernetesworker worker's.
 type workerKubernetes struct {
 	g       *Graph
 	cfg     KubernetesConfig
@@ -183,7 +155,7 @@ func (w *workerKubernetes) run(ctx context.Context) error {
 			return w.runControlPlane(ctx, r, lcp)
 		}
 		log.Info("not running the Kubernetes control plane", zap.Stringer("because", why),
-			zap.Bool("controller", status.Controller), zap.Bool("worker", status.Worker), zap.String("controller_note", status.ControllerNote))
+			zap.Bool("controller", status.Controller), zap.String("controller_note", status.ControllerNote))
 		w.kubernetes.Set(status)
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
 	}
@@ -191,11 +163,7 @@ func (w *workerKubernetes) run(ctx context.Context) error {
 
 // baseStatus is the status for roles r before anything runs.
 func (w *workerKubernetes) baseStatus(r *cpb.Roles) *KubernetesStatus {
-	s := &KubernetesStatus{Controller: kubernetesController(r), Worker: r.GetKubernetesWorker() != nil}
-	if s.Worker {
-		s.WorkerNote = noteWorkerNotRun
-	}
-	return s
+	return &KubernetesStatus{Controller: kubernetesController(r)}
 }
 
 // bundleUsable checks that the bundle is an executable file; if not, it
@@ -261,7 +229,7 @@ func (w *workerKubernetes) runControlPlane(ctx context.Context, roles0 *cpb.Role
 		case !consensus.IsVoter(cons.Latest()):
 			status.ControllerNote = noteNoConsensus
 		default:
-			cp, err := w.start(ctx, cons.Latest())
+			cp, err := controller.Start(ctx, w.cfg.controller(w.address), cons.Latest())
 			if err != nil {
 				return err
 			}
@@ -273,86 +241,9 @@ func (w *workerKubernetes) runControlPlane(ctx context.Context, roles0 *cpb.Role
 	}
 }
 
-// start reads (or creates) the cluster's Kubernetes PKI, issues this node's
-// component files, and starts the confined etcd proxy and the runner as
-// children of the run.
-func (w *workerKubernetes) start(ctx context.Context, st *consensus.Status) (*controlplane.Runner, error) {
-	log := supervisor.Logger(ctx)
-	cluster, err := w.clusterPKI(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	port := w.cfg.apiserverPort()
-	server := "https://" + netip.AddrPortFrom(w.address, port).String()
-	now := time.Now()
-	files, err := cluster.ControlPlaneFiles([]netip.Addr{w.address}, serviceIP(controlplane.DefaultServiceCIDR), server, now)
-	if err != nil {
-		return nil, fmt.Errorf("issuing the control plane's certificates: %w", err)
-	}
-	// The directory holds the socket through which etcd is reached
-	// unauthenticated: private to the node agent.
-	if err := os.MkdirAll(w.cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", w.cfg.Dir, err)
-	}
-	if err := os.Chmod(w.cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("making %s private: %w", w.cfg.Dir, err)
-	}
-	conn, err := st.ConnectionFor(kubernetesUser)
-	if err != nil {
-		return nil, err
-	}
-	// The proxy, a child, uses the connection until it has stopped.
-	supervisor.Cleanup(ctx, func() { conn.Close() })
-	proxy, err := etcdproxy.New(etcdproxy.Config{Client: conn.Client, Prefix: conn.Prefix, Socket: w.cfg.etcdSocket()})
-	if err != nil {
-		return nil, err
-	}
-	runner, err := controlplane.New(controlplane.Config{
-		Bundle:       w.cfg.Bundle,
-		Dir:          filepath.Join(w.cfg.Dir, "controlplane"),
-		Files:        files,
-		Address:      w.address,
-		Port:         int(port),
-		EtcdEndpoint: proxy.Endpoint(),
-		StopGrace:    kubernetesStopGrace,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := supervisor.Run(ctx, "etcdproxy", proxyOutliving(proxy, runner)); err != nil {
-		return nil, err
-	}
-	if err := supervisor.Run(ctx, "controlplane", runner.Run); err != nil {
-		return nil, err
-	}
-	log.Info("Kubernetes control plane started", zap.String("server", server), zap.String("etcd_prefix", conn.Prefix), zap.String("dir", w.cfg.Dir))
-	return runner, nil
-}
-
-// clusterPKI returns the cluster's Kubernetes PKI from the curator's
-// namespace, creating it if this is the first controller node to need it
-// (pki.Ensure: one transaction, so racing nodes end up with the same).
-func (w *workerKubernetes) clusterPKI(ctx context.Context, st *consensus.Status) (*pki.Cluster, error) {
-	cli, err := st.ClientFor(pkiUser)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, pkiTimeout)
-	defer cancel()
-	cluster, created, err := pki.Ensure(ctx, cli, kubernetesClusterName, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	if created {
-		supervisor.Logger(ctx).Info("created the cluster's Kubernetes PKI")
-	}
-	return cluster, nil
-}
-
 // describe fills s from what the runner says.
 func (w *workerKubernetes) describe(s *KubernetesStatus, st *controlplane.Status) {
-	s.APIServer = netip.AddrPortFrom(w.address, w.cfg.apiserverPort())
+	s.APIServer = netip.AddrPortFrom(w.address, w.cfg.controller(w.address).APIServerPort())
 	// Ready only for the apiserver that runs now: between a killed
 	// apiserver and the probe's next answer, the runner's Ready is still
 	// its predecessor's.
@@ -378,9 +269,6 @@ func (w *workerKubernetes) describe(s *KubernetesStatus, st *controlplane.Status
 	}
 }
 
-// serviceIP is the kubernetes service's address: the first of the range.
-func serviceIP(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Next() }
-
 // truncateNote cuts s to at most maxNoteLen bytes, at a rune boundary (a
 // protobuf string must stay valid UTF-8).
 func truncateNote(s string) string {
@@ -392,44 +280,4 @@ func truncateNote(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
-}
-
-// proxyStopBound bounds how long the confined etcd proxy keeps serving,
-// once stopped, for components that have not stopped yet: longer than the
-// runner's grace before it kills them.
-const proxyStopBound = kubernetesStopGrace + 5*time.Second
-
-// proxyOutliving runs the proxy so that it outlives the components: when
-// the run is cancelled, every runnable of it is cancelled at once, and an
-// apiserver told to stop while its etcd is already gone hangs in its
-// shutdown until it is killed. The proxy therefore stops serving only once
-// no component runs any more (or after proxyStopBound).
-func proxyOutliving(proxy *etcdproxy.Proxy, runner *controlplane.Runner) supervisor.Runnable {
-	return func(ctx context.Context) error {
-		// Its values (logger, place in the tree) without its cancellation.
-		serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		defer stop()
-		go func() {
-			<-ctx.Done()
-			wait, cancel := context.WithTimeout(serveCtx, proxyStopBound)
-			defer cancel()
-			_, _ = event.Get(wait, runner.Status(), event.Filter(noComponentRuns))
-			stop()
-		}()
-		err := proxy.Run(serveCtx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return err
-	}
-}
-
-// noComponentRuns holds once every component's process has ended.
-func noComponentRuns(s *controlplane.Status) bool {
-	for _, c := range s.Components {
-		if c.Running {
-			return false
-		}
-	}
-	return true
 }

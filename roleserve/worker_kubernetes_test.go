@@ -13,9 +13,8 @@ import (
 
 var kubeAddr = netip.MustParseAddr("192.0.2.1")
 
-// The status shows the Kubernetes roles and says why each is not run:
-// the worker role never (no kubelet), the controller role without a
-// bundle, with a bundle that is not there, and before the local consensus
+// The status shows the controller role and says why it is not run:
+// without a bundle, with a bundle that is not there, and before the local consensus
 // member runs. Running the control plane itself is tested with real
 // processes in kube/roletest.
 func TestKubernetesIsHonest(t *testing.T) {
@@ -48,28 +47,20 @@ func TestKubernetesIsHonest(t *testing.T) {
 			}
 			v.LocalControlPlane.Set(nil)
 			v.LocalRoles.Set(both)
-			st := waitFor(t, &v.Kubernetes, "both roles", func(s *KubernetesStatus) bool { return s != nil && s.Controller && s.Worker })
+			st := waitFor(t, &v.Kubernetes, "both roles", func(s *KubernetesStatus) bool { return s != nil && s.Controller })
 			if len(st.Running) != 0 || st.Ready || st.APIServer.IsValid() {
 				t.Errorf("status %+v claims something runs", st)
 			}
 			if !strings.Contains(st.ControllerNote, tc.want) || !strings.HasPrefix(st.ControllerNote, map[bool]string{true: "starting", false: "not available"}[tc.want == noteNoConsensus]) {
 				t.Errorf("controller note %q, want it to say %q", st.ControllerNote, tc.want)
 			}
-			if st.WorkerNote != noteWorkerNotRun {
-				t.Errorf("worker note %q, want %q", st.WorkerNote, noteWorkerNotRun)
-			}
-			if s := st.String(); !strings.Contains(s, "nothing running") || !strings.Contains(s, "worker: not available") {
+			if s := st.String(); !strings.Contains(s, "nothing running") {
 				t.Errorf("summary %q does not say that nothing runs", s)
 			}
 
 			v.LocalRoles.Set(workerRoles)
-			st = waitFor(t, &v.Kubernetes, "the worker role alone", func(s *KubernetesStatus) bool { return !s.Controller && s.Worker })
-			if st.ControllerNote != "" || st.WorkerNote != noteWorkerNotRun {
-				t.Errorf("status %+v for the worker role alone", st)
-			}
-			v.LocalRoles.Set(noRoles)
-			st = waitFor(t, &v.Kubernetes, "no roles", func(s *KubernetesStatus) bool { return !s.Controller && !s.Worker })
-			if st.ControllerNote != "" || st.WorkerNote != "" || st.Proto() != nil {
+			st = waitFor(t, &v.Kubernetes, "the worker role alone", func(s *KubernetesStatus) bool { return !s.Controller })
+			if st.ControllerNote != "" || kubernetesProto(st, nil) != nil {
 				t.Errorf("status %+v without roles", st)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,10 @@ type workerRoleFetch struct {
 	g          *Graph
 	membership event.ValueWatch[*ClusterMembership] // reads
 	localRoles event.Value[*cpb.Roles]              // writes
+	// localLabels are published as the curator has them, never saved:
+	// only Kubernetes' registration uses them, which needs a curator
+	// anyway.
+	localLabels event.Value[map[string]string] // writes
 
 	file localstorage.File
 }
@@ -30,10 +35,11 @@ type workerRoleFetch struct {
 func newWorkerRoleFetch(g *Graph, v *Values, file localstorage.File) *workerRoleFetch {
 	const name = "rolefetch"
 	return &workerRoleFetch{
-		g:          g,
-		membership: Reads[*ClusterMembership](g, name, &v.Membership),
-		localRoles: Writes[*cpb.Roles](g, name, &v.LocalRoles),
-		file:       file,
+		g:           g,
+		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
+		localRoles:  Writes[*cpb.Roles](g, name, &v.LocalRoles),
+		localLabels: Writes[map[string]string](g, name, &v.LocalLabels),
+		file:        file,
 	}
 }
 
@@ -66,6 +72,11 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 	// restart that follows watches through the new one.
 	req := &cpb.WatchRequest{Target: &cpb.WatchRequest_NodeId{NodeId: self}}
 	return watchNodes(ctx, m.Latest().Curator, req, func(nodes map[string]*cpb.Node) error {
+		labels := maps.Clone(nodes[self].GetLabels())
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		w.localLabels.Set(labels)
 		// A node without a record, or without roles in it, holds none.
 		roles := nodes[self].GetRoles()
 		if roles == nil {

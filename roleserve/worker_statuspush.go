@@ -20,9 +20,10 @@ import (
 // what it runs of Kubernetes (what polisctl node describe shows).
 type workerStatusPush struct {
 	g            *Graph
-	membership   event.ValueWatch[*ClusterMembership]   // reads
-	localCurator event.ValueWatch[*cpb.CuratorEndpoint] // reads
-	kubernetes   event.ValueWatch[*KubernetesStatus]    // reads
+	membership   event.ValueWatch[*ClusterMembership]      // reads
+	localCurator event.ValueWatch[*cpb.CuratorEndpoint]    // reads
+	kubernetes   event.ValueWatch[*KubernetesStatus]       // reads
+	kubeWorker   event.ValueWatch[*KubernetesWorkerStatus] // reads
 
 	node NodeInfo
 	// consensusPort is where a consensus member on this node listens for
@@ -38,6 +39,7 @@ func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint1
 		membership:    Reads[*ClusterMembership](g, name, &v.Membership),
 		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
 		kubernetes:    Reads[*KubernetesStatus](g, name, &v.Kubernetes),
+		kubeWorker:    Reads[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -55,6 +57,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 	m := Input(in, w.membership, hasCurator)
 	local := Input(in, w.localCurator, nil)
 	kube := Input(in, w.kubernetes, nil)
+	kubeWorker := Input(in, w.kubeWorker, nil)
 
 	// sent is what this run reported; a restart reports again, since a
 	// failed call may or may not have reached the curator.
@@ -64,7 +67,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		status := w.status(local.Latest(), kube.Latest())
+		status := w.status(local.Latest(), kube.Latest(), kubeWorker.Latest())
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
 		if proto.Equal(status, sent) && !m.Changed() {
@@ -83,13 +86,13 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 // status is the node's status with the local curator serving at local (nil:
 // none) and Kubernetes as kube says, without a timestamp, so that two
 // statuses compare equal when nothing in them changed.
-func (w *workerStatusPush) status(local *cpb.CuratorEndpoint, kube *KubernetesStatus) *cpb.NodeStatus {
+func (w *workerStatusPush) status(local *cpb.CuratorEndpoint, kube *KubernetesStatus, kubeWorker *KubernetesWorkerStatus) *cpb.NodeStatus {
 	s := &cpb.NodeStatus{
 		ExternalAddress:   w.node.ExternalAddress.String(),
 		Version:           w.node.Version,
 		BootId:            w.node.BootID,
 		ConsensusPeerPort: uint32(w.consensusPort),
-		Kubernetes:        kube.Proto(),
+		Kubernetes:        kubernetesProto(kube, kubeWorker),
 	}
 	if local != nil {
 		s.RunningCurator = &cpb.RunningCurator{Port: local.GetPort()}

@@ -25,6 +25,7 @@ func TestStatusPush(t *testing.T) {
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
+	v.KubernetesWorker.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 
@@ -62,20 +63,21 @@ func TestStatusPush(t *testing.T) {
 	}
 
 	// What runs of Kubernetes is reported too.
-	v.Kubernetes.Set(&KubernetesStatus{Controller: true, Worker: true, Running: []string{"apiserver"}, APIServer: netip.MustParseAddrPort("192.0.2.1:6443"),
-		ControllerNote: "controller-manager not running", WorkerNote: noteWorkerNotRun})
-	got2 = waitFor(t, &f2.statuses, "the status with Kubernetes", statusCount(2))
+	v.KubernetesWorker.Set(&KubernetesWorkerStatus{Held: true, ContainerdRunning: true, KubeletRunning: true, Note: "the Node is not Ready"})
+	v.Kubernetes.Set(&KubernetesStatus{Controller: true, Running: []string{"apiserver"}, APIServer: netip.MustParseAddrPort("192.0.2.1:6443"),
+		ControllerNote: "controller-manager not running"})
 	wantKube := &cpb.KubernetesStatus{Running: []string{"apiserver"}, ApiserverPort: 6443,
-		ControllerNote: "controller-manager not running", WorkerNote: noteWorkerNotRun}
-	if k := got2[1].GetKubernetes(); !proto.Equal(k, wantKube) {
-		t.Errorf("reported Kubernetes status %v, want %v", k, wantKube)
-	}
+		ControllerNote: "controller-manager not running", ContainerdRunning: true, KubeletRunning: true, WorkerNote: "the Node is not Ready"}
+	got2 = waitFor(t, &f2.statuses, "the status with Kubernetes", func(s []*cpb.NodeStatus) bool {
+		return len(s) > 0 && proto.Equal(s[len(s)-1].GetKubernetes(), wantKube)
+	})
 	// No Kubernetes role, no Kubernetes status.
+	n := len(got2)
 	v.Kubernetes.Set(&KubernetesStatus{})
-	got2 = waitFor(t, &f2.statuses, "the status without Kubernetes", statusCount(3))
-	if k := got2[2].GetKubernetes(); k != nil {
-		t.Errorf("a node without Kubernetes roles reported %v", k)
-	}
+	v.KubernetesWorker.Set(&KubernetesWorkerStatus{})
+	waitFor(t, &f2.statuses, "the status without Kubernetes", func(s []*cpb.NodeStatus) bool {
+		return len(s) > n && s[len(s)-1].GetKubernetes() == nil
+	})
 }
 
 // A failed report fails the worker; its restart reports again.
@@ -86,6 +88,7 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
+	v.KubernetesWorker.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
@@ -100,6 +103,7 @@ func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
+	v.KubernetesWorker.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 	waitFor(t, &f.statuses, "the first status", statusCount(1))

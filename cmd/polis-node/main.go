@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -92,6 +93,18 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
 	fs.StringVar(&o.cfg.KubernetesBundle, "kubernetes-bundle", "", "the absolute path of the Kubernetes bundle (polis-kube, built by polis-kube-build); without it the node runs no Kubernetes, and says so while it holds KubernetesController")
+	fs.StringVar(&o.cfg.KubernetesRuntime, "kubernetes-runtime", "", "the root of the tree holding the container runtime (bin/, cni/bin/, images/pause.tar, as the system disk at /system); without it the node runs no kubelet, and says so while it holds KubernetesWorker")
+	fs.Func("kubernetes-registry", "HOST=URL: containerd pulls images of registry HOST (as in image references) from URL (http or https); repeatable", func(v string) error {
+		host, url, ok := strings.Cut(v, "=")
+		if !ok || host == "" || url == "" {
+			return fmt.Errorf("%q: want HOST=URL", v)
+		}
+		if o.cfg.KubernetesRegistries == nil {
+			o.cfg.KubernetesRegistries = map[string]string{}
+		}
+		o.cfg.KubernetesRegistries[host] = url
+		return nil
+	})
 	fs.TextVar(&level, "log-level", zapcore.InfoLevel, "the lowest level logged: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +144,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	o.cfg.LeaseTTL, o.cfg.HeartbeatInterval = leaseTTL, heartbeatIntv
 	if b := o.cfg.KubernetesBundle; b != "" && !filepath.IsAbs(b) {
 		return nil, fmt.Errorf("--kubernetes-bundle %q: give an absolute path", b)
+	}
+	if r := o.cfg.KubernetesRuntime; r != "" && !filepath.IsAbs(r) {
+		return nil, fmt.Errorf("--kubernetes-runtime %q: give an absolute path", r)
 	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return nil, fmt.Errorf("--log-format %q: want json or console", o.logFormat)
@@ -206,7 +222,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		zap.Stringer("address", o.cfg.Address),
 		zap.Uint16("consensus_port", o.cfg.ConsensusPort),
 		zap.Uint16("curator_port", o.cfg.CuratorPort),
-		zap.String("kubernetes_bundle", o.cfg.KubernetesBundle))
+		zap.String("kubernetes_bundle", o.cfg.KubernetesBundle), zap.String("kubernetes_runtime", o.cfg.KubernetesRuntime))
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	<-ctx.Done()
 	logger.Info("stopping: waiting for every runnable to end")

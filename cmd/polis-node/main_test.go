@@ -93,3 +93,21 @@ func TestKubernetesBundleFlag(t *testing.T) {
 		t.Errorf("KubernetesBundle %q", o.cfg.KubernetesBundle)
 	}
 }
+
+// The runtime's root and the registries reach the node's configuration;
+// a relative root and a registry without its endpoint are refused.
+func TestKubernetesRuntimeFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-runtime", "/system",
+		"--kubernetes-registry", "demo.local:5000=http://10.0.0.1:5000", "--kubernetes-registry", "x.io=https://mirror"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.KubernetesRuntime != "/system" || o.cfg.KubernetesRegistries["demo.local:5000"] != "http://10.0.0.1:5000" || o.cfg.KubernetesRegistries["x.io"] != "https://mirror" {
+		t.Errorf("runtime %q, registries %v", o.cfg.KubernetesRuntime, o.cfg.KubernetesRegistries)
+	}
+	for _, args := range [][]string{{"--kubernetes-runtime", "system"}, {"--kubernetes-registry", "demo.local"}} {
+		if _, err := parseFlags(append([]string{"--storage", "/s", "--address", "127.0.0.2"}, args...), io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -59,7 +59,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Dir == "" || !filepath.IsAbs(c.Dir) {
 		return c, fmt.Errorf("controlplane: directory %q is not absolute", c.Dir)
 	}
-	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig} {
+	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig, pki.FileKubeletClientCert, pki.FileKubeletClientKey} {
 		if len(c.Files[name]) == 0 {
 			return c, fmt.Errorf("controlplane: component file %s is missing", name)
 		}
@@ -113,7 +113,20 @@ func (c Config) apiserverArgs() []string {
 		"--service-account-signing-key-file=" + c.file(pki.FileServiceAccountKey),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
-		"--authorization-mode=RBAC",
+		// The Node authorizer lets a kubelet (system:node:NAME in
+		// system:nodes) read what its own Pods need and write its own Node
+		// and Pods only; NodeRestriction keeps it from changing other
+		// Nodes, or its own labels outside the kubelet's prefixes.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		// Towards kubelets (logs, exec): the apiserver authenticates with
+		// its own client certificate and checks the kubelet's serving
+		// certificate, issued by the curator from the same CA for the
+		// node's address, which it prefers over the node's name.
+		"--kubelet-client-certificate=" + c.file(pki.FileKubeletClientCert),
+		"--kubelet-client-key=" + c.file(pki.FileKubeletClientKey),
+		"--kubelet-certificate-authority=" + c.file(pki.FileCA),
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--allow-privileged=false",
 		"--profiling=false",
 	}

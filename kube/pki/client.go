@@ -7,6 +7,8 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"time"
 )
 
@@ -63,6 +65,48 @@ func (c *Cluster) SignClient(pub *ecdsa.PublicKey, user string, groups []string,
 	certPEM, err := sign(tmpl, ca, pub, caKey)
 	if err != nil {
 		return nil, fmt.Errorf("pki: signing %q: %w", user, err)
+	}
+	return certPEM, nil
+}
+
+// SignServing issues a serving certificate for a key whose private half
+// stays with its holder: a kubelet's, valid for addrs (at least one) as IP
+// addresses and names as DNS names, for lifetime from now (at most until
+// the CA expires). It returns the PEM certificate.
+func (c *Cluster) SignServing(pub *ecdsa.PublicKey, commonName string, addrs []netip.Addr, names []string, lifetime time.Duration, now time.Time) ([]byte, error) {
+	if pub == nil || pub.Curve != elliptic.P256() {
+		return nil, errors.New("pki: a serving certificate needs an ECDSA P-256 public key")
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("pki: a serving certificate needs at least one address")
+	}
+	if lifetime <= 0 {
+		return nil, fmt.Errorf("pki: serving certificate lifetime %v: want a positive one", lifetime)
+	}
+	ca, caKey, err := c.ca()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		DNSNames:    names,
+		NotBefore:   now.Add(-clockSkew),
+		NotAfter:    now.Add(lifetime),
+	}
+	for _, a := range addrs {
+		if !a.IsValid() {
+			return nil, fmt.Errorf("pki: invalid address %v for a serving certificate", a)
+		}
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.IP(a.AsSlice()))
+	}
+	if tmpl.NotAfter.After(ca.NotAfter) {
+		tmpl.NotAfter = ca.NotAfter
+	}
+	certPEM, err := sign(tmpl, ca, pub, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("pki: signing %q: %w", commonName, err)
 	}
 	return certPEM, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +57,38 @@ func TestSignClient(t *testing.T) {
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool(t, c), CurrentTime: now.Add(25 * time.Hour), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
 		t.Error("the client certificate still verifies after its lifetime")
+	}
+}
+
+// A kubelet's serving key is certified without its private half, for
+// the node's address, and a certificate for no address is refused.
+func TestSignServing(t *testing.T) {
+	c := newCluster(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := c.SignServing(&key.PublicKey, "system:node:n1", []netip.Addr{nodeAddr}, []string{"n1"}, time.Hour, now)
+	if err != nil {
+		t.Fatalf("SignServing: %v", err)
+	}
+	cert, err := ParseCertificate(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{nodeAddr.String(), "n1"} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool(t, c), CurrentTime: now, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("the serving certificate does not verify for %s: %v", name, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool(t, c), CurrentTime: now, DNSName: "10.9.9.9", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("the serving certificate verifies for another address")
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) || !cert.NotAfter.Equal(now.Add(time.Hour)) {
+		t.Errorf("certificate for the key sent: %v, expires %v", key.PublicKey.Equal(cert.PublicKey), cert.NotAfter)
+	}
+	if _, err := c.SignServing(&key.PublicKey, "x", nil, nil, time.Hour, now); err == nil {
+		t.Error("a serving certificate for no address was issued")
 	}
 }
 

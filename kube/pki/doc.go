@@ -15,7 +15,11 @@
 // key (every apiserver must accept every token, and every apiserver and
 // controller-manager must sign with the same key). Everything else is issued
 // from it: a serving certificate per controller node (its addresses and the
-// in-cluster names of the kubernetes service), and client certificates.
+// in-cluster names of the kubernetes service), client certificates (the
+// components', the apiserver's towards kubelets), and, for keys whose
+// private half stays with its holder (SignClient, SignServing), the
+// owner's client certificate and each kubelet's client
+// (system:node:<node>, system:nodes) and serving certificates.
 //
 // Everything but the store is a pure function of its inputs plus fresh
 // randomness (keys, serial numbers). The store (Ensure, Load) keeps the

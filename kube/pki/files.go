@@ -18,6 +18,10 @@ const (
 	FileServiceAccountPub           = "service-account.pub"
 	FileControllerManagerKubeconfig = "controller-manager.kubeconfig"
 	FileSchedulerKubeconfig         = "scheduler.kubeconfig"
+	// FileKubeletClientCert and FileKubeletClientKey are the apiserver's
+	// client certificate towards kubelets (logs, exec, port-forward).
+	FileKubeletClientCert = "apiserver-kubelet-client.crt"
+	FileKubeletClientKey  = "apiserver-kubelet-client.key"
 )
 
 // Files are the contents of a controller node's component files by name;
@@ -34,7 +38,10 @@ func Secret(name string) bool {
 // and returns it as files: the CA, the apiserver's serving certificate for
 // addrs (see IssueServing), the service-account key pair, and kubeconfigs
 // for the controller-manager and the scheduler that reach the apiserver at
-// server (an https URL, normally this node's own apiserver).
+// server (an https URL, normally this node's own apiserver), and the
+// apiserver's client certificate towards kubelets (APIServerKubeletUser in
+// system:masters: kubelets ask the apiserver whether a caller may reach
+// them, and this key is as guarded as the service-account key beside it).
 func (c *Cluster) ControlPlaneFiles(addrs []netip.Addr, serviceIP netip.Addr, server string, now time.Time) (Files, error) {
 	serving, err := c.IssueServing(addrs, serviceIP, []string{"localhost"}, now)
 	if err != nil {
@@ -44,7 +51,13 @@ func (c *Cluster) ControlPlaneFiles(addrs []netip.Addr, serviceIP netip.Addr, se
 	if err != nil {
 		return nil, err
 	}
+	kubeletClient, err := c.IssueClient(APIServerKubeletUser, []string{MastersGroup}, now)
+	if err != nil {
+		return nil, err
+	}
 	f := Files{
+		FileKubeletClientCert: kubeletClient.Cert,
+		FileKubeletClientKey:  kubeletClient.Key,
 		FileCA:                c.CACert,
 		FileServingCert:       serving.Cert,
 		FileServingKey:        serving.Key,

@@ -32,6 +32,13 @@ const (
 const (
 	ControllerManagerUser = "system:kube-controller-manager"
 	SchedulerUser         = "system:kube-scheduler"
+	// APIServerKubeletUser is the apiserver's user name towards kubelets.
+	APIServerKubeletUser = "polis:apiserver-kubelet-client"
+	// NodeUserPrefix and NodesGroup name a kubelet: system:node:<node
+	// name> in system:nodes is whom the Node authorizer and the
+	// NodeRestriction admission plugin confine to its own Node and Pods.
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
 	// MastersGroup is Kubernetes' superuser group (cluster-admin), for the
 	// cluster's owner.
 	MastersGroup = "system:masters"

@@ -150,19 +150,25 @@ func TestControlPlaneFiles(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{FileCA, FileServingCert, FileServingKey, FileControllerManagerKubeconfig, FileSchedulerKubeconfig, FileServiceAccountKey, FileServiceAccountPub}
+	want := []string{FileCA, FileServingCert, FileServingKey, FileControllerManagerKubeconfig, FileSchedulerKubeconfig, FileServiceAccountKey, FileServiceAccountPub, FileKubeletClientCert, FileKubeletClientKey}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("files %q, want %q", names, want)
 	}
 	for _, n := range names {
-		wantSecret := n == FileServingKey || n == FileServiceAccountKey || strings.HasSuffix(n, ".kubeconfig")
+		wantSecret := n == FileServingKey || n == FileServiceAccountKey || n == FileKubeletClientKey || strings.HasSuffix(n, ".kubeconfig")
 		if Secret(n) != wantSecret {
 			t.Errorf("Secret(%q) = %v", n, Secret(n))
 		}
 	}
 	if _, err := tls.X509KeyPair(f[FileServingCert], f[FileServingKey]); err != nil {
 		t.Errorf("serving pair: %v", err)
+	}
+	if _, err := tls.X509KeyPair(f[FileKubeletClientCert], f[FileKubeletClientKey]); err != nil {
+		t.Errorf("the apiserver's kubelet client pair: %v", err)
+	}
+	if kc, err := ParseCertificate(f[FileKubeletClientCert]); err != nil || kc.Subject.CommonName != APIServerKubeletUser {
+		t.Errorf("the apiserver's kubelet client certificate: %v, %v", kc.Subject, err)
 	}
 	// Each kubeconfig names its component and embeds a client certificate
 	// of that user, signed by the CA.

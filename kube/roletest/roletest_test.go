@@ -112,6 +112,7 @@ func TestKubernetesController(t *testing.T) {
 
 	t.Run("keys", func(t *testing.T) { checkKeys(t, c) })
 	t.Run("files", func(t *testing.T) { checkFiles(t, c) })
+	t.Run("authorization", func(t *testing.T) { checkAuthorization(t, c, st) })
 
 	// The component's lines reach the node's log under its name.
 	for _, name := range components {

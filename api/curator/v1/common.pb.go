@@ -741,9 +741,18 @@ type KubernetesStatus struct {
 	// Why KubernetesController, when held, is not run in full; empty when it
 	// is, or is not held. At most 200 bytes.
 	ControllerNote string `protobuf:"bytes,4,opt,name=controller_note,json=controllerNote,proto3" json:"controller_note,omitempty"`
-	// Why KubernetesWorker, when held, is not run; empty when it is not
-	// held. At most 200 bytes.
-	WorkerNote    string `protobuf:"bytes,5,opt,name=worker_note,json=workerNote,proto3" json:"worker_note,omitempty"`
+	// Why KubernetesWorker, when held, is not run in full (not available,
+	// starting, containerd or kubelet down, the Node not Ready); empty when
+	// it runs with its Node Ready, or is not held. At most 200 bytes.
+	WorkerNote string `protobuf:"bytes,5,opt,name=worker_note,json=workerNote,proto3" json:"worker_note,omitempty"`
+	// Whether containerd's process runs on the node (KubernetesWorker).
+	ContainerdRunning bool `protobuf:"varint,6,opt,name=containerd_running,json=containerdRunning,proto3" json:"containerd_running,omitempty"`
+	// Whether kubelet's process runs on the node (KubernetesWorker).
+	KubeletRunning bool `protobuf:"varint,7,opt,name=kubelet_running,json=kubeletRunning,proto3" json:"kubelet_running,omitempty"`
+	// Whether the node's Node object in Kubernetes (named by the node's ID)
+	// has the condition Ready=True, as the kubelet's own credentials read
+	// it from an apiserver.
+	NodeReady     bool `protobuf:"varint,8,opt,name=node_ready,json=nodeReady,proto3" json:"node_ready,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +820,27 @@ func (x *KubernetesStatus) GetWorkerNote() string {
 		return x.WorkerNote
 	}
 	return ""
+}
+
+func (x *KubernetesStatus) GetContainerdRunning() bool {
+	if x != nil {
+		return x.ContainerdRunning
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetKubeletRunning() bool {
+	if x != nil {
+		return x.KubeletRunning
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetNodeReady() bool {
+	if x != nil {
+		return x.NodeReady
+	}
+	return false
 }
 
 // RunningCurator describes the curator a node runs.
@@ -989,6 +1019,71 @@ func (x *ClusterDirectory) GetCaCertificate() []byte {
 	return nil
 }
 
+// KubernetesAPIServer is where one controller node's apiserver listens.
+type KubernetesAPIServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's ID.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The node's external address (NodeStatus.external_address).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The apiserver's TCP port: the one the node reports
+	// (KubernetesStatus.apiserver_port), or 6443 while it reports none.
+	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubernetesAPIServer) Reset() {
+	*x = KubernetesAPIServer{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubernetesAPIServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubernetesAPIServer) ProtoMessage() {}
+
+func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
+func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *KubernetesAPIServer) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *KubernetesAPIServer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *KubernetesAPIServer) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 var File_polis_curator_v1_common_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_common_proto_rawDesc = "" +
@@ -1033,14 +1128,18 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x13consensus_peer_port\x18\x06 \x01(\rR\x11consensusPeerPort\x12B\n" +
 	"\n" +
 	"kubernetes\x18\a \x01(\v2\".polis.curator.v1.KubernetesStatusR\n" +
-	"kubernetes\"\xc6\x01\n" +
+	"kubernetes\"\xbd\x02\n" +
 	"\x10KubernetesStatus\x12\x18\n" +
 	"\arunning\x18\x01 \x03(\tR\arunning\x12'\n" +
 	"\x0fapiserver_ready\x18\x02 \x01(\bR\x0eapiserverReady\x12%\n" +
 	"\x0eapiserver_port\x18\x03 \x01(\rR\rapiserverPort\x12'\n" +
 	"\x0fcontroller_note\x18\x04 \x01(\tR\x0econtrollerNote\x12\x1f\n" +
 	"\vworker_note\x18\x05 \x01(\tR\n" +
-	"workerNote\"$\n" +
+	"workerNote\x12-\n" +
+	"\x12containerd_running\x18\x06 \x01(\bR\x11containerdRunning\x12'\n" +
+	"\x0fkubelet_running\x18\a \x01(\bR\x0ekubeletRunning\x12\x1d\n" +
+	"\n" +
+	"node_ready\x18\b \x01(\bR\tnodeReady\"$\n" +
 	"\x0eRunningCurator\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\"X\n" +
 	"\x0fCuratorEndpoint\x12\x17\n" +
@@ -1049,7 +1148,11 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04port\x18\x03 \x01(\rR\x04port\"x\n" +
 	"\x10ClusterDirectory\x12=\n" +
 	"\bcurators\x18\x01 \x03(\v2!.polis.curator.v1.CuratorEndpointR\bcurators\x12%\n" +
-	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate*\x85\x01\n" +
+	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\"\\\n" +
+	"\x13KubernetesAPIServer\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port*\x85\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eNODE_STATE_NEW\x10\x01\x12\x16\n" +
@@ -1076,7 +1179,7 @@ func file_polis_curator_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_polis_curator_v1_common_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: polis.curator.v1.NodeState
 	(NodeHealth)(0),                  // 1: polis.curator.v1.NodeHealth
@@ -1092,24 +1195,25 @@ var file_polis_curator_v1_common_proto_goTypes = []any{
 	(*RunningCurator)(nil),           // 11: polis.curator.v1.RunningCurator
 	(*CuratorEndpoint)(nil),          // 12: polis.curator.v1.CuratorEndpoint
 	(*ClusterDirectory)(nil),         // 13: polis.curator.v1.ClusterDirectory
-	nil,                              // 14: polis.curator.v1.Node.LabelsEntry
-	(*durationpb.Duration)(nil),      // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(*KubernetesAPIServer)(nil),      // 14: polis.curator.v1.KubernetesAPIServer
+	nil,                              // 15: polis.curator.v1.Node.LabelsEntry
+	(*durationpb.Duration)(nil),      // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_common_proto_depIdxs = []int32{
 	0,  // 0: polis.curator.v1.Node.state:type_name -> polis.curator.v1.NodeState
 	3,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
 	9,  // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
-	14, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
+	15, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
 	1,  // 4: polis.curator.v1.Node.health:type_name -> polis.curator.v1.NodeHealth
-	15, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
+	16, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
 	4,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
 	7,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
 	8,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
 	5,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
 	6,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
 	11, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
-	16, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
+	17, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
 	10, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
 	12, // 14: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
 	15, // [15:15] is the sub-list for method output_type
@@ -1130,7 +1234,7 @@ func file_polis_curator_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_common_proto_rawDesc), len(file_polis_curator_v1_common_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

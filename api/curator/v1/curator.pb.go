@@ -1177,6 +1177,153 @@ func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
 	return nil
 }
 
+// IssueKubeletCredentialsRequest carries the public halves of the calling
+// node's two kubelet keys.
+type IssueKubeletCredentialsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The public half of the kubelet's client key: DER of a PKIX
+	// SubjectPublicKeyInfo holding an ECDSA P-256 key. Required. (Named spki,
+	// not public_key: a key in a node-self request would name a node.)
+	ClientKeySpki []byte `protobuf:"bytes,1,opt,name=client_key_spki,json=clientKeySpki,proto3" json:"client_key_spki,omitempty"`
+	// The public half of the kubelet's serving key, in the same form.
+	// Required, and not the client key.
+	ServingKeySpki []byte `protobuf:"bytes,2,opt,name=serving_key_spki,json=servingKeySpki,proto3" json:"serving_key_spki,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *IssueKubeletCredentialsRequest) Reset() {
+	*x = IssueKubeletCredentialsRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKubeletCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKubeletCredentialsRequest) ProtoMessage() {}
+
+func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKubeletCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*IssueKubeletCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *IssueKubeletCredentialsRequest) GetClientKeySpki() []byte {
+	if x != nil {
+		return x.ClientKeySpki
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsRequest) GetServingKeySpki() []byte {
+	if x != nil {
+		return x.ServingKeySpki
+	}
+	return nil
+}
+
+// IssueKubeletCredentialsResponse is the calling node's kubelet
+// credentials.
+type IssueKubeletCredentialsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// DER of the kubelet's client certificate (system:node:<node ID>, in
+	// system:nodes).
+	ClientCertificate []byte `protobuf:"bytes,1,opt,name=client_certificate,json=clientCertificate,proto3" json:"client_certificate,omitempty"`
+	// DER of the kubelet's serving certificate (the node's external address
+	// as its IP address).
+	ServingCertificate []byte `protobuf:"bytes,2,opt,name=serving_certificate,json=servingCertificate,proto3" json:"serving_certificate,omitempty"`
+	// DER of the Kubernetes CA certificate that issued both, and that the
+	// apiservers serve with.
+	CaCertificate []byte `protobuf:"bytes,3,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
+	// The apiservers: one per UP node that holds KubernetesController and
+	// has reported its address, in node ID order. At least one.
+	ApiServers []*KubernetesAPIServer `protobuf:"bytes,4,rep,name=api_servers,json=apiServers,proto3" json:"api_servers,omitempty"`
+	// The Kubernetes node name the certificates are for: the caller's node
+	// ID.
+	NodeName      string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueKubeletCredentialsResponse) Reset() {
+	*x = IssueKubeletCredentialsResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKubeletCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKubeletCredentialsResponse) ProtoMessage() {}
+
+func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKubeletCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*IssueKubeletCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *IssueKubeletCredentialsResponse) GetClientCertificate() []byte {
+	if x != nil {
+		return x.ClientCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsResponse) GetServingCertificate() []byte {
+	if x != nil {
+		return x.ServingCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsResponse) GetCaCertificate() []byte {
+	if x != nil {
+		return x.CaCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsResponse) GetApiServers() []*KubernetesAPIServer {
+	if x != nil {
+		return x.ApiServers
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsResponse) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
 var File_polis_curator_v1_curator_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_curator_proto_rawDesc = "" +
@@ -1230,7 +1377,18 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
 	"\x12GetOwnerKeyRequest\"2\n" +
 	"\x13GetOwnerKeyResponse\x12\x1b\n" +
-	"\towner_key\x18\x01 \x01(\fR\bownerKey2\xfc\b\n" +
+	"\towner_key\x18\x01 \x01(\fR\bownerKey\"r\n" +
+	"\x1eIssueKubeletCredentialsRequest\x12&\n" +
+	"\x0fclient_key_spki\x18\x01 \x01(\fR\rclientKeySpki\x12(\n" +
+	"\x10serving_key_spki\x18\x02 \x01(\fR\x0eservingKeySpki\"\x8d\x02\n" +
+	"\x1fIssueKubeletCredentialsResponse\x12-\n" +
+	"\x12client_certificate\x18\x01 \x01(\fR\x11clientCertificate\x12/\n" +
+	"\x13serving_certificate\x18\x02 \x01(\fR\x12servingCertificate\x12%\n" +
+	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
+	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
+	"apiServers\x12\x1b\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x87\n" +
+	"\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12^\n" +
@@ -1241,7 +1399,8 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12^\n" +
 	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12f\n" +
 	"\vWatchLeader\x12$.polis.curator.v1.WatchLeaderRequest\x1a%.polis.curator.v1.WatchLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x020\x01\x12s\n" +
-	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12d\n" +
+	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12\x88\x01\n" +
+	"\x17IssueKubeletCredentials\x120.polis.curator.v1.IssueKubeletCredentialsRequest\x1a1.polis.curator.v1.IssueKubeletCredentialsResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12d\n" +
 	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
@@ -1256,78 +1415,84 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
-	(*WatchRequest)(nil),               // 0: polis.curator.v1.WatchRequest
-	(*AllNodes)(nil),                   // 1: polis.curator.v1.AllNodes
-	(*WatchResponse)(nil),              // 2: polis.curator.v1.WatchResponse
-	(*NodeTombstone)(nil),              // 3: polis.curator.v1.NodeTombstone
-	(*UpdateNodeStatusRequest)(nil),    // 4: polis.curator.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),   // 5: polis.curator.v1.UpdateNodeStatusResponse
-	(*HeartbeatRequest)(nil),           // 6: polis.curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 7: polis.curator.v1.HeartbeatResponse
-	(*RenewCertificateRequest)(nil),    // 8: polis.curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),   // 9: polis.curator.v1.RenewCertificateResponse
-	(*RegisterRequest)(nil),            // 10: polis.curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),           // 11: polis.curator.v1.RegisterResponse
-	(*CommitRegistrationRequest)(nil),  // 12: polis.curator.v1.CommitRegistrationRequest
-	(*CommitRegistrationResponse)(nil), // 13: polis.curator.v1.CommitRegistrationResponse
-	(*JoinRequest)(nil),                // 14: polis.curator.v1.JoinRequest
-	(*JoinResponse)(nil),               // 15: polis.curator.v1.JoinResponse
-	(*GetLeaderRequest)(nil),           // 16: polis.curator.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),          // 17: polis.curator.v1.GetLeaderResponse
-	(*WatchLeaderRequest)(nil),         // 18: polis.curator.v1.WatchLeaderRequest
-	(*WatchLeaderResponse)(nil),        // 19: polis.curator.v1.WatchLeaderResponse
-	(*GetCACertificateRequest)(nil),    // 20: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),   // 21: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),         // 22: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),        // 23: polis.curator.v1.GetOwnerKeyResponse
-	(*Node)(nil),                       // 24: polis.curator.v1.Node
-	(*NodeStatus)(nil),                 // 25: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),        // 26: google.protobuf.Duration
-	(*ClusterDirectory)(nil),           // 27: polis.curator.v1.ClusterDirectory
-	(*CuratorEndpoint)(nil),            // 28: polis.curator.v1.CuratorEndpoint
+	(*WatchRequest)(nil),                    // 0: polis.curator.v1.WatchRequest
+	(*AllNodes)(nil),                        // 1: polis.curator.v1.AllNodes
+	(*WatchResponse)(nil),                   // 2: polis.curator.v1.WatchResponse
+	(*NodeTombstone)(nil),                   // 3: polis.curator.v1.NodeTombstone
+	(*UpdateNodeStatusRequest)(nil),         // 4: polis.curator.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),        // 5: polis.curator.v1.UpdateNodeStatusResponse
+	(*HeartbeatRequest)(nil),                // 6: polis.curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 7: polis.curator.v1.HeartbeatResponse
+	(*RenewCertificateRequest)(nil),         // 8: polis.curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),        // 9: polis.curator.v1.RenewCertificateResponse
+	(*RegisterRequest)(nil),                 // 10: polis.curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),                // 11: polis.curator.v1.RegisterResponse
+	(*CommitRegistrationRequest)(nil),       // 12: polis.curator.v1.CommitRegistrationRequest
+	(*CommitRegistrationResponse)(nil),      // 13: polis.curator.v1.CommitRegistrationResponse
+	(*JoinRequest)(nil),                     // 14: polis.curator.v1.JoinRequest
+	(*JoinResponse)(nil),                    // 15: polis.curator.v1.JoinResponse
+	(*GetLeaderRequest)(nil),                // 16: polis.curator.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),               // 17: polis.curator.v1.GetLeaderResponse
+	(*WatchLeaderRequest)(nil),              // 18: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),             // 19: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),         // 20: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),        // 21: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),              // 22: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),             // 23: polis.curator.v1.GetOwnerKeyResponse
+	(*IssueKubeletCredentialsRequest)(nil),  // 24: polis.curator.v1.IssueKubeletCredentialsRequest
+	(*IssueKubeletCredentialsResponse)(nil), // 25: polis.curator.v1.IssueKubeletCredentialsResponse
+	(*Node)(nil),                            // 26: polis.curator.v1.Node
+	(*NodeStatus)(nil),                      // 27: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),             // 28: google.protobuf.Duration
+	(*ClusterDirectory)(nil),                // 29: polis.curator.v1.ClusterDirectory
+	(*CuratorEndpoint)(nil),                 // 30: polis.curator.v1.CuratorEndpoint
+	(*KubernetesAPIServer)(nil),             // 31: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	24, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	26, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
 	3,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	25, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	26, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	25, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	27, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	28, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	28, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	28, // 10: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	28, // 11: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	0,  // 12: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
-	4,  // 13: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
-	6,  // 14: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
-	8,  // 15: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
-	10, // 16: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
-	12, // 17: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
-	14, // 18: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	16, // 19: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	18, // 20: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
-	20, // 21: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	22, // 22: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
-	2,  // 23: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	5,  // 24: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	7,  // 25: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	9,  // 26: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	11, // 27: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	13, // 28: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	15, // 29: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	17, // 30: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	19, // 31: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
-	21, // 32: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	23, // 33: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	27, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	28, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	27, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	29, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	29, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	30, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	30, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	30, // 10: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	30, // 11: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	31, // 12: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	0,  // 13: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
+	4,  // 14: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
+	6,  // 15: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
+	8,  // 16: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
+	10, // 17: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
+	12, // 18: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
+	14, // 19: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
+	16, // 20: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	18, // 21: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	20, // 22: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	24, // 23: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
+	22, // 24: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	2,  // 25: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	5,  // 26: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	7,  // 27: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	9,  // 28: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	11, // 29: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	13, // 30: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	15, // 31: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	17, // 32: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	19, // 33: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	21, // 34: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	25, // 35: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
+	23, // 36: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	25, // [25:37] is the sub-list for method output_type
+	13, // [13:25] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_curator_proto_init() }
@@ -1347,7 +1512,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,17 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CuratorService_Watch_FullMethodName              = "/polis.curator.v1.CuratorService/Watch"
-	CuratorService_UpdateNodeStatus_FullMethodName   = "/polis.curator.v1.CuratorService/UpdateNodeStatus"
-	CuratorService_Heartbeat_FullMethodName          = "/polis.curator.v1.CuratorService/Heartbeat"
-	CuratorService_RenewCertificate_FullMethodName   = "/polis.curator.v1.CuratorService/RenewCertificate"
-	CuratorService_Register_FullMethodName           = "/polis.curator.v1.CuratorService/Register"
-	CuratorService_CommitRegistration_FullMethodName = "/polis.curator.v1.CuratorService/CommitRegistration"
-	CuratorService_Join_FullMethodName               = "/polis.curator.v1.CuratorService/Join"
-	CuratorService_GetLeader_FullMethodName          = "/polis.curator.v1.CuratorService/GetLeader"
-	CuratorService_WatchLeader_FullMethodName        = "/polis.curator.v1.CuratorService/WatchLeader"
-	CuratorService_GetCACertificate_FullMethodName   = "/polis.curator.v1.CuratorService/GetCACertificate"
-	CuratorService_GetOwnerKey_FullMethodName        = "/polis.curator.v1.CuratorService/GetOwnerKey"
+	CuratorService_Watch_FullMethodName                   = "/polis.curator.v1.CuratorService/Watch"
+	CuratorService_UpdateNodeStatus_FullMethodName        = "/polis.curator.v1.CuratorService/UpdateNodeStatus"
+	CuratorService_Heartbeat_FullMethodName               = "/polis.curator.v1.CuratorService/Heartbeat"
+	CuratorService_RenewCertificate_FullMethodName        = "/polis.curator.v1.CuratorService/RenewCertificate"
+	CuratorService_Register_FullMethodName                = "/polis.curator.v1.CuratorService/Register"
+	CuratorService_CommitRegistration_FullMethodName      = "/polis.curator.v1.CuratorService/CommitRegistration"
+	CuratorService_Join_FullMethodName                    = "/polis.curator.v1.CuratorService/Join"
+	CuratorService_GetLeader_FullMethodName               = "/polis.curator.v1.CuratorService/GetLeader"
+	CuratorService_WatchLeader_FullMethodName             = "/polis.curator.v1.CuratorService/WatchLeader"
+	CuratorService_GetCACertificate_FullMethodName        = "/polis.curator.v1.CuratorService/GetCACertificate"
+	CuratorService_IssueKubeletCredentials_FullMethodName = "/polis.curator.v1.CuratorService/IssueKubeletCredentials"
+	CuratorService_GetOwnerKey_FullMethodName             = "/polis.curator.v1.CuratorService/GetOwnerKey"
 )
 
 // CuratorServiceClient is the client API for CuratorService service.
@@ -142,6 +143,34 @@ type CuratorServiceClient interface {
 	// trusts before relying on it (a cluster directory it kept, a
 	// fingerprint an operator gave it).
 	GetCACertificate(ctx context.Context, in *GetCACertificateRequest, opts ...grpc.CallOption) (*GetCACertificateResponse, error)
+	// IssueKubeletCredentials issues the calling node what its kubelet needs
+	// to join the cluster's Kubernetes, signed by the cluster's Kubernetes CA
+	// (which the curator keeps in etcd) for public keys the node sends: the
+	// private keys never leave the node.
+	//
+	//   - A client certificate for the Kubernetes user system:node:<the
+	//     caller's node ID> in the group system:nodes. The apiservers run the
+	//     Node authorizer and the NodeRestriction admission plugin, which
+	//     confine that user to its own Node object and the Pods bound to it
+	//     (and the Secrets, ConfigMaps and volumes those Pods use).
+	//   - A serving certificate for the caller's external address
+	//     (NodeStatus.external_address), which apiservers check when they
+	//     reach the kubelet (logs, exec).
+	//
+	// The request carries no node ID: the name is the caller's, from its
+	// node certificate, so a node cannot ask for another node's identity.
+	// Both certificates are valid for 24 hours: Kubernetes cannot revoke a
+	// certificate, so one that outlives the role (or leaks) stops working
+	// within a day; the node renews them well before. The response also
+	// names the Kubernetes CA and the apiservers: the nodes that hold
+	// KubernetesController.
+	//
+	// Errors: INVALID_ARGUMENT if a key is not a PKIX ECDSA P-256 public
+	// key, or both are the same key; FAILED_PRECONDITION if the caller does
+	// not hold KubernetesWorker, has reported no external address, or no
+	// node holds KubernetesController; UNAVAILABLE if the Kubernetes PKI
+	// cannot be read.
+	IssueKubeletCredentials(ctx context.Context, in *IssueKubeletCredentialsRequest, opts ...grpc.CallOption) (*IssueKubeletCredentialsResponse, error)
 	// GetOwnerKey returns the cluster's current owner key, so that a node
 	// accepts on its own API an owner certificate only for it, as the
 	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
@@ -276,6 +305,16 @@ func (c *curatorServiceClient) GetCACertificate(ctx context.Context, in *GetCACe
 	return out, nil
 }
 
+func (c *curatorServiceClient) IssueKubeletCredentials(ctx context.Context, in *IssueKubeletCredentialsRequest, opts ...grpc.CallOption) (*IssueKubeletCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueKubeletCredentialsResponse)
+	err := c.cc.Invoke(ctx, CuratorService_IssueKubeletCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *curatorServiceClient) GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetOwnerKeyResponse)
@@ -396,6 +435,34 @@ type CuratorServiceServer interface {
 	// trusts before relying on it (a cluster directory it kept, a
 	// fingerprint an operator gave it).
 	GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error)
+	// IssueKubeletCredentials issues the calling node what its kubelet needs
+	// to join the cluster's Kubernetes, signed by the cluster's Kubernetes CA
+	// (which the curator keeps in etcd) for public keys the node sends: the
+	// private keys never leave the node.
+	//
+	//   - A client certificate for the Kubernetes user system:node:<the
+	//     caller's node ID> in the group system:nodes. The apiservers run the
+	//     Node authorizer and the NodeRestriction admission plugin, which
+	//     confine that user to its own Node object and the Pods bound to it
+	//     (and the Secrets, ConfigMaps and volumes those Pods use).
+	//   - A serving certificate for the caller's external address
+	//     (NodeStatus.external_address), which apiservers check when they
+	//     reach the kubelet (logs, exec).
+	//
+	// The request carries no node ID: the name is the caller's, from its
+	// node certificate, so a node cannot ask for another node's identity.
+	// Both certificates are valid for 24 hours: Kubernetes cannot revoke a
+	// certificate, so one that outlives the role (or leaks) stops working
+	// within a day; the node renews them well before. The response also
+	// names the Kubernetes CA and the apiservers: the nodes that hold
+	// KubernetesController.
+	//
+	// Errors: INVALID_ARGUMENT if a key is not a PKIX ECDSA P-256 public
+	// key, or both are the same key; FAILED_PRECONDITION if the caller does
+	// not hold KubernetesWorker, has reported no external address, or no
+	// node holds KubernetesController; UNAVAILABLE if the Kubernetes PKI
+	// cannot be read.
+	IssueKubeletCredentials(context.Context, *IssueKubeletCredentialsRequest) (*IssueKubeletCredentialsResponse, error)
 	// GetOwnerKey returns the cluster's current owner key, so that a node
 	// accepts on its own API an owner certificate only for it, as the
 	// curators do: rotating the owner key (RotateOwnerKey) revokes the old
@@ -441,6 +508,9 @@ func (UnimplementedCuratorServiceServer) WatchLeader(*WatchLeaderRequest, grpc.S
 }
 func (UnimplementedCuratorServiceServer) GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCACertificate not implemented")
+}
+func (UnimplementedCuratorServiceServer) IssueKubeletCredentials(context.Context, *IssueKubeletCredentialsRequest) (*IssueKubeletCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueKubeletCredentials not implemented")
 }
 func (UnimplementedCuratorServiceServer) GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetOwnerKey not implemented")
@@ -632,6 +702,24 @@ func _CuratorService_GetCACertificate_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CuratorService_IssueKubeletCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueKubeletCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServiceServer).IssueKubeletCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CuratorService_IssueKubeletCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServiceServer).IssueKubeletCredentials(ctx, req.(*IssueKubeletCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CuratorService_GetOwnerKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetOwnerKeyRequest)
 	if err := dec(in); err != nil {
@@ -688,6 +776,10 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCACertificate",
 			Handler:    _CuratorService_GetCACertificate_Handler,
+		},
+		{
+			MethodName: "IssueKubeletCredentials",
+			Handler:    _CuratorService_IssueKubeletCredentials_Handler,
 		},
 		{
 			MethodName: "GetOwnerKey",

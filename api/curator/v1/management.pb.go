@@ -1031,71 +1031,6 @@ func (x *IssueKubernetesCredentialsResponse) GetGroups() []string {
 	return nil
 }
 
-// KubernetesAPIServer is where one controller node's apiserver listens.
-type KubernetesAPIServer struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The node's ID.
-	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// The node's external address (NodeStatus.external_address).
-	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	// The apiserver's TCP port: the one the node reports
-	// (KubernetesStatus.apiserver_port), or 6443 while it reports none.
-	Port          uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *KubernetesAPIServer) Reset() {
-	*x = KubernetesAPIServer{}
-	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *KubernetesAPIServer) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*KubernetesAPIServer) ProtoMessage() {}
-
-func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_management_proto_msgTypes[20]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
-func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_management_proto_rawDescGZIP(), []int{20}
-}
-
-func (x *KubernetesAPIServer) GetNodeId() string {
-	if x != nil {
-		return x.NodeId
-	}
-	return ""
-}
-
-func (x *KubernetesAPIServer) GetAddress() string {
-	if x != nil {
-		return x.Address
-	}
-	return ""
-}
-
-func (x *KubernetesAPIServer) GetPort() uint32 {
-	if x != nil {
-		return x.Port
-	}
-	return 0
-}
-
 var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_management_proto_rawDesc = "" +
@@ -1161,11 +1096,7 @@ const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\vapi_servers\x18\x03 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12\x16\n" +
-	"\x06groups\x18\x05 \x03(\tR\x06groups\"\\\n" +
-	"\x13KubernetesAPIServer\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\rR\x04port2\xab\t\n" +
+	"\x06groups\x18\x05 \x03(\tR\x06groups2\xab\t\n" +
 	"\x11ManagementService\x12o\n" +
 	"\x0eGetClusterInfo\x12'.polis.curator.v1.GetClusterInfoRequest\x1a(.polis.curator.v1.GetClusterInfoResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x05\x10\x01\x18\x02\x12b\n" +
@@ -1202,7 +1133,7 @@ func file_polis_curator_v1_management_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_management_proto_rawDescData
 }
 
-var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_polis_curator_v1_management_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),              // 0: polis.curator.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),             // 1: polis.curator.v1.GetClusterInfoResponse
@@ -1224,26 +1155,26 @@ var file_polis_curator_v1_management_proto_goTypes = []any{
 	(*UpdateNodeLabelsResponse)(nil),           // 17: polis.curator.v1.UpdateNodeLabelsResponse
 	(*IssueKubernetesCredentialsRequest)(nil),  // 18: polis.curator.v1.IssueKubernetesCredentialsRequest
 	(*IssueKubernetesCredentialsResponse)(nil), // 19: polis.curator.v1.IssueKubernetesCredentialsResponse
-	(*KubernetesAPIServer)(nil),                // 20: polis.curator.v1.KubernetesAPIServer
-	nil,                                        // 21: polis.curator.v1.ListNodesRequest.LabelsEntry
-	nil,                                        // 22: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	nil,                                        // 23: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	(*ClusterDirectory)(nil),                   // 24: polis.curator.v1.ClusterDirectory
-	(NodeState)(0),                             // 25: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 26: polis.curator.v1.Node
-	(*Roles)(nil),                              // 27: polis.curator.v1.Roles
+	nil,                         // 20: polis.curator.v1.ListNodesRequest.LabelsEntry
+	nil,                         // 21: polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	nil,                         // 22: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	(*ClusterDirectory)(nil),    // 23: polis.curator.v1.ClusterDirectory
+	(NodeState)(0),              // 24: polis.curator.v1.NodeState
+	(*Node)(nil),                // 25: polis.curator.v1.Node
+	(*Roles)(nil),               // 26: polis.curator.v1.Roles
+	(*KubernetesAPIServer)(nil), // 27: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
-	24, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	25, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	21, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	26, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	24, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	24, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	22, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	23, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	20, // 9: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	23, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	24, // 1: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	20, // 2: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	25, // 3: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	23, // 4: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	23, // 5: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	26, // 6: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	21, // 7: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	22, // 8: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	27, // 9: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
 	0,  // 10: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
 	2,  // 11: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
 	4,  // 12: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
@@ -1285,7 +1216,7 @@ func file_polis_curator_v1_management_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_management_proto_rawDesc), len(file_polis_curator_v1_management_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,55 @@
+// Package kubelet runs the Kubernetes node of one Polis node: containerd
+// and kubelet as supervised child processes (kube/process), with the
+// configuration Polis writes for them, a local TCP proxy through which the
+// kubelet reaches every apiserver of the cluster, and a status that says
+// what runs and whether the Node is Ready.
+//
+// # Model
+//
+// A Runner is given everything from outside (Config): where the binaries
+// are (the system disk, node/pid1's System* paths, in a VM), where state
+// goes (the data disk) and sockets and generated files (ephemeral
+// storage), the node's name (its Polis node ID), address and labels, the
+// kubelet's certificates (issued by the curator, IssueKubeletCredentials,
+// for keys the node keeps) and the apiservers. Its Run:
+//
+//	Run ─┬─ (containerd, a process of the run itself)
+//	     │    then: ctr images import <pause image>   (nothing is pulled)
+//	     ├─ apiproxy    127.0.0.1:ProxyPort → the apiservers, in turn
+//	     ├─ kubelet     polis-kube kubelet --config ... --kubeconfig ...
+//	     └─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//
+// A kubelet that exits is restarted alone, with backoff; containerd
+// exiting ends the run (the kubelet cannot work without it), and the
+// supervisor starts it afresh. Stop order: when the run ends, the
+// supervisor stops the kubelet (and the proxy and probe) first; only then,
+// in a supervisor.Cleanup, every container is killed (cgroup.kill on the
+// pods' cgroup), containerd is stopped, and whatever is left in its cgroup
+// (its shims) is killed too: nothing is left behind. The cgroups are the
+// only way to find the shims, which containerd starts in sessions of
+// their own; without Config.Cgroup (tests, on hosts without cgroup v2)
+// only the processes Polis started are stopped.
+//
+// The local proxy is plain TCP: TLS runs end to end between the kubelet
+// and an apiserver, whose serving certificate names "localhost" (the
+// kubeconfig's server). It dials the apiservers in turn, starting after
+// the last one that failed, so that losing one controller node does not
+// strand the kubelet; SetAPIServers replaces the list while it runs.
+//
+// Node labels: NodeRestriction lets a kubelet set labels outside the
+// kubernetes.io and k8s.io namespaces only (and a few listed ones), and a
+// refused label fails the Node's registration. NodeLabels therefore maps
+// the node's Polis labels: a key without a prefix gets LabelPrefix
+// ("node.polis-os.io/"), a key with a prefix of its own is kept, and one
+// in the kubernetes.io or k8s.io namespaces is left out. kubelet applies
+// them when it registers the Node.
+//
+// # What it does not do
+//
+// It does not decide whether the node runs a kubelet (the kubernetes
+// worker, roleserve, does), obtain or renew certificates (the worker asks
+// the curator and calls Renew), route pod traffic between nodes (every
+// node's pods get addresses from the same node-local range), or prepare
+// the machine (cgroup v2, modules, sysctls, mounts: PID 1, node/pid1).
+// Pods get no NAT to the outside and no host ports (see cniConfig).
+package kubelet

@@ -1,0 +1,339 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/kube/process"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// StatusName is the name of a Runner's status value (event.Info), by which
+// the role server's graph knows it.
+const StatusName = "kube.kubelet.status"
+
+// Timeouts of the start.
+const (
+	// containerdStartTimeout bounds waiting for containerd to answer.
+	containerdStartTimeout = 2 * time.Minute
+	// importTimeout bounds importing the pause image.
+	importTimeout = 2 * time.Minute
+	// killTimeout bounds waiting for killed cgroups to empty.
+	killTimeout = 30 * time.Second
+)
+
+// Status is what runs and whether the Node is Ready. Values are immutable
+// once published.
+type Status struct {
+	// ContainerdRunning and KubeletRunning are true while their processes
+	// run.
+	ContainerdRunning bool
+	KubeletRunning    bool
+	// ContainerdPID and KubeletPID are their pids then (0 otherwise).
+	ContainerdPID, KubeletPID int
+	// KubeletStarts counts the kubelet processes started since Run began.
+	KubeletStarts int
+	// NodeReady is true while the apiserver says the Node is Ready;
+	// NodeNote says why not.
+	NodeReady bool
+	NodeNote  string
+	// NoAPIServer is set while the local proxy finds none of the
+	// apiservers it was given answering: the list may be stale (see
+	// Renew).
+	NoAPIServer bool
+	// Note says what the runner is doing when something does not run
+	// (starting containerd, importing the pause image, ...), or how it
+	// last failed; empty while both run.
+	Note string
+}
+
+// Runner runs one node's containerd and kubelet; see the package doc.
+type Runner struct {
+	cfg    Config
+	proxy  apiProxy
+	status memory.Value[*Status]
+
+	mu    sync.Mutex
+	cur   Status
+	creds Credentials
+}
+
+// New validates cfg and returns a Runner ready to Run.
+func New(cfg Config) (*Runner, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, creds: cfg.Credentials}
+	r.status.Name = StatusName
+	r.proxy.set(cfg.APIServers)
+	r.proxy.reachable = func(ok bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.cur.NoAPIServer == !ok {
+			return
+		}
+		r.cur.NoAPIServer = !ok
+		r.publishLocked()
+	}
+	r.cur.Note = "not started"
+	r.cur.NodeNote = "the kubelet does not run"
+	r.publishLocked()
+	return r, nil
+}
+
+// Status is the runner's status as a value.
+func (r *Runner) Status() event.ValueWatch[*Status] { return &r.status }
+
+// Run writes the configuration, starts containerd, imports the pause
+// image and runs the kubelet, the apiserver proxy and the Node probe
+// until ctx ends; see the package doc for what a stop does. It is a
+// supervisor.Runnable.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	log := supervisor.Logger(ctx)
+	// The status says why a run failed until the next one gets further.
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			r.note("failed, restarting: " + err.Error())
+		}
+	}()
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	cmd := process.Command{Path: r.cfg.bin("containerd"), Args: []string{"--config", r.cfg.file(fileContainerdConfig)}, Env: r.cfg.env(), Dir: r.cfg.RunDir}
+	var runtimeCgroup, kubeletCgroup *os.File
+	if r.cfg.Cgroup != "" {
+		var err error
+		if runtimeCgroup, err = openCgroup(r.cfg.cgroup(cgroupRuntime)); err != nil {
+			return err
+		}
+		defer runtimeCgroup.Close()
+		if kubeletCgroup, err = openCgroup(r.cfg.cgroup(cgroupKubelet)); err != nil {
+			return err
+		}
+		// The kubelet's runnable starts processes until the run's subtree
+		// has stopped.
+		supervisor.Cleanup(ctx, func() { kubeletCgroup.Close() })
+		cmd.CgroupFD = int(runtimeCgroup.Fd())
+	}
+	r.note("starting containerd")
+	containerd, err := process.Start(log.Named("containerd"), cmd)
+	if err != nil {
+		return err
+	}
+	r.update(func(s *Status) { s.ContainerdRunning, s.ContainerdPID = true, containerd.PID() })
+	// Once the kubelet (a child) has stopped: every container, then
+	// containerd, then its shims.
+	supervisor.Cleanup(ctx, func() { r.stopRuntime(log, containerd) })
+
+	if err := r.waitContainerd(ctx, containerd); err != nil {
+		return err
+	}
+	r.note("importing the pause image " + r.cfg.PauseImageRef)
+	if err := r.ctr(ctx, log, importTimeout, "images", "import", r.cfg.PauseImage); err != nil {
+		return fmt.Errorf("importing the pause image %s: %w", r.cfg.PauseImage, err)
+	}
+
+	kubelet := process.Command{Path: r.cfg.Bundle, Args: r.cfg.kubeletArgs(), Env: r.cfg.env(), Dir: r.cfg.RunDir}
+	if kubeletCgroup != nil {
+		kubelet.CgroupFD = int(kubeletCgroup.Fd())
+	}
+	proxyAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), r.cfg.ProxyPort)
+	if err := supervisor.Run(ctx, "apiproxy", r.proxy.run(proxyAddr)); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
+		Started: func(pid int) {
+			r.update(func(s *Status) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ })
+		},
+		Exited: func(err error) {
+			r.update(func(s *Status) {
+				s.KubeletRunning, s.KubeletPID = false, 0
+				s.Note = "kubelet ended: " + exitString(err)
+			})
+		},
+	})); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {
+		return err
+	}
+	r.note("")
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	select {
+	case <-containerd.Exited():
+		return fmt.Errorf("containerd (pid %d) ended: %s", containerd.PID(), exitString(containerd.Err()))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// prepare writes the configuration files and makes the directories and
+// cgroups.
+func (r *Runner) prepare() error {
+	for _, dir := range []string{r.cfg.RunDir, r.cfg.StateDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("kubelet: creating %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("kubelet: making %s private: %w", dir, err)
+		}
+	}
+	fs, err := r.cfg.withCredentials(r.credentials()).files()
+	if err != nil {
+		return err
+	}
+	if err := write(fs); err != nil {
+		return err
+	}
+	if r.cfg.Cgroup != "" {
+		return r.cfg.makeCgroups()
+	}
+	return nil
+}
+
+// waitContainerd waits until containerd answers on its socket, or fails
+// if it exits first.
+func (r *Runner) waitContainerd(ctx context.Context, containerd *process.Process) error {
+	log := supervisor.Logger(ctx)
+	deadline := time.Now().Add(containerdStartTimeout)
+	for {
+		err := r.ctr(ctx, log, 10*time.Second, "version")
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-containerd.Exited():
+			return fmt.Errorf("containerd (pid %d) ended before it answered: %s", containerd.PID(), exitString(containerd.Err()))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond): // polling interval of a deadline-bounded wait
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("containerd does not answer on %s after %v: %w", r.cfg.containerdSocket(), containerdStartTimeout, err)
+		}
+	}
+}
+
+// ctr runs ctr against containerd in the k8s.io namespace (the CRI's), its
+// output logged.
+func (r *Runner) ctr(ctx context.Context, log *zap.Logger, timeout time.Duration, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.cfg.bin("ctr"), append([]string{"--address", r.cfg.containerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	cmd.Env = r.cfg.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr %v: %w: %s", args, err, truncate(out))
+	}
+	if len(out) > 0 && args[0] != "version" {
+		log.Named("ctr").Info(string(truncate(out)))
+	}
+	return nil
+}
+
+// stopRuntime runs once the kubelet has stopped: it kills every container
+// (the pods' cgroup), stops containerd, and kills whatever is left in the
+// runtime's cgroup (the shims).
+func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
+	if r.cfg.Cgroup != "" {
+		if err := killCgroup(r.cfg.cgroup(cgroupPods), killTimeout); err != nil {
+			log.Error("killing the containers", zap.Error(err))
+		}
+	}
+	err := containerd.Stop(r.cfg.StopGrace)
+	r.update(func(s *Status) {
+		s.ContainerdRunning, s.ContainerdPID = false, 0
+		s.NodeReady, s.NodeNote = false, "the kubelet does not run"
+		if !strings.HasPrefix(s.Note, "failed") {
+			s.Note = "stopped (containerd: " + exitString(err) + ")"
+		}
+	})
+	if r.cfg.Cgroup != "" {
+		if err := killCgroup(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
+			log.Error("killing the shims", zap.Error(err))
+		}
+	}
+}
+
+// Renew replaces the kubelet's credentials and the apiservers: the files
+// are rewritten, the proxy follows the new list at once, and the kubelet
+// is restarted (SIGTERM; its runnable starts it again) to read them.
+// Containers keep running.
+func (r *Runner) Renew(creds Credentials, servers []netip.AddrPort) error {
+	cfg := r.cfg.withCredentials(creds)
+	cfg.APIServers = servers
+	if _, err := cfg.withDefaults(); err != nil {
+		return err
+	}
+	fs, err := cfg.files()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.creds = creds
+	pid := r.cur.KubeletPID
+	r.mu.Unlock()
+	if err := write(fs); err != nil {
+		return err
+	}
+	r.proxy.set(servers)
+	if pid != 0 {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+	}
+	return nil
+}
+
+func (c Config) withCredentials(creds Credentials) Config {
+	c.Credentials = creds
+	return c
+}
+
+func (c Config) bin(name string) string { return c.BinDir + "/" + name }
+
+func (r *Runner) credentials() Credentials {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.creds
+}
+
+func (r *Runner) note(s string) { r.update(func(st *Status) { st.Note = s }) }
+
+func (r *Runner) update(f func(*Status)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.cur)
+	r.publishLocked()
+}
+
+func (r *Runner) publishLocked() {
+	s := r.cur
+	r.status.Set(&s)
+}
+
+func exitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func truncate(b []byte) []byte {
+	const max = 2000
+	if len(b) > max {
+		return append(slices.Clone(b[:max]), "..."...)
+	}
+	return b
+}

@@ -1,0 +1,287 @@
+package kubelet
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitTimeout = time.Minute
+
+var now = time.Now()
+
+// fakeAPIServer serves GET /api/v1/nodes/<name> over mTLS with the
+// cluster's CA, answering for the node whose certificate calls only, with
+// Ready once ready is set.
+func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool) netip.AddrPort {
+	t.Helper()
+	serving, err := c.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(c.CACert)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+name || r.URL.Path != "/api/v1/nodes/"+name {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		status := "False"
+		if ready.Load() {
+			status = "True"
+		}
+		_, _ = w.Write([]byte(`{"status":{"conditions":[{"type":"Ready","status":"` + status + `","reason":"KubeletNotReady","message":"testing"}]}}`))
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return netip.MustParseAddrPort(srv.Listener.Addr().String())
+}
+
+// fakeRuntime writes stand-ins for containerd, ctr and polis-kube that
+// record what they do in a log file, and returns the config's paths.
+func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
+	t.Helper()
+	log = filepath.Join(dir, "log")
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "run")
+	script := func(path, body string) {
+		if err := os.WriteFile(path, []byte("#!/bin/sh\nLOG="+log+"\nRUN="+run+"\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script(filepath.Join(bin, "containerd"), `echo "containerd $*" >>$LOG
+echo "containerd pretending"
+touch $RUN/up
+trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
+sleep 600 & wait
+`)
+	script(filepath.Join(bin, "ctr"), `case "$5" in
+version) test -e $RUN/up ;;
+*) echo "ctr $*" >>$LOG ;;
+esac
+`)
+	script(filepath.Join(bin, "polis-kube"), `echo "$*" >>$LOG
+trap 'echo kubelet-stop >>$LOG; exit 0' TERM
+sleep 600 & wait
+`)
+	return Config{
+		Bundle:     filepath.Join(bin, "polis-kube"),
+		BinDir:     bin,
+		CNIBinDir:  filepath.Join(dir, "cni"),
+		PauseImage: filepath.Join(dir, "pause.tar"),
+		StateDir:   filepath.Join(dir, "state"),
+		RunDir:     run,
+	}, log
+}
+
+func credentials(t *testing.T, c *pki.Cluster, name string) Credentials {
+	t.Helper()
+	client, err := c.IssueClient(pki.NodeUserPrefix+name, []string{pki.NodesGroup}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := c.IssueServing([]netip.Addr{netip.MustParseAddr("192.0.2.7")}, netip.MustParseAddr("10.96.0.1"), nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Credentials{CA: c.CACert, ClientCert: client.Cert, ClientKey: client.Key, ServingCert: serving.Cert, ServingKey: serving.Key}
+}
+
+func waitStatus(t *testing.T, r *Runner, what string, pred func(*Status) bool) *Status {
+	t.Helper()
+	ctx, cancel := contextWithTimeout(waitTimeout)
+	defer cancel()
+	st, err := event.Get(ctx, r.Status(), event.Filter(pred))
+	if err != nil {
+		cur, _ := event.Get(ctx, r.Status())
+		t.Fatalf("waiting for %s: %v; status %+v", what, err, cur)
+	}
+	return st
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// The runner starts containerd, imports the pause image, then runs the
+// kubelet with the configuration Polis writes; the Node's readiness is
+// asked of the apiserver through the local proxy with the kubelet's own
+// certificate; a killed kubelet comes back alone, renewed credentials
+// restart it; a stop ends the kubelet before containerd and leaves no
+// process.
+func TestRunner(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready atomic.Bool
+	api := fakeAPIServer(t, c, "node-1", &ready)
+	cfg, logPath := fakeRuntime(t, t.TempDir())
+	cfg.NodeName = "node-1"
+	cfg.NodeIP = netip.MustParseAddr("192.0.2.7")
+	cfg.Labels = NodeLabels(map[string]string{"zone": "a", "example.com/rack": "7", "kubernetes.io/role": "x"})
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1"), api} // the first refuses
+	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
+	cfg.Registries = map[string]string{"demo.local:5000": "http://10.0.0.1:5000"}
+	cfg.StopGrace = 2 * time.Second
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	_, cancel := supervisor.TestHarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
+
+	running := waitStatus(t, r, "containerd and kubelet running", func(s *Status) bool { return s.ContainerdRunning && s.KubeletRunning })
+	if running.NodeReady {
+		t.Error("the Node is Ready before the apiserver says so")
+	}
+	waitStatus(t, r, "the Node not Ready, with the reason", func(s *Status) bool { return strings.Contains(s.NodeNote, "KubeletNotReady") })
+	ready.Store(true)
+	waitStatus(t, r, "the Node Ready", func(s *Status) bool { return s.NodeReady && s.NodeNote == "" })
+
+	got := readLog(t, logPath)
+	iContainerd, iImport, iKubelet := strings.Index(got, "containerd --config"), strings.Index(got, "images import "+cfg.PauseImage), strings.Index(got, "kubelet --config")
+	if iContainerd < 0 || iImport < iContainerd || iKubelet < iImport {
+		t.Errorf("want containerd, then the pause image imported, then the kubelet; log:\n%s", got)
+	}
+	for _, flag := range []string{"--hostname-override=node-1", "--node-ip=192.0.2.7", "--node-labels=example.com/rack=7," + LabelPrefix + "zone=a\n"} {
+		if !strings.Contains(got, flag) {
+			t.Errorf("the kubelet was not started with %s; log:\n%s", flag, got)
+		}
+	}
+	if strings.Contains(got, "kubernetes.io/role") {
+		t.Error("a label NodeRestriction refuses was given to the kubelet")
+	}
+	// The generated files, secrets private.
+	for name, want := range map[string]string{
+		fileKubeletConfig:                    "mode: Webhook",
+		fileContainerdConfig:                 `sandbox = "` + DefaultPauseImage + `"`,
+		fileKubeconfig:                       `user: "system:node:node-1"`,
+		"certs.d/demo.local:5000/hosts.toml": `server = "http://10.0.0.1:5000"`,
+		"cni/" + fileCNIConfig:               DefaultPodCIDR.String(),
+	} {
+		path := filepath.Join(cfg.RunDir, name)
+		data, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(data), want) {
+			t.Errorf("%s does not say %q (%v):\n%s", name, want, err, data)
+		}
+	}
+	for _, name := range []string{fileKubeconfig, fileServingKey} {
+		if fi, err := os.Stat(filepath.Join(cfg.RunDir, name)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", name, err, fi.Mode().Perm())
+		}
+	}
+	if !strings.Contains(readLogs(logs, "root.containerd"), "containerd pretending") {
+		t.Error("containerd's output is not in the node's log under its name")
+	}
+
+	// A killed kubelet comes back alone.
+	if err := syscall.Kill(running.KubeletPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	again := waitStatus(t, r, "the kubelet restarted", func(s *Status) bool { return s.KubeletStarts == 2 && s.KubeletRunning })
+	if again.ContainerdPID != running.ContainerdPID {
+		t.Error("containerd was restarted with the kubelet")
+	}
+	// Renewed credentials: files rewritten, the kubelet restarted.
+	renewed := credentials(t, c, "node-1")
+	if err := r.Renew(renewed, []netip.AddrPort{api}); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	waitStatus(t, r, "the kubelet restarted with the renewed credentials", func(s *Status) bool { return s.KubeletStarts == 3 && s.KubeletRunning })
+	if data, _ := os.ReadFile(filepath.Join(cfg.RunDir, fileServingCert)); string(data) != string(renewed.ServingCert) {
+		t.Error("the renewed serving certificate was not written")
+	}
+
+	// Stop: the kubelet first, then containerd; nothing left.
+	last := waitStatus(t, r, "running", func(s *Status) bool { return s.KubeletRunning })
+	cancel()
+	waitStatus(t, r, "stopped", func(s *Status) bool { return !s.ContainerdRunning && !s.KubeletRunning && !s.NodeReady })
+	got = readLog(t, logPath)
+	if k, c := strings.LastIndex(got, "kubelet-stop"), strings.LastIndex(got, "containerd-stop"); k < 0 || c < k {
+		t.Errorf("want the kubelet stopped before containerd; log:\n%s", got)
+	}
+	for _, pid := range []int{last.KubeletPID, last.ContainerdPID} {
+		deadline := time.Now().Add(waitTimeout)
+		for err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH); err = syscall.Kill(pid, 0) {
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d is still there after the stop", pid)
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval of a deadline-bounded wait
+		}
+	}
+}
+
+func readLogs(logs *observer.ObservedLogs, name string) string {
+	var b strings.Builder
+	for _, e := range logs.All() {
+		if e.LoggerName == name {
+			b.WriteString(e.Message + "\n")
+		}
+	}
+	return b.String()
+}
+
+// A run that cannot import the pause image says so in the status, with
+// ctr's words, and runs no kubelet.
+func TestRunnerImportFails(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg, _ := fakeRuntime(t, dir)
+	ctr := "#!/bin/sh\ncase \"$5\" in version) exit 0 ;; *) echo 'ctr: no such file: pause.tar' >&2; exit 1 ;; esac\n"
+	if err := os.WriteFile(filepath.Join(cfg.BinDir, "ctr"), []byte(ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	st := waitStatus(t, r, "the failure in the status", func(s *Status) bool {
+		return strings.Contains(s.Note, "failed, restarting: importing the pause image") && strings.Contains(s.Note, "no such file: pause.tar")
+	})
+	if st.KubeletRunning || st.KubeletStarts != 0 {
+		t.Errorf("a kubelet ran without the pause image: %+v", st)
+	}
+}

@@ -1,0 +1,56 @@
+package process
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A process' lines reach the log at klog's level, and Stop ends its whole
+// group, a child that ignores SIGTERM included, and returns only once the
+// process is gone.
+func TestStartStop(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	p, err := Start(zap.New(core), Command{Path: "/bin/sh", Args: []string{"-c", `
+trap '' TERM
+sh -c 'trap "" TERM; echo "E0101 child"; exec sleep 600' &
+echo "W0101 parent"
+wait`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(logs.FilterMessage("E0101 child").All()) == 0 || len(logs.FilterMessage("W0101 parent").All()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lines not logged: %v", logs.All())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	if e := logs.FilterMessage("E0101 child").All()[0]; e.Level != zap.ErrorLevel {
+		t.Errorf("an E line logged at %v", e.Level)
+	}
+	err = p.Stop(200 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Stop: %v, want it killed", err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Error("Stop returned before the process exited")
+	}
+	// The killed child is reaped by whoever adopted it: wait for that.
+	for err := syscall.Kill(-p.PID(), 0); !errors.Is(err, syscall.ESRCH); err = syscall.Kill(-p.PID(), 0) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process group is still there: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+}

@@ -1,0 +1,387 @@
+package roleserve
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/kube/kubelet"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// KubernetesRuntime is the container runtime a node agent can run a
+// kubelet with: where its binaries are and where it keeps its state. A VM
+// node gets it from the system disk (node/pid1's System* paths); a node
+// agent without one (process mode) runs no kubelet.
+type KubernetesRuntime struct {
+	// BinDir holds containerd, containerd-shim-runc-v2, runc, ctr, mount
+	// and umount.
+	BinDir string
+	// CNIBinDir holds the CNI plugins.
+	CNIBinDir string
+	// PauseImage is the sandbox image's OCI archive, imported at start;
+	// PauseImageRef its reference (kubelet.DefaultPauseImage if empty).
+	PauseImage    string
+	PauseImageRef string
+	// StateDir keeps containerd's and the kubelet's state across reboots:
+	// on the data disk.
+	StateDir string
+	// RunDir keeps sockets and generated files: ephemeral storage, a short
+	// path (unix sockets).
+	RunDir string
+	// Cgroup is the cgroup v2 directory the runtime, the kubelet and the
+	// pods run below (kubelet.Config.Cgroup); empty only in tests.
+	Cgroup string
+	// CgroupMount is where cgroup v2 is expected; kubelet.CgroupMount if
+	// empty. The worker runs only if it holds cgroup.controllers.
+	CgroupMount string
+	// Registries maps registry hosts to endpoints (kubelet.Config).
+	Registries map[string]string
+	// ProxyPort is the local apiserver proxy's port on 127.0.0.1
+	// (kubelet.DefaultProxyPort if 0).
+	ProxyPort uint16
+}
+
+func (r *KubernetesRuntime) validate() error {
+	for name, p := range map[string]string{"BinDir": r.BinDir, "CNIBinDir": r.CNIBinDir, "PauseImage": r.PauseImage, "StateDir": r.StateDir, "RunDir": r.RunDir} {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("kubernetes runtime: %s %q is not an absolute path", name, p)
+		}
+	}
+	return nil
+}
+
+func (r *KubernetesRuntime) cgroupMount() string {
+	if r.CgroupMount == "" {
+		return kubelet.CgroupMount
+	}
+	return r.CgroupMount
+}
+
+// Why KubernetesWorker is not run, as the status says it.
+const (
+	noteNoRuntime   = "not available: this node agent was given no container runtime (only VM nodes have one; polis-node --kubernetes-runtime)"
+	noteNoCgroupV2  = "not available: this machine has no cgroup v2 (no cgroup.controllers in %s), which kubelet needs"
+	noteNoKubelet   = "not available: this node agent was started without a Kubernetes bundle, which holds the kubelet"
+	noteNoCurator   = "starting: waiting for a curator to issue the kubelet's credentials"
+	noteNoLabels    = "starting: waiting for the node's labels from the curator"
+	noteCredentials = "starting: asking the curator for the kubelet's credentials: "
+	noteStarting    = "starting"
+)
+
+// Credentials renewal: at half their life, and a failed renewal is tried
+// again after renewRetry (the old ones still work until they expire); the
+// same renewal refreshes the apiservers early when none answers.
+const renewRetry = time.Minute
+
+// workerKubernetesWorker runs the Kubernetes node (kube/kubelet:
+// containerd, then kubelet) while the node holds KubernetesWorker, has a
+// container runtime and cgroup v2. The kubelet's credentials come from the
+// curator (IssueKubeletCredentials) for keys made here, which never leave
+// the node; they are renewed at half their life, which restarts the
+// kubelet alone. When the role goes, the run ends and the supervisor stops
+// the runner's subtree: the kubelet, every container, containerd; the
+// status says "stopped" only then.
+type workerKubernetesWorker struct {
+	g       *Graph
+	cfg     KubernetesConfig
+	address netip.Addr
+	// cgroupV2 says whether the machine has cgroup v2 at mount; a test
+	// seam.
+	cgroupV2 func(mount string) bool
+	// retry is renewRetry; tests shorten it.
+	retry   time.Duration
+	started bool
+
+	localRoles  event.ValueWatch[*cpb.Roles]         // reads
+	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
+	localLabels event.ValueWatch[map[string]string]  // reads (at registration)
+	status      event.Value[*KubernetesWorkerStatus] // writes
+}
+
+func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr) *workerKubernetesWorker {
+	const name = "kubernetesworker"
+	Produces(g, name, kubelet.StatusName)
+	return &workerKubernetesWorker{
+		g:           g,
+		cfg:         cfg,
+		address:     address,
+		cgroupV2:    hasCgroupV2,
+		retry:       renewRetry,
+		localRoles:  Reads[*cpb.Roles](g, name, &v.LocalRoles),
+		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
+		localLabels: Reads[map[string]string](g, name, &v.LocalLabels),
+		status:      Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
+	}
+}
+
+// hasCgroupV2 reports whether a cgroup v2 hierarchy is mounted at mount.
+func hasCgroupV2(mount string) bool {
+	_, err := os.Stat(filepath.Join(mount, "cgroup.controllers"))
+	return err == nil
+}
+
+// errKubernetesWorkerStop ends a run that ran the Kubernetes node, so that
+// the supervisor stops it and the worker starts afresh.
+var errKubernetesWorkerStop = errors.New("stopping the Kubernetes node")
+
+func (w *workerKubernetesWorker) run(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
+	if !w.started {
+		// Nil until the roles are known.
+		w.status.Set(nil)
+		w.started = true
+	}
+	in := w.g.Inputs("kubernetesworker")
+	defer in.Close()
+	roles := Input(in, w.localRoles, notNil)
+	m := Input(in, w.membership, nil)
+	labels := Input(in, w.localLabels, nil)
+	for {
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		st := &KubernetesWorkerStatus{Held: roles.Latest().GetKubernetesWorker() != nil}
+		if st.Note = w.blocked(st.Held, m.Latest(), labels.Latest()); st.Held && st.Note == "" {
+			log.Info("running the Kubernetes node", zap.Stringer("because", why))
+			return w.runNode(ctx, m.Latest(), labels.Latest())
+		}
+		log.Info("not running the Kubernetes node", zap.Stringer("because", why), zap.Bool("held", st.Held), zap.String("note", st.Note))
+		w.status.Set(st)
+		supervisor.Signal(ctx, supervisor.SignalHealthy)
+	}
+}
+
+// blocked says why a held KubernetesWorker cannot run now; "" if it can
+// (or is not held).
+func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels map[string]string) string {
+	rt := w.cfg.Runtime
+	switch {
+	case !held:
+		return ""
+	case rt == nil:
+		return noteNoRuntime
+	case !w.cgroupV2(rt.cgroupMount()):
+		return truncateNote(fmt.Sprintf(noteNoCgroupV2, rt.cgroupMount()))
+	case w.cfg.Bundle == "":
+		return noteNoKubelet
+	case !hasCurator(m):
+		return noteNoCurator
+	case labels == nil:
+		return noteNoLabels
+	}
+	return ""
+}
+
+// runNode asks the curator for credentials, runs the Kubernetes node as a
+// child ("node") and reports its status until the role goes; it then
+// returns errKubernetesWorkerStop.
+func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string) error {
+	log := supervisor.Logger(ctx)
+	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
+	keys, err := newKubeletKeys()
+	if err != nil {
+		return err
+	}
+	issued, err := w.issue(ctx, m0, keys)
+	if err != nil {
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote(noteCredentials + err.Error())})
+		return err
+	}
+	rt := w.cfg.Runtime
+	runner, err := kubelet.New(kubelet.Config{
+		Bundle:        w.cfg.Bundle,
+		BinDir:        rt.BinDir,
+		CNIBinDir:     rt.CNIBinDir,
+		PauseImage:    rt.PauseImage,
+		PauseImageRef: rt.PauseImageRef,
+		StateDir:      rt.StateDir,
+		RunDir:        rt.RunDir,
+		Cgroup:        rt.Cgroup,
+		NodeName:      issued.nodeName,
+		NodeIP:        w.address,
+		Labels:        kubelet.NodeLabels(labels),
+		Credentials:   issued.creds,
+		APIServers:    issued.servers,
+		ProxyPort:     rt.ProxyPort,
+		Registries:    rt.Registries,
+	})
+	if err != nil {
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("not available: " + err.Error())})
+		return err
+	}
+	// Whatever ends the run from here, the status says so once the
+	// runner's subtree (kubelet, containers, containerd) has stopped; a
+	// start that failed before keeps the note that says why.
+	held := true
+	supervisor.Cleanup(ctx, func() {
+		st := &KubernetesWorkerStatus{Held: held}
+		if held {
+			st.Note = noteStopped
+		}
+		w.status.Set(st)
+	})
+	if err := supervisor.Run(ctx, "node", runner.Run); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+
+	in := w.g.Inputs("kubernetesworker")
+	defer in.Close()
+	roles := Input(in, w.localRoles, notNil)
+	m := Input(in, w.membership, nil)
+	runnerStatus := Input(in, runner.Status(), nil)
+	renewAt, lastAsked := issued.renewAt, time.Now()
+	for {
+		// With no apiserver answering, the list may be stale (controller
+		// nodes replaced): ask the curator again, at most every
+		// renewRetry.
+		next := renewAt
+		if early, s := lastAsked.Add(w.retry), runnerStatus.Latest(); s != nil && s.NoAPIServer && early.Before(next) {
+			next = early
+		}
+		why, ok, err := waitUntil(ctx, in, next)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner), time.Now()
+			continue
+		}
+		if roles.Latest().GetKubernetesWorker() == nil {
+			held = false
+			log.Info("KubernetesWorker removed", zap.Stringer("because", why))
+			return errKubernetesWorkerStop
+		}
+		w.status.Set(workerStatus(runnerStatus.Latest()))
+	}
+}
+
+// renew asks for fresh credentials and hands them to the runner; it
+// returns when to renew next.
+func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner) time.Time {
+	log := supervisor.Logger(ctx)
+	if !hasCurator(m) {
+		log.Warn("cannot renew the kubelet's credentials: no curator")
+		return time.Now().Add(w.retry)
+	}
+	issued, err := w.issue(ctx, m, keys)
+	if err == nil {
+		err = runner.Renew(issued.creds, issued.servers)
+	}
+	if err != nil {
+		log.Warn("renewing the kubelet's credentials", zap.Error(err))
+		return time.Now().Add(w.retry)
+	}
+	log.Info("renewed the kubelet's credentials", zap.Time("next", issued.renewAt))
+	return issued.renewAt
+}
+
+// workerStatus is the role's status from what the runner says.
+func workerStatus(s *kubelet.Status) *KubernetesWorkerStatus {
+	st := &KubernetesWorkerStatus{Held: true, ContainerdRunning: s.ContainerdRunning, KubeletRunning: s.KubeletRunning, NodeReady: s.NodeReady}
+	switch {
+	case s.Note != "":
+		st.Note = s.Note
+	case !s.NodeReady:
+		st.Note = s.NodeNote
+	}
+	st.Note = truncateNote(st.Note)
+	return st
+}
+
+// kubeletKeys are the kubelet's private keys, made by the worker and kept
+// in memory: the curator signs their public halves.
+type kubeletKeys struct {
+	client, serving *ecdsa.PrivateKey
+}
+
+func newKubeletKeys() (*kubeletKeys, error) {
+	c, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeletKeys{client: c, serving: s}, nil
+}
+
+// issuedCredentials is the curator's answer, ready for the runner.
+type issuedCredentials struct {
+	nodeName string
+	creds    kubelet.Credentials
+	servers  []netip.AddrPort
+	renewAt  time.Time
+}
+
+// issue asks the curator for the kubelet's credentials.
+func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership, keys *kubeletKeys) (*issuedCredentials, error) {
+	clientPub, err := x509.MarshalPKIXPublicKey(&keys.client.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	servingPub, err := x509.MarshalPKIXPublicKey(&keys.serving.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	resp, err := cpb.NewCuratorServiceClient(m.Curator).IssueKubeletCredentials(cctx, &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: clientPub, ServingKeySpki: servingPub})
+	if err != nil {
+		return nil, fmt.Errorf("IssueKubeletCredentials: %w", err)
+	}
+	clientKey, err := x509.MarshalECPrivateKey(keys.client)
+	if err != nil {
+		return nil, err
+	}
+	servingKey, err := x509.MarshalECPrivateKey(keys.serving)
+	if err != nil {
+		return nil, err
+	}
+	client, err := x509.ParseCertificate(resp.ClientCertificate)
+	if err != nil {
+		return nil, fmt.Errorf("the kubelet's client certificate from the curator: %w", err)
+	}
+	out := &issuedCredentials{
+		nodeName: resp.NodeName,
+		creds: kubelet.Credentials{
+			CA:          pemBlock("CERTIFICATE", resp.CaCertificate),
+			ClientCert:  pemBlock("CERTIFICATE", resp.ClientCertificate),
+			ClientKey:   pemBlock("EC PRIVATE KEY", clientKey),
+			ServingCert: pemBlock("CERTIFICATE", resp.ServingCertificate),
+			ServingKey:  pemBlock("EC PRIVATE KEY", servingKey),
+		},
+		renewAt: client.NotBefore.Add(client.NotAfter.Sub(client.NotBefore) / 2),
+	}
+	if out.nodeName != m.Credentials.NodeID {
+		return nil, fmt.Errorf("the curator issued kubelet credentials for %q, not for this node (%s)", out.nodeName, m.Credentials.NodeID)
+	}
+	for _, s := range resp.ApiServers {
+		addr, err := netip.ParseAddr(s.Address)
+		if err != nil || s.Port == 0 || s.Port > 65535 {
+			return nil, fmt.Errorf("the curator named apiserver %s:%d, which is no address and port", s.Address, s.Port)
+		}
+		out.servers = append(out.servers, netip.AddrPortFrom(addr, uint16(s.Port)))
+	}
+	return out, nil
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
