@@ -19,6 +19,9 @@ type Machine struct {
 	AgentArgs []string
 	// StorageRoot is the root of localstorage's layout.
 	StorageRoot string
+	// System says whether the machine has a system disk, mounted
+	// read-only at SystemRoot: the agent then runs Kubernetes from it.
+	System bool
 
 	logf     func(format string, args ...any)
 	mounts   []string // mounted storage, in mount order
@@ -104,6 +107,7 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		m.unmountAll()
 		return nil, err
 	}
+	m.System = sysDev != ""
 	go m.watchPowerButton()
 	// What the summary says is read back from the kernel's mount table,
 	// not assumed from the calls above.
