@@ -62,6 +62,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	step("mounted sys, dev, dev/pts, dev/shm, run, tmp, cgroup2; / shared")
+	if err := writeEtc(); err != nil {
+		return nil, err
+	}
 	n, err := loadModules(ModuleListPath)
 	if err != nil {
 		return nil, err
