@@ -90,6 +90,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
+	if err := setHostname(m.Address.Addr()); err != nil {
+		return nil, err
+	}
 	nic, err := setUpNetwork(m.Address)
 	if err != nil {
 		return nil, err

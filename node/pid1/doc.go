@@ -36,7 +36,8 @@
 //     kubelet puts the pods in its own subtree of the root;
 //  5. read the machine's settings from the kernel command line
 //     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
-//     as polis.lease-ttl=5s; AgentFlags says why there) and leave the node
+//     as polis.lease-ttl=5s; AgentFlags says why there), set the host
+//     name from the address (Hostname), and leave the node
 //     parameters to fw_cfg (node.FWCfgParametersPath, present once
 //     qemu_fw_cfg is loaded);
 //  6. bring up lo and the cluster NIC with netlink;

@@ -4,8 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // etcFiles are the files of /etc that programs the node runs read and the
@@ -42,6 +46,23 @@ func writeEtc() error {
 		if err := os.WriteFile(filepath.Clean(f.path), []byte(f.data), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", f.path, err)
 		}
+	}
+	return nil
+}
+
+// Hostname is the machine's host name for its cluster address: polis-
+// and the address with dashes (polis-10-77-0-2). The kernel's default,
+// "(none)", is no valid label value, and kube-apiserver labels its
+// identity Lease with the host name: the Lease, and the apiserver's
+// readiness with it, failed on a controller node.
+func Hostname(addr netip.Addr) string {
+	return "polis-" + strings.NewReplacer(".", "-", ":", "-").Replace(addr.String())
+}
+
+// setHostname sets the kernel's host name to Hostname(addr).
+func setHostname(addr netip.Addr) error {
+	if err := unix.Sethostname([]byte(Hostname(addr))); err != nil {
+		return fmt.Errorf("setting the host name: %w", err)
 	}
 	return nil
 }

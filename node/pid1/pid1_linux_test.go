@@ -3,6 +3,7 @@ package pid1
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,5 +111,13 @@ func TestFormatData(t *testing.T) {
 	}
 	if got := string(bytes.TrimRight(sb[120:136], "\x00")); got != "polis-data" {
 		t.Errorf("label %q, want polis-data", got)
+	}
+}
+
+func TestHostname(t *testing.T) {
+	for addr, want := range map[string]string{"10.77.0.2": "polis-10-77-0-2", "fd00::1": "polis-fd00--1"} {
+		if got := Hostname(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("Hostname(%s) = %s, want %s", addr, got, want)
+		}
 	}
 }
