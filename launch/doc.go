@@ -54,6 +54,19 @@
 // network; DialThrough is the owner's connection as seen from one node's
 // side of a partition.
 //
+// # Kubernetes in VMs
+//
+// With Options.Kubernetes too (kubernetes.go), the image gets a system
+// disk made from the node's system tree (launch/systembuild, built once
+// into systembuild.OutDirForTests, or VMOptions.SystemDir), every VM gets
+// vm.KubernetesMemoryMB, the first node KubernetesController and the
+// others KubernetesWorker; Launch returns once the workers' Nodes are
+// Ready. Options.Images (polis-launch --image REF=PATH) are served from a
+// registry inside the launcher on its address on the switch (registry.go),
+// and every node is told, on its kernel command line, to pull their
+// registry hosts from it. launch/demoimage builds the demo image
+// (cmd/polis-demo) the README and the tests use.
+//
 // # What it does not do
 //
 // It does not restart nodes that die: a dead node is reported, and the

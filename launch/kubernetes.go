@@ -21,13 +21,18 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/kube/bundle"
+	"github.com/polis-os/polis/launch/systembuild"
+	"github.com/polis-os/polis/launch/vm"
 )
 
 // Kubernetes in a launched cluster (Options.Kubernetes): every node is
-// given the bundle (polis-node --kubernetes-bundle), and once the cluster
-// has formed the first node is given KubernetesController, whose
-// kubernetes worker runs the control plane; the launch returns when that
-// node's apiserver answers /readyz. Without Options.Kubernetes nothing
+// given the bundle (polis-node --kubernetes-bundle; a VM finds it, and the
+// container runtime, on its system disk), and once the cluster has formed
+// the first node is given KubernetesController, whose kubernetes worker
+// runs the control plane; the launch returns when that node's apiserver
+// answers /readyz. In a VM cluster every other node is given
+// KubernetesWorker (and the label LaunchNodeLabel first), and the launch
+// also waits for their Nodes to be Ready. Without Options.Kubernetes nothing
 // here runs: no node holds a Kubernetes role, and nobody waits for the
 // bundle's first build.
 
@@ -76,6 +81,47 @@ func (c *Cluster) kubernetesBundle(ctx context.Context) (string, error) {
 	return path, nil
 }
 
+// kubernetesSystem readies a VM cluster for Kubernetes: the system tree
+// its system disk is made from (VMOptions.SystemDir, else the one
+// launch/systembuild builds, or finds up to date, in
+// systembuild.OutDirForTests, under that directory's lock so that a
+// launch and a test never write it at once), the bundle beside it for the
+// operator's kubectl, and the memory a Kubernetes node needs.
+func (c *Cluster) kubernetesSystem(ctx context.Context) error {
+	o := c.opts.VM
+	if o.MemoryMB == 0 {
+		o.MemoryMB = vm.KubernetesMemoryMB
+	}
+	if o.Image != nil {
+		// The caller's image: its system disk is its own affair.
+		return nil
+	}
+	if o.SystemDir == "" {
+		out := systembuild.OutDirForTests()
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return fmt.Errorf("launch: the system tree's directory: %w", err)
+		}
+		lock, err := os.OpenFile(filepath.Join(out, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return fmt.Errorf("launch: %w", err)
+		}
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			return fmt.Errorf("launch: locking %s: %w", lock.Name(), err)
+		}
+		defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		c.progress("building the node's system tree (Kubernetes, containerd, runc, CNI plugins) into %s: a quarter of an hour the first time, seconds after", out)
+		if err := (systembuild.Builder{Progress: progressWriter{c}}).Build(ctx, out); err != nil {
+			return fmt.Errorf("launch: the system tree: %w; or give one already built (polis-launch --system-dir)", err)
+		}
+		o.SystemDir = out
+	}
+	if c.opts.KubernetesBundle == "" {
+		c.opts.KubernetesBundle = filepath.Join(o.SystemDir, systembuild.KubeBundle)
+	}
+	return nil
+}
+
 // startKubernetes gives the first node KubernetesController and waits
 // until its apiserver answers /readyz, asking it as the owner with a
 // Kubernetes client certificate issued for a key made here and kept in
@@ -88,6 +134,26 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		return fmt.Errorf("launch: giving %v the kubernetes-controller role: %w", first, err)
 	}
 	c.progress("%v: kubernetes-controller; waiting for its apiserver", first)
+	var workers []*Node
+	if c.vmnet != nil {
+		// VMs have the runtime on their system disk: every other node
+		// runs Pods. Given now, their kubelets start while the apiserver
+		// does, and wait for it.
+		workers = c.Nodes[1:]
+	}
+	rolesGiven := time.Now()
+	for _, n := range workers {
+		// A Polis label, given before the role so that the kubelet
+		// registers the Node with it (node.polis-os.io/launch-node):
+		// which VM a Node is, at a glance.
+		if _, err := mgmt.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: n.ID(), Set: map[string]string{LaunchNodeLabel: fmt.Sprintf("node%d", n.Index)}}); err != nil {
+			return fmt.Errorf("launch: labelling %v: %w", n, err)
+		}
+		if _, err := mgmt.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: n.ID(), KubernetesWorker: &yes}); err != nil {
+			return fmt.Errorf("launch: giving %v the kubernetes-worker role: %w", n, err)
+		}
+		c.progress("%v: kubernetes-worker", n)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -118,11 +184,19 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+	tr := &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs:      roots,
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{creds.ClientCertificate}, PrivateKey: key}},
-	}}}
+	}}
+	wait := c.opts.StepTimeout
+	if c.vmnet != nil {
+		// The VMs' addresses are reached through the launcher's port on
+		// the switch; and under TCG the control plane starts slowly.
+		tr.DialContext = c.vmnet.host.DialContext
+		wait = kubernetesVMTimeout
+	}
+	hc := &http.Client{Transport: tr}
 	defer hc.CloseIdleConnections()
 	var url string
 	for _, a := range creds.ApiServers {
@@ -134,7 +208,7 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		return fmt.Errorf("launch: the curator does not list %v among the apiservers", first)
 	}
 	start := time.Now()
-	err = c.poll(ctx, first.String()+": apiserver ready", func(ctx context.Context) (bool, error) {
+	err = c.pollWithin(ctx, wait, first.String()+": apiserver ready", func(ctx context.Context) (bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
@@ -153,5 +227,41 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		return err
 	}
 	c.progress("%v: apiserver ready at %s (%v after the role was given)", first, url, time.Since(start).Round(100*time.Millisecond))
-	return nil
+	return c.waitNodesReady(ctx, workers, wait, rolesGiven)
+}
+
+// LaunchNodeLabel is the Polis label the launcher gives each worker of a
+// VM cluster with Kubernetes before its role: nodeN, its VM's name (and
+// directory under the base directory).
+const LaunchNodeLabel = "launch-node"
+
+// kubernetesVMTimeout bounds each Kubernetes step of a VM cluster (the
+// apiserver ready; every worker's Node Ready): under TCG, on a loaded
+// machine, each takes minutes.
+const kubernetesVMTimeout = 15 * time.Minute
+
+// waitNodesReady waits until every one of workers reports its Node Ready
+// in its status (NodeStatus.kubernetes.node_ready, as its kubelet's own
+// credentials read it), saying how long each took since the roles were
+// given.
+func (c *Cluster) waitNodesReady(ctx context.Context, workers []*Node, wait time.Duration, since time.Time) error {
+	if len(workers) == 0 {
+		return nil
+	}
+	ready := map[string]bool{}
+	return c.pollWithin(ctx, wait, "the workers' Nodes Ready", func(ctx context.Context) (bool, error) {
+		nodes, err := c.ListNodes(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range workers {
+			for _, cn := range nodes {
+				if cn.Id == n.ID() && cn.GetStatus().GetKubernetes().GetNodeReady() && !ready[cn.Id] {
+					ready[cn.Id] = true
+					c.progress("%v: Node %s Ready (%v after the roles were given)", n, cn.Id, time.Since(since).Round(100*time.Millisecond))
+				}
+			}
+		}
+		return len(ready) == len(workers), nil
+	})
 }

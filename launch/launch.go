@@ -86,9 +86,16 @@ type Options struct {
 	VM *VMOptions
 	// Kubernetes runs Kubernetes in the cluster (kubernetes.go): every
 	// node gets the bundle, the first node KubernetesController, and
-	// Launch returns once its apiserver is ready. Off, no node holds a
-	// Kubernetes role and the bundle is not built. Process nodes only.
+	// Launch returns once its apiserver is ready. With VM, the bundle and
+	// the container runtime come on the system disk (VMOptions.SystemDir,
+	// built by launch/systembuild when empty), every other node gets
+	// KubernetesWorker, and Launch also waits for their Nodes to be
+	// Ready. Off, no node holds a Kubernetes role and the bundle is not
+	// built.
 	Kubernetes bool
+	// Images are served to the nodes from a registry inside the launcher
+	// (registry.go); VM clusters with Kubernetes only.
+	Images []Image
 	// KubernetesBundle is the polis-kube binary for Kubernetes; empty
 	// means one next to the running executable, else the one kube/bundle
 	// builds (a quarter of an hour the first time, seconds after).
@@ -158,8 +165,8 @@ func (o *Options) setDefaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	if o.Kubernetes && o.VM != nil {
-		return errors.New("launch: Kubernetes runs on process nodes only, not on VMs (yet)")
+	if len(o.Images) > 0 && (o.VM == nil || !o.Kubernetes) {
+		return errors.New("launch: images (Options.Images) are served to the nodes of a VM cluster with Kubernetes only")
 	}
 	return nil
 }
@@ -180,6 +187,7 @@ type Cluster struct {
 	conn      *grpc.ClientConn
 	ownerKey  ed25519.PrivateKey
 	vmnet     *vmNetwork
+	registry  *imageRegistry
 }
 
 // Launch starts a cluster and returns once every node is UP and healthy
@@ -224,6 +232,11 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.progress("base directory %s", c.BaseDir)
 
 	if opts.VM != nil {
+		if opts.Kubernetes {
+			if err := c.kubernetesSystem(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if err := c.launchVMs(ctx); err != nil {
 			return nil, err
 		}
@@ -637,7 +650,13 @@ func healthyUp(n *cpb.Node) bool {
 // timeout passes, ctx ends, or a node process dies (which no step survives;
 // the error then carries the end of that node's log).
 func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.StepTimeout)
+	return c.pollWithin(ctx, c.opts.StepTimeout, what, cond)
+}
+
+// pollWithin is poll with its own timeout, for the steps that take longer
+// than one (Kubernetes in VMs).
+func (c *Cluster) pollWithin(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()

@@ -50,7 +50,8 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Nodes: 1, Addresses: []netip.Addr{netip.IPv4Unspecified()}}, "want one a node can be reached on"},
 		{Options{ConsensusPort: 9000, CuratorPort: 9000}, "both 9000"},
 		{Options{LogFormat: "xml"}, "want console or json"},
-		{Options{Kubernetes: true, VM: &VMOptions{}}, "process nodes only"},
+		{Options{Kubernetes: true, Images: []Image{{Ref: "demo", Path: "x"}}}, "VM cluster with Kubernetes only"},
+		{Options{VM: &VMOptions{}, Images: []Image{{Ref: "demo", Path: "x"}}}, "VM cluster with Kubernetes only"},
 	} {
 		if err := tc.o.setDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)

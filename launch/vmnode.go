@@ -183,7 +183,7 @@ func (c *Cluster) closeVMNetwork() error {
 	if c.vmnet == nil {
 		return nil
 	}
-	return errors.Join(c.vmnet.proxy.Close(), c.vmnet.host.Close(), c.vmnet.sw.Close())
+	return errors.Join(c.closeRegistry(), c.vmnet.proxy.Close(), c.vmnet.host.Close(), c.vmnet.sw.Close())
 }
 
 // vmImage returns the node image, building it if needed.
@@ -238,7 +238,8 @@ func (c *Cluster) agentFlags() []string {
 	if o.HeartbeatInterval > 0 {
 		f = append(f, "heartbeat-interval="+o.HeartbeatInterval.String())
 	}
-	return append(f, fmt.Sprintf("consensus-port=%d", o.ConsensusPort), fmt.Sprintf("curator-port=%d", o.CuratorPort))
+	f = append(f, fmt.Sprintf("consensus-port=%d", o.ConsensusPort), fmt.Sprintf("curator-port=%d", o.CuratorPort))
+	return append(f, c.registryFlags()...)
 }
 
 // startVM boots the node's machine; n.mu is held. The parameters file the
@@ -336,6 +337,10 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 			return fmt.Errorf("launch: address %v is not a node address of the VM network %v", a, c.opts.VM.Network)
 		}
 	}
+	images, err := loadImages(c.opts.Images, filepath.Join(c.BaseDir, "images"))
+	if err != nil {
+		return err
+	}
 	img, err := c.vmImage(ctx)
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
@@ -349,6 +354,9 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 		c.progress("accelerator: %s", c.opts.VM.Accel)
 	}
 	if err := c.startVMNetwork(); err != nil {
+		return err
+	}
+	if err := c.startRegistry(ctx, images); err != nil {
 		return err
 	}
 	for i, a := range c.opts.Addresses {

@@ -58,6 +58,15 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
 	fs.BoolVar(&o.Kubernetes, "kubernetes", false, "run Kubernetes: give every node the Kubernetes bundle (built on first use: about 15 minutes on two cores, seconds afterwards) and the first node the kubernetes-controller role")
 	fs.StringVar(&o.KubernetesBundle, "kubernetes-bundle", "", "with --kubernetes: the polis-kube binary (default: one next to this program, else built from the repository's kubernetes/ module)")
+	systemDir := fs.String("system-dir", "", "with --vm --kubernetes: the node's system tree for the system disk (default: built by launch/systembuild on first use, about 15 minutes on two cores, seconds afterwards)")
+	fs.Func("image", "with --vm --kubernetes: REF=PATH, an image (PATH an OCI image layout directory, an OCI archive or a docker archive) the launcher serves from its own registry; Pods name it as REF (e.g. demo); repeatable", func(v string) error {
+		im, err := launch.ParseImage(v)
+		if err != nil {
+			return err
+		}
+		o.Images = append(o.Images, im)
+		return nil
+	})
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,7 +85,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
 		}
-		o.VM = &launch.VMOptions{Accel: *accel} // addresses from its network
+		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir} // addresses from its network
 	} else {
 		if set["accel"] {
 			return errors.New("--accel is for --vm only")
@@ -130,14 +139,20 @@ or set it once for this shell:
 Ctrl-C stops the cluster.
 `, addrs, logs, c.ConfigDir, c.ConfigDir)
 	if bundle := c.KubernetesBundle(); bundle != "" {
+		proxy := ""
+		if c.ProxyURL() != "" {
+			// kubectl reaches the VMs' apiserver through the launcher's
+			// proxy, as polisctl does.
+			proxy = "    export HTTPS_PROXY=" + c.ProxyURL() + "\n"
+		}
 		fmt.Fprintf(out, `
 Kubernetes runs on %v. As the owner, write a kubeconfig and use it:
 
     go run ./cmd/polisctl --config %s kubeconfig
     export KUBECONFIG=%s/kubeconfig
-    %s kubectl get nodes,deployments -A
+%s    %s kubectl get nodes,deployments -A
 
 (any kubectl of Kubernetes 1.37 does too).
-`, c.Nodes[0].Address, c.ConfigDir, c.ConfigDir, bundle)
+`, c.Nodes[0].Address, c.ConfigDir, c.ConfigDir, proxy, bundle)
 	}
 }

@@ -31,7 +31,13 @@ func runAsInit() {
 	// The same flags a development node gets, so the defaults (ports,
 	// lease, heartbeat) are the same, and those the kernel command line
 	// sets (pid1.AgentFlags); the parameters come from fw_cfg.
-	o, err := parseFlags(append([]string{"--storage", m.StorageRoot, "--address", m.Address.Addr().String()}, m.AgentArgs...), os.Stdout)
+	args := []string{"--storage", m.StorageRoot, "--address", m.Address.Addr().String()}
+	if m.System {
+		// The system disk carries the Kubernetes bundle and the container
+		// runtime: the node may hold either Kubernetes role.
+		args = append(args, "--kubernetes-bundle", pid1.SystemKubeBundle, "--kubernetes-runtime", pid1.SystemRoot)
+	}
+	o, err := parseFlags(append(args, m.AgentArgs...), os.Stdout)
 	if err != nil {
 		pid1.Fatal(console, err)
 	}

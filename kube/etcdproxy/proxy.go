@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/polis-os/polis/supervisor"
 )
@@ -108,7 +110,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 func (p *Proxy) server() *grpc.Server {
 	cli, prefix := p.cfg.Client, p.cfg.Prefix
 	conn := cli.ActiveConnection()
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequestBytes))
+	// kube-apiserver's etcd client pings every 30 s, with or without a
+	// call in flight; gRPC's default policy (at most one ping in 5
+	// minutes) answered that with GOAWAY too_many_pings, dropping the
+	// connection and failing the calls on it (seen as timeouts and a
+	// control plane that took many minutes to be ready in VMs). Allow
+	// what etcd itself allows.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequestBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	pb.RegisterKVServer(srv, &kvServer{kv: namespace.NewKV(cli.KV, prefix), leases: p.leases})
 	pb.RegisterWatchServer(srv, &watchServer{upstream: pb.NewWatchClient(conn), prefix: prefix})
 	pb.RegisterLeaseServer(srv, &leaseServer{upstream: pb.NewLeaseClient(conn), prefix: prefix, leases: p.leases})

@@ -85,9 +85,19 @@ func (l *launched) printed() string {
 // would) when the test ends.
 func launchKubernetes(t *testing.T, bin, dir, bundlePath string, first netip.Addr, nodes int) {
 	t.Helper()
-	l := &launched{}
-	l.cmd = exec.Command(filepath.Join(bin, "polis-launch"), "--kubernetes", "--kubernetes-bundle", bundlePath,
+	runLaunch(t, bin, "", timeout, "--kubernetes", "--kubernetes-bundle", bundlePath,
 		"--nodes", strconv.Itoa(nodes), "--first-address", first.String(), "--dir", dir, "--keep")
+}
+
+// runLaunch runs polis-launch with args in workDir ("": the test's) and
+// waits up to wait until it says the cluster is ready; the cluster is
+// stopped (Ctrl-C, as an operator would) when the test ends. It returns
+// what polis-launch printed up to then.
+func runLaunch(t *testing.T, bin, workDir string, wait time.Duration, args ...string) string {
+	t.Helper()
+	l := &launched{}
+	l.cmd = exec.Command(filepath.Join(bin, "polis-launch"), args...)
+	l.cmd.Dir = workDir
 	l.cmd.Stderr = l
 	stdout, err := l.cmd.StdoutPipe()
 	if err != nil {
@@ -122,10 +132,10 @@ func launchKubernetes(t *testing.T, bin, dir, bundlePath string, first netip.Add
 			if err != nil {
 				t.Errorf("polis-launch stopped with %v:\n%s", err, l.printed())
 			}
-		case <-time.After(time.Minute):
+		case <-time.After(3 * time.Minute):
 			l.cmd.Process.Kill()
 			<-exited
-			t.Errorf("polis-launch did not stop within a minute of Ctrl-C:\n%s", l.printed())
+			t.Errorf("polis-launch did not stop within 3 minutes of Ctrl-C:\n%s", l.printed())
 		}
 		t.Logf("polis-launch printed:\n%s", l.printed())
 	})
@@ -134,9 +144,10 @@ func launchKubernetes(t *testing.T, bin, dir, bundlePath string, first netip.Add
 	case err := <-exited:
 		exited <- err // for the cleanup
 		t.Fatalf("polis-launch ended with %v before the cluster was ready:\n%s", err, l.printed())
-	case <-time.After(timeout):
-		t.Fatalf("polis-launch --kubernetes: no ready cluster within %v:\n%s", timeout, l.printed())
+	case <-time.After(wait):
+		t.Fatalf("polis-launch %s: no ready cluster within %v:\n%s", strings.Join(args, " "), wait, l.printed())
 	}
+	return l.printed()
 }
 
 // polisctlRun runs the polisctl binary as the launched cluster's owner.

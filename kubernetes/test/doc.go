@@ -6,6 +6,10 @@
 // what the controller-manager and scheduler make of them and where they
 // are stored. TestLaunchedClusterWithKubernetes does what an operator
 // does: the real polis-launch --kubernetes, polisctl kubeconfig, and
-// client-go with nothing but that kubeconfig. scripts/test runs it after
-// the main module's tests.
+// client-go with nothing but that kubeconfig. TestVMClusterRunsPods does
+// the same with VMs (polis-launch --vm --kubernetes --image demo=DIR, one
+// controller and two workers) and runs Pods: both workers' Nodes Ready
+// with their labels, a Deployment of the demo image (launch/demoimage)
+// spread over both, kubectl logs and exec through the launcher's proxy; it
+// needs qemu. scripts/test runs them after the main module's tests.
 package test

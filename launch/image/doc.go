@@ -17,7 +17,7 @@
 // into RAM. The large programs a node runs besides the agent (the
 // Kubernetes bundle, the container runtime, the CNI plugins, the images
 // it loads itself) go on the system disk instead: a squashfs written by
-// go-diskfs (zstd, read-only by construction, every file owned by root
+// go-diskfs (gzip: see buildSystemDisk for why not zstd; read-only by construction, every file owned by root
 // with its permissions kept, padded to whole sectors), which the VMs of
 // a launch all attach read-only and PID 1 mounts at /system, reading
 // only the pages it uses. The builder adds the disk's ID (the hash of

@@ -21,7 +21,7 @@ import (
 // systemFormatVersion changes when the system disk's format changes (file
 // system, compression, what the builder adds), so that a cached disk of an
 // older format is rebuilt.
-const systemFormatVersion = "polis-system-2"
+const systemFormatVersion = "polis-system-3"
 
 // systemPad is what the system disk's size is rounded up to: whole
 // sectors, and pages.
@@ -168,9 +168,13 @@ func buildSystemDisk(dir, out, key string) error {
 		return fmt.Errorf("writing the system disk: %w", err)
 	}
 	root := uint32(0)
-	// zstd: the kernel decompresses it faster than gzip and xz, which
-	// matters under TCG, and the Debian kernel has it built in.
-	if err := sq.Finalize(squashfs.FinalizeOptions{Compression: &squashfs.CompressorZstd{}, FileUID: &root, FileGID: &root}); err != nil {
+	// gzip (zlib), level 6: not zstd, which would decompress faster. The
+	// zstd frames go-diskfs (v1.9.4) writes declare an 8 MiB window,
+	// while the kernel's squashfs sizes its zstd workspace for one block
+	// (128 KiB) and fails every data block ("zstd decompression error:
+	// 64", I/O errors on read). Its zlib stream uses a 32 KiB window,
+	// which the kernel's zlib inflates with no such limit.
+	if err := sq.Finalize(squashfs.FinalizeOptions{Compression: &squashfs.CompressorGzip{CompressionLevel: 6}, FileUID: &root, FileGID: &root}); err != nil {
 		return fmt.Errorf("writing the system disk: squashfs: %w", err)
 	}
 	// A disk is read in whole sectors: the kernel sees a file of 131,429

@@ -123,6 +123,13 @@ func (p *Proxy) tunnel(c net.Conn) {
 		return
 	}
 	defer node.Close()
+	// Close ends the node's side too: a tunnel to a VM that died reads
+	// from it forever (no FIN or RST ever comes), even once the client's
+	// side is closed.
+	if !p.track(node, true) {
+		return
+	}
+	defer p.track(node, false)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}

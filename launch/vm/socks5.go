@@ -98,6 +98,10 @@ func (p *Proxy) socks5(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	defer node.Close()
+	if !p.track(node, true) { // ended by Close, as in tunnel
+		return
+	}
+	defer p.track(node, false)
 	if err := reply(socks5OK); err != nil {
 		return
 	}

@@ -19,6 +19,9 @@ type Machine struct {
 	AgentArgs []string
 	// StorageRoot is the root of localstorage's layout.
 	StorageRoot string
+	// System says whether the machine has a system disk, mounted
+	// read-only at SystemRoot: the agent then runs Kubernetes from it.
+	System bool
 
 	logf     func(format string, args ...any)
 	mounts   []string // mounted storage, in mount order
@@ -59,6 +62,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	step("mounted sys, dev, dev/pts, dev/shm, run, tmp, cgroup2; / shared")
+	if err := writeEtc(); err != nil {
+		return nil, err
+	}
 	n, err := loadModules(ModuleListPath)
 	if err != nil {
 		return nil, err
@@ -84,6 +90,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
+	if err := setHostname(m.Address.Addr()); err != nil {
+		return nil, err
+	}
 	nic, err := setUpNetwork(m.Address)
 	if err != nil {
 		return nil, err
@@ -104,6 +113,7 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		m.unmountAll()
 		return nil, err
 	}
+	m.System = sysDev != ""
 	go m.watchPowerButton()
 	// What the summary says is read back from the kernel's mount table,
 	// not assumed from the calls above.

@@ -102,4 +102,9 @@ const (
 // (which cluster, the register ticket), which the launcher withdraws once
 // the node is UP so that no ticket lingers, and which an enrolled node
 // does without, rejoining from its sealed configuration.
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port"}
+//
+// kubernetes-registry (HOST=URL, the first "=" ends the flag's name) may
+// be given more than once, one registry each. The system disk's paths
+// (--kubernetes-bundle, --kubernetes-runtime) are not among them: PID 1
+// knows whether it mounted one (Machine.System).
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry"}

@@ -17,7 +17,9 @@
 //     root that pivot_root accepts. Everything below runs on that root;
 //  1. mount proc, sys, dev (devtmpfs), dev/pts, dev/shm, run and tmp (both
 //     tmpfs), and cgroup2 at CgroupRoot; then make every mount shared,
-//     recursively, as kubelet requires for mount propagation;
+//     recursively, as kubelet requires for mount propagation; write
+//     /etc/hosts (localhost), /etc/passwd, /etc/group and a machine ID,
+//     which the resolver and kubelet read (etc_linux.go);
 //  2. load the kernel modules listed at ModuleListPath, in that order (the
 //     image builder resolved it from the modules' .modinfo): the drivers
 //     of the machine, squashfs for the system disk, and what containers
@@ -34,7 +36,8 @@
 //     kubelet puts the pods in its own subtree of the root;
 //  5. read the machine's settings from the kernel command line
 //     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
-//     as polis.lease-ttl=5s; AgentFlags says why there) and leave the node
+//     as polis.lease-ttl=5s; AgentFlags says why there), set the host
+//     name from the address (Hostname), and leave the node
 //     parameters to fw_cfg (node.FWCfgParametersPath, present once
 //     qemu_fw_cfg is loaded);
 //  6. bring up lo and the cluster NIC with netlink;

@@ -3,6 +3,7 @@ package pid1
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,11 +16,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestParseCommandLine(t *testing.T) {
-	p, args, err := parseCommandLine("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 polis.lease-ttl=3s quiet polis.curator-port=7001\n")
+	p, args, err := parseCommandLine("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 polis.lease-ttl=3s quiet polis.curator-port=7001 polis.kubernetes-registry=docker.io=http://10.77.0.254:5000 polis.kubernetes-registry=demo.local=http://10.77.0.254:5000\n")
 	if err != nil || p.String() != "10.77.0.2/24" {
 		t.Fatalf("parseCommandLine = %v, %v; want 10.77.0.2/24", p, err)
 	}
-	if want := []string{"--lease-ttl", "3s", "--curator-port", "7001"}; !slices.Equal(args, want) {
+	if want := []string{"--lease-ttl", "3s", "--curator-port", "7001", "--kubernetes-registry", "docker.io=http://10.77.0.254:5000", "--kubernetes-registry", "demo.local=http://10.77.0.254:5000"}; !slices.Equal(args, want) {
 		t.Errorf("agent arguments %q, want %q", args, want)
 	}
 	for _, tc := range []struct{ cmdline, want string }{
@@ -110,5 +111,13 @@ func TestFormatData(t *testing.T) {
 	}
 	if got := string(bytes.TrimRight(sb[120:136], "\x00")); got != "polis-data" {
 		t.Errorf("label %q, want polis-data", got)
+	}
+}
+
+func TestHostname(t *testing.T) {
+	for addr, want := range map[string]string{"10.77.0.2": "polis-10-77-0-2", "fd00::1": "polis-fd00--1"} {
+		if got := Hostname(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("Hostname(%s) = %s, want %s", addr, got, want)
+		}
 	}
 }

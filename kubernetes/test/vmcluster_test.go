@@ -1,0 +1,262 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/polis-os/polis/kube/bundle"
+	"github.com/polis-os/polis/kube/kubelet"
+	"github.com/polis-os/polis/launch/demoimage"
+)
+
+// vmTimeout bounds the VM test's launch (system tree and image checked or
+// built, three VMs booted, the apiserver and both workers' Nodes Ready)
+// and, separately, the rest: under TCG on a loaded machine each is many
+// minutes.
+const vmTimeout = 30 * time.Minute
+
+// launchNodeLabel is launch.LaunchNodeLabel (not imported: it would bring
+// the launcher's dependencies into this module).
+const launchNodeLabel = "launch-node"
+
+// proxyLine is polis-launch's line naming its proxy into the VMs' network.
+var proxyLine = regexp.MustCompile(`proxy into the cluster network \S+: (http://\S+)`)
+
+// Workloads on VM worker nodes, the way an operator runs them:
+// polis-launch --vm --kubernetes --image demo=DIR (one controller, two
+// workers), polisctl kubeconfig, client-go and the bundled kubectl through
+// the launcher's proxy. Both workers' Nodes are Ready under their Polis
+// IDs with their Polis labels; a Deployment of two replicas of the demo
+// image, kept apart by pod anti-affinity, runs one Pod on each worker,
+// pulled from the launcher's registry; kubectl logs and exec reach them
+// through the apiserver. It needs qemu (skipped without it, outside CI).
+func TestVMClusterRunsPods(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("qemu-system-x86_64 is missing; scripts/test installs it: %v", err)
+		}
+		t.Skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
+	}
+	mod, err := bundle.FindModule(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(mod) // the main module, where polis-launch builds the image
+	bin := t.TempDir()
+	buildBinaries(t, bin)
+	dir := shortTempDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), vmTimeout)
+	defer cancel()
+	imageDir := filepath.Join(dir, "demo-image")
+	if err := demoimage.Build(ctx, root, imageDir); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	printed := runLaunch(t, bin, root, vmTimeout, "--vm", "--kubernetes", "--image", "demo="+imageDir, "--nodes", "3",
+		// One etcd member (node 1): under TCG, raft among three VMs makes
+		// every write of the apiserver's bootstrap slower still.
+		"--consensus-members=false", "--dir", dir, "--keep")
+	t.Logf("polis-launch: cluster ready, both workers' Nodes Ready, %v after it started", time.Since(start).Round(time.Second))
+	m := proxyLine.FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("polis-launch named no proxy:\n%s", printed)
+	}
+	proxy, err := url.Parse(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), vmTimeout)
+	defer cancel()
+
+	config := filepath.Join(dir, "polisctl")
+	polisctlRun(t, bin, config, "kubeconfig")
+	kubeconfig := filepath.Join(config, "kubeconfig")
+	cs := proxiedClient(t, kubeconfig, proxy)
+	workers := map[string]string{} // Polis node ID → its VM (launch-node label)
+	for i, a := range []string{"10.77.0.2", "10.77.0.3"} {
+		workers[nodeID(t, bin, config, netip.MustParseAddr(a))] = fmt.Sprintf("node%d", i+2)
+	}
+
+	// Both workers' Nodes, Ready, named by their Polis IDs, with the Polis
+	// label the launcher gave them (mapped into Polis' label prefix).
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing Nodes: %v", err)
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+		vmName, ok := workers[n.Name]
+		if !ok {
+			t.Errorf("Node %s is none of the workers %v", n.Name, workers)
+			continue
+		}
+		if !nodeReady(&n) {
+			t.Errorf("Node %s is not Ready: %+v", n.Name, n.Status.Conditions)
+		}
+		if got := n.Labels[kubelet.LabelPrefix+launchNodeLabel]; got != vmName {
+			t.Errorf("Node %s has %s=%q, want %q (labels %v)", n.Name, kubelet.LabelPrefix+launchNodeLabel, got, vmName, n.Labels)
+		}
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("Nodes %v, want the two workers %v", names, workers)
+	}
+
+	// Two replicas of the demo image, one on each worker.
+	created := time.Now()
+	createDemoDeployment(ctx, t, cs)
+	pods := waitList(ctx, t, "both demo Pods Running on different workers", func() (bool, string, error) {
+		list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=demo"})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		on := map[string]string{}
+		for _, p := range list.Items {
+			seen = append(seen, fmt.Sprintf("%s:%s@%s %s", p.Name, p.Status.Phase, p.Spec.NodeName, podWaiting(&p)))
+			if p.Status.Phase == corev1.PodRunning {
+				on[p.Spec.NodeName] = p.Name
+			}
+		}
+		return len(on) == 2, strings.Join(seen, " "), nil
+	})
+	t.Logf("Deployment created → both Pods Running: %v (%s)", time.Since(created).Round(time.Second), pods)
+	list, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if _, ok := workers[p.Spec.NodeName]; !ok && p.Status.Phase == corev1.PodRunning {
+			t.Errorf("Pod %s runs on %s, not on a worker", p.Name, p.Spec.NodeName)
+		}
+	}
+
+	// kubectl logs and exec, through the apiserver to the kubelets.
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "polis-kube"), append([]string{"kubectl", "--kubeconfig", kubeconfig}, args...)...)
+		cmd.Env = append(os.Environ(), "HTTPS_PROXY="+proxy.String(), "NO_PROXY=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	linkBundle(t, dir)
+	for _, p := range list.Items {
+		if logs := kubectl("logs", p.Name); !strings.Contains(logs, "serving on :8080") {
+			t.Errorf("kubectl logs %s: %q, want the server's first line", p.Name, logs)
+		}
+		if out := kubectl("exec", p.Name, "--", demoimage.Entrypoint, "get", "http://localhost:8080/"); !strings.Contains(out, "hello from "+p.Name) {
+			t.Errorf("kubectl exec %s -- %s get http://localhost:8080/: %q, want hello from %s", p.Name, demoimage.Entrypoint, out, p.Name)
+		}
+	}
+}
+
+// linkBundle puts the Kubernetes bundle the launcher used (the system
+// tree's) at dir/polis-kube, for its kubectl.
+func linkBundle(t *testing.T, dir string) {
+	t.Helper()
+	tree := os.Getenv("POLIS_SYSTEM_DIR")
+	if tree == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree = filepath.Join(c, "polis", "system-tree")
+	}
+	if err := os.Symlink(filepath.Join(tree, "bin", "polis-kube"), filepath.Join(dir, "polis-kube")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// proxiedClient is a clientset from kubeconfig that reaches the VMs'
+// apiservers through the launcher's proxy.
+func proxiedClient(t *testing.T, kubeconfig string, proxy *url.URL) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", kubeconfig, err)
+	}
+	cfg.Proxy = http.ProxyURL(proxy)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func nodeReady(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+// podWaiting says why a Pod's container is not running yet, if it says.
+func podWaiting(p *corev1.Pod) string {
+	for _, c := range p.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil {
+			return w.Reason + ": " + w.Message
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status == corev1.ConditionFalse && c.Message != "" {
+			return string(c.Type) + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// createDemoDeployment creates "demo": two replicas of the launcher's
+// demo image, which no two may share a node (required anti-affinity on
+// the hostname), so one runs on each worker.
+func createDemoDeployment(ctx context.Context, t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
+	replicas := int32(2)
+	labels := map[string]string{"app": "demo"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name:            "demo",
+						Image:           "demo",
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Ports:           []corev1.ContainerPort{{ContainerPort: demoimage.Port}},
+					}},
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+							LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+							TopologyKey:   corev1.LabelHostname,
+						}},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the demo Deployment: %v", err)
+	}
+}
