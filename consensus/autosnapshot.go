@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/atomicfile"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -256,41 +257,21 @@ func (s *Snapshotter) take(ctx context.Context, st *Status) (*SnapshotFile, erro
 // its hash; otherwise it leaves nothing behind.
 func writeSnapshot(dir string, now time.Time, rev int64, r io.Reader) (*SnapshotFile, error) {
 	at := now.UTC().Truncate(time.Second)
-	tmp, err := os.CreateTemp(dir, snapshotTempPrefix+"*"+snapshotTempSuffix)
-	if err != nil {
-		return nil, fmt.Errorf("creating a snapshot file: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes files 0600 already; say so for whoever changes it.
-	if err := tmp.Chmod(0o600); err != nil {
-		return nil, err
-	}
-	h := &hashTail{h: sha256.New()}
-	n, err := io.Copy(io.MultiWriter(tmp, h), r)
-	if err != nil {
-		return nil, fmt.Errorf("writing the snapshot: %w", err)
-	}
-	if !h.ok() {
-		return nil, fmt.Errorf("the snapshot etcd streamed (%d bytes) does not end with the SHA-256 of its database: not kept", n)
-	}
-	if err := tmp.Sync(); err != nil {
-		return nil, fmt.Errorf("writing the snapshot: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("writing the snapshot: %w", err)
-	}
 	name := filepath.Join(dir, snapshotName(at, rev))
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return nil, fmt.Errorf("naming the snapshot: %w", err)
-	}
-	done = true
-	if err := syncDir(dir); err != nil {
+	var n int64
+	err := atomicfile.Write(name, snapshotTempPrefix+"*"+snapshotTempSuffix, 0o600, func(w io.Writer) error {
+		h := &hashTail{h: sha256.New()}
+		var err error
+		n, err = io.Copy(io.MultiWriter(w, h), r)
+		if err != nil {
+			return fmt.Errorf("writing the snapshot: %w", err)
+		}
+		if !h.ok() {
+			return fmt.Errorf("the snapshot etcd streamed (%d bytes) does not end with the SHA-256 of its database: not kept", n)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &SnapshotFile{Path: name, Time: at, Revision: rev, Size: n}, nil
@@ -400,7 +381,7 @@ func pruneSnapshots(dir string, keep int) error {
 			return fmt.Errorf("pruning old snapshots: %w", err)
 		}
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // removeTemporary removes what a crash mid-snapshot left in dir.
@@ -415,19 +396,6 @@ func removeTemporary(dir string) error {
 				return fmt.Errorf("removing an unfinished snapshot: %w", err)
 			}
 		}
-	}
-	return nil
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

@@ -127,6 +127,30 @@ func (s *Service) runKubernetesPKI(ctx context.Context) error {
 	}
 }
 
+// kubernetesSigning is what issuing Kubernetes credentials needs: the
+// apiservers, read from a fenced node snapshot so that a role given just
+// before is seen, and the cluster's Kubernetes PKI. With no apiserver it
+// fails with FailedPrecondition and the message noServers.
+func (r *rpcServer) kubernetesSigning(ctx context.Context, l *leaderState, noServers string) ([]*cpb.KubernetesAPIServer, *pki.Cluster, error) {
+	snap, err := r.s.nodes.fenced(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	servers := kubernetesAPIServers(snap)
+	if len(servers) == 0 {
+		return nil, nil, status.Error(codes.FailedPrecondition, noServers)
+	}
+	cluster, _, _, err := r.s.kubernetesPKI(ctx, l)
+	switch {
+	case errors.Is(err, pki.ErrCorruptCluster):
+		// Never replaced by itself: every controller node depends on it.
+		return nil, nil, status.Errorf(codes.Internal, "the cluster's Kubernetes PKI in etcd (%s) cannot be used: %v", pki.StoreKey, err)
+	case err != nil:
+		return nil, nil, status.Errorf(codes.Unavailable, "reading the Kubernetes PKI: %v", err)
+	}
+	return servers, cluster, nil
+}
+
 // IssueKubernetesCredentials signs the caller's public key with the
 // Kubernetes CA as the owner's Kubernetes identity, and names the
 // apiservers, read from a fenced node snapshot so that a role given just
@@ -144,21 +168,9 @@ func (r *rpcServer) IssueKubernetesCredentials(ctx context.Context, req *cpb.Iss
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "public_key: %v; want the DER of a PKIX ECDSA P-256 public key", err)
 	}
-	snap, err := r.s.nodes.fenced(ctx)
+	servers, cluster, err := r.kubernetesSigning(ctx, l, "no node holds the KubernetesController role, so no apiserver runs: give one to a consensus member (polisctl node add-role NODE kubernetes-controller)")
 	if err != nil {
 		return nil, err
-	}
-	servers := kubernetesAPIServers(snap)
-	if len(servers) == 0 {
-		return nil, status.Error(codes.FailedPrecondition, "no node holds the KubernetesController role, so no apiserver runs: give one to a consensus member (polisctl node add-role NODE kubernetes-controller)")
-	}
-	cluster, _, _, err := r.s.kubernetesPKI(ctx, l)
-	switch {
-	case errors.Is(err, pki.ErrCorruptCluster):
-		// Never replaced by itself: every controller node depends on it.
-		return nil, status.Errorf(codes.Internal, "the cluster's Kubernetes PKI in etcd (%s) cannot be used: %v", pki.StoreKey, err)
-	case err != nil:
-		return nil, status.Errorf(codes.Unavailable, "reading the Kubernetes PKI: %v", err)
 	}
 	groups := []string{pki.MastersGroup}
 	certPEM, err := cluster.SignClient(pub, KubernetesAdminUser, groups, KubernetesAdminLifetime, r.s.cfg.Now())
@@ -239,20 +251,9 @@ func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueK
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s has reported no external address, which its kubelet's serving certificate must name", id)
 	}
-	snap, err := r.s.nodes.fenced(ctx)
+	servers, cluster, err := r.kubernetesSigning(ctx, l, "no node holds the KubernetesController role, so no apiserver runs for the kubelet to join")
 	if err != nil {
 		return nil, err
-	}
-	servers := kubernetesAPIServers(snap)
-	if len(servers) == 0 {
-		return nil, status.Error(codes.FailedPrecondition, "no node holds the KubernetesController role, so no apiserver runs for the kubelet to join")
-	}
-	cluster, _, _, err := r.s.kubernetesPKI(ctx, l)
-	switch {
-	case errors.Is(err, pki.ErrCorruptCluster):
-		return nil, status.Errorf(codes.Internal, "the cluster's Kubernetes PKI in etcd (%s) cannot be used: %v", pki.StoreKey, err)
-	case err != nil:
-		return nil, status.Errorf(codes.Unavailable, "reading the Kubernetes PKI: %v", err)
 	}
 	now := r.s.cfg.Now()
 	user := pki.NodeUserPrefix + id

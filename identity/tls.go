@@ -210,6 +210,13 @@ func NodeAPIClientConfig(v *Verifier, cert tls.Certificate, nodeID string) (*tls
 // serve with is a node API certificate from v's CA, valid at now, and
 // returns its parsed leaf.
 func checkOwnNodeAPI(v *Verifier, cert tls.Certificate, now time.Time) (*x509.Certificate, error) {
+	return checkOwnServing(v, cert, now, classifyNodeAPI)
+}
+
+// checkOwnServing checks that a certificate this process is about to serve
+// with chains to v's CA for server authentication at now and is of the
+// kind classify accepts, and returns its parsed leaf.
+func checkOwnServing(v *Verifier, cert tls.Certificate, now time.Time, classify func(*x509.Certificate) (string, error)) (*x509.Certificate, error) {
 	leaf, err := ownLeaf(cert)
 	if err != nil {
 		return nil, err
@@ -221,7 +228,7 @@ func checkOwnNodeAPI(v *Verifier, cert tls.Certificate, now time.Time) (*x509.Ce
 	}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
 	}
-	if _, err := classifyNodeAPI(leaf); err != nil {
+	if _, err := classify(leaf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
 	}
 	return leaf, nil
@@ -251,21 +258,7 @@ func clientConfig(v *Verifier, cert tls.Certificate) *tls.Config {
 // with is a curator certificate from v's CA, valid at now, and returns
 // its parsed leaf.
 func checkOwnCurator(v *Verifier, cert tls.Certificate, now time.Time) (*x509.Certificate, error) {
-	leaf, err := ownLeaf(cert)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:       v.roots,
-		CurrentTime: now,
-		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
-	}
-	if _, err := classifyCurator(leaf); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUntrusted, err)
-	}
-	return leaf, nil
+	return checkOwnServing(v, cert, now, classifyCurator)
 }
 
 // ownLeaf parses the leaf of cert and checks that its private key belongs

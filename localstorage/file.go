@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/polis-os/polis/internal/atomicfile"
 	"github.com/polis-os/polis/internal/failpoint"
 )
 
@@ -215,25 +216,12 @@ func (f File) Write(content []byte) error {
 		return fmt.Errorf("writing %s: %w", f.Path, err)
 	}
 	done = true
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // tmpInfix marks Write's temporary files: "." + base name + tmpInfix +
 // random digits.
 const tmpInfix = ".tmp-"
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
-}
 
 // Remove deletes the file; a missing file is not an error.
 func (f File) Remove() error {
@@ -243,7 +231,7 @@ func (f File) Remove() error {
 	if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", f.Path, err)
 	}
-	return syncDir(filepath.Dir(f.Path))
+	return atomicfile.SyncDir(filepath.Dir(f.Path))
 }
 
 // ReadProto reads the file into m. A file that does not parse is a

@@ -199,9 +199,10 @@ func (e *enrolment) renewLoop(ctx context.Context, creds *roleserve.Credentials)
 	}
 }
 
-// renew asks the cluster for a fresh certificate for the node's key and
-// stores it.
-func (e *enrolment) renew(ctx context.Context, creds *roleserve.Credentials) (*roleserve.Credentials, error) {
+// renewCertificate calls RenewCertificate as the node holding creds, at
+// its credentials' curators or those directory lists: the answer carries
+// a fresh node certificate and a node API certificate.
+func renewCertificate(ctx context.Context, creds *roleserve.Credentials, directory event.ValueWatch[[]*cpb.CuratorEndpoint]) (*cpb.RenewCertificateResponse, error) {
 	verifier, err := identity.NewVerifier(creds.CACertificate)
 	if err != nil {
 		return nil, err
@@ -210,12 +211,18 @@ func (e *enrolment) renew(ctx context.Context, creds *roleserve.Credentials) (*r
 	if err != nil {
 		return nil, err
 	}
-	conn, err := client.New(client.Config{Endpoints: creds.Curators, Directory: e.directory, TLS: tlsCfg, Logger: supervisor.Logger(ctx).Named("client")})
+	conn, err := client.New(client.Config{Endpoints: creds.Curators, Directory: directory, TLS: tlsCfg, Logger: supervisor.Logger(ctx).Named("client")})
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	resp, err := cpb.NewCuratorServiceClient(conn).RenewCertificate(ctx, &cpb.RenewCertificateRequest{})
+	return cpb.NewCuratorServiceClient(conn).RenewCertificate(ctx, &cpb.RenewCertificateRequest{})
+}
+
+// renew asks the cluster for a fresh certificate for the node's key and
+// stores it.
+func (e *enrolment) renew(ctx context.Context, creds *roleserve.Credentials) (*roleserve.Credentials, error) {
+	resp, err := renewCertificate(ctx, creds, e.directory)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/curator/client"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/roleserve"
@@ -128,20 +127,7 @@ func (w *nodeAPICertificate) run(ctx context.Context) error {
 
 // fetch asks the cluster for a node API certificate, as the node.
 func (w *nodeAPICertificate) fetch(ctx context.Context, creds *roleserve.Credentials) (*x509.Certificate, error) {
-	verifier, err := identity.NewVerifier(creds.CACertificate)
-	if err != nil {
-		return nil, err
-	}
-	tlsCfg, err := identity.NodeClientConfig(verifier, creds.TLSCertificate())
-	if err != nil {
-		return nil, err
-	}
-	conn, err := client.New(client.Config{Endpoints: creds.Curators, Directory: w.directory, TLS: tlsCfg, Logger: supervisor.Logger(ctx).Named("client")})
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	resp, err := cpb.NewCuratorServiceClient(conn).RenewCertificate(ctx, &cpb.RenewCertificateRequest{})
+	resp, err := renewCertificate(ctx, creds, w.directory)
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +143,10 @@ func (w *nodeAPICertificate) fetch(ctx context.Context, creds *roleserve.Credent
 	}
 	// What nodeapi will serve with: checked now, so that a bad answer is
 	// retried here rather than refused there.
+	verifier, err := identity.NewVerifier(creds.CACertificate)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := identity.NewNodeServingCertificate(verifier, tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: creds.Key, Leaf: cert}); err != nil {
 		return nil, fmt.Errorf("the curator's node API certificate: %w", err)
 	}

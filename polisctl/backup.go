@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator/backup"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/atomicfile"
 )
 
 // backupCmd is cluster backup: take a backup, or inspect one.
@@ -78,64 +78,42 @@ func takeBackup(cmd *cobra.Command, s *session, path string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("creating the backup file: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes it 0600 already; say so, as the file holds the CA
-	// key (encrypted).
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("creating the backup file: %w", err)
-	}
 	var info *cpb.BackupInfo
 	var size int64
-	err = s.call(cmd.Context(), "taking a backup", func(ctx context.Context) error {
-		stream, err := s.mgmt.BackupCluster(ctx, &cpb.BackupClusterRequest{})
-		if err != nil {
+	var taking error // the backup's own failure, as against the file's
+	// 0600: the file holds the CA key (encrypted).
+	err = atomicfile.Write(path, "", 0o600, func(w io.Writer) error {
+		taking = s.call(cmd.Context(), "taking a backup", func(ctx context.Context) error {
+			stream, err := s.mgmt.BackupCluster(ctx, &cpb.BackupClusterRequest{})
+			if err != nil {
+				return err
+			}
+			first, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			info = first.GetInfo()
+			if info == nil {
+				return errors.New("the curator's first message carries no description of the snapshot")
+			}
+			r := &streamReader{recv: stream.Recv, buf: first.Chunk}
+			counted := &countingWriter{w: w}
+			err = backup.Write(counted, key.Public().(ed25519.PublicKey), backup.Info{
+				TakenAt:     info.TakenAt.AsTime(),
+				NodeID:      info.NodeId,
+				Revision:    info.Revision,
+				EtcdVersion: info.EtcdVersion,
+			}, r)
+			size = counted.n
 			return err
-		}
-		first, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		info = first.GetInfo()
-		if info == nil {
-			return errors.New("the curator's first message carries no description of the snapshot")
-		}
-		r := &streamReader{recv: stream.Recv, buf: first.Chunk}
-		counted := &countingWriter{w: tmp}
-		err = backup.Write(counted, key.Public().(ed25519.PublicKey), backup.Info{
-			TakenAt:     info.TakenAt.AsTime(),
-			NodeID:      info.NodeId,
-			Revision:    info.Revision,
-			EtcdVersion: info.EtcdVersion,
-		}, r)
-		size = counted.n
-		return err
+		})
+		return taking
 	})
 	if err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("writing the backup file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the backup file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing the backup file: %w", err)
-	}
-	done = true
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
+		if taking != nil {
+			return err
+		}
+		return fmt.Errorf("creating the backup file: %w", err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Backup written to %s: %d bytes, encrypted to the owner key; taken at %s from %s (revision %d)\n",
 		path, size, info.TakenAt.AsTime().UTC().Format(time.RFC3339), info.NodeId, info.Revision)

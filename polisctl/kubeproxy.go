@@ -5,24 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/kube/apiproxy"
 	"github.com/polis-os/polis/kube/controlplane"
 	"github.com/polis-os/polis/kube/pki"
 )
 
 // A kubeconfig names one server per cluster, so the context that names one
 // apiserver fails while that node is off. kube-proxy is the one address
-// that follows them all: a TCP relay on loopback that sends each
-// connection to the first apiserver that accepts it. It relays bytes
+// that follows them all: a TCP relay on loopback (kube/apiproxy) that sends
+// each connection to the first apiserver that accepts it. It relays bytes
 // only: TLS runs end to end between kubectl and the apiserver, which
 // kubectl checks against the Kubernetes CA under the name every apiserver
 // certificate carries (kubeProxyServerName), so the relay can neither read
@@ -69,19 +68,19 @@ against the Kubernetes CA. It runs until interrupted.`,
 				if err != nil {
 					return err
 				}
-				p := &kubeProxy{servers: servers}
 				dialer, err := proxyDialer(c.configDir, c.proxy)
 				if err != nil {
 					return err
 				}
-				p.dial = dialer
+				p := &apiproxy.Relay{Dial: dialer, DialTimeout: kubeProxyDialTimeout}
+				p.SetServers(servers)
 				l, err := net.Listen("tcp", ap.String())
 				if err != nil {
 					return fmt.Errorf("kube-proxy: %w", err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Relaying %s to the apiservers %v; use kubectl --context polis-proxy. Ctrl-C stops.\n", l.Addr(), servers)
 				go s.refreshAPIServers(cmd.Context(), p)
-				return p.serve(cmd.Context(), l)
+				return p.Serve(cmd.Context(), l)
 			})
 		},
 	}
@@ -119,7 +118,7 @@ func (s *session) apiServers(ctx context.Context) ([]netip.AddrPort, error) {
 
 // refreshAPIServers keeps p's list current until ctx ends; a failed
 // listing keeps the old one.
-func (s *session) refreshAPIServers(ctx context.Context, p *kubeProxy) {
+func (s *session) refreshAPIServers(ctx context.Context, p *apiproxy.Relay) {
 	t := time.NewTicker(kubeProxyRefresh)
 	defer t.Stop()
 	for {
@@ -129,97 +128,7 @@ func (s *session) refreshAPIServers(ctx context.Context, p *kubeProxy) {
 		case <-t.C:
 		}
 		if servers, err := s.apiServers(ctx); err == nil {
-			p.setServers(servers)
+			p.SetServers(servers)
 		}
 	}
-}
-
-// kubeProxy relays connections to the first of servers that accepts, the
-// one that last did first.
-type kubeProxy struct {
-	// dial opens connections to apiservers; nil dials directly.
-	dial func(ctx context.Context, addr string) (net.Conn, error)
-
-	mu      sync.Mutex
-	servers []netip.AddrPort
-	last    netip.AddrPort
-}
-
-func (p *kubeProxy) setServers(s []netip.AddrPort) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.servers = s
-}
-
-// order is the servers to try: the one that last accepted first.
-func (p *kubeProxy) order() []netip.AddrPort {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := slices.Clone(p.servers)
-	if i := slices.Index(out, p.last); i > 0 {
-		out[0], out[i] = out[i], out[0]
-	}
-	return out
-}
-
-// serve relays every connection l accepts until ctx ends.
-func (p *kubeProxy) serve(ctx context.Context, l net.Listener) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("kube-proxy: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.relay(ctx, conn)
-		}()
-	}
-}
-
-// relay connects conn to the first apiserver that accepts, and copies both
-// ways until either side closes.
-func (p *kubeProxy) relay(ctx context.Context, conn net.Conn) {
-	defer conn.Close()
-	var up net.Conn
-	for _, s := range p.order() {
-		dctx, cancel := context.WithTimeout(ctx, kubeProxyDialTimeout)
-		var err error
-		if p.dial != nil {
-			up, err = p.dial(dctx, s.String())
-		} else {
-			up, err = (&net.Dialer{}).DialContext(dctx, "tcp", s.String())
-		}
-		cancel()
-		if err == nil {
-			p.mu.Lock()
-			p.last = s
-			p.mu.Unlock()
-			break
-		}
-	}
-	if up == nil {
-		return // kubectl sees the connection closed: no apiserver answered
-	}
-	defer up.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close(); up.Close() })
-	defer stop()
-	done := make(chan struct{})
-	go func() {
-		io.Copy(up, conn) //nolint:errcheck // either side closing ends the relay
-		if tc, ok := up.(interface{ CloseWrite() error }); ok {
-			tc.CloseWrite()
-		}
-		close(done)
-	}()
-	io.Copy(conn, up) //nolint:errcheck // as above
-	conn.Close()
-	<-done
 }

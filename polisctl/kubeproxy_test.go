@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/polis-os/polis/kube/apiproxy"
 	"github.com/polis-os/polis/kube/pki"
 )
 
@@ -64,14 +65,15 @@ func TestKubeProxyFollowsApiservers(t *testing.T) {
 	second := apiServerStandIn(t, c, addrs[1])
 	servers := []netip.AddrPort{netip.MustParseAddrPort(first.Addr().String()), netip.MustParseAddrPort(second.Addr().String())}
 
-	p := &kubeProxy{servers: servers}
+	p := &apiproxy.Relay{DialTimeout: kubeProxyDialTimeout}
+	p.SetServers(servers)
 	l, err := net.Listen("tcp", netip.AddrPortFrom(addrs[0], 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- p.serve(ctx, l) }()
+	go func() { served <- p.Serve(ctx, l) }()
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/kube/apiproxy"
 	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -62,7 +63,7 @@ type Status struct {
 // Runner runs one node's containerd and kubelet; see the package doc.
 type Runner struct {
 	cfg    Config
-	proxy  apiProxy
+	proxy  apiproxy.Relay
 	status memory.Value[*Status]
 
 	mu    sync.Mutex
@@ -78,8 +79,12 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, creds: cfg.Credentials}
 	r.status.Name = StatusName
-	r.proxy.set(cfg.APIServers)
-	r.proxy.reachable = func(ok bool) {
+	r.proxy.SetServers(cfg.APIServers)
+	r.proxy.Reached = func(ctx context.Context, err error) {
+		ok := err == nil
+		if !ok {
+			supervisor.Logger(ctx).Warn("dropping a connection", zap.Error(err))
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.cur.NoAPIServer == !ok {
@@ -151,7 +156,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		kubelet.CgroupFD = int(kubeletCgroup.Fd())
 	}
 	proxyAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), r.cfg.ProxyPort)
-	if err := supervisor.Run(ctx, "apiproxy", r.proxy.run(proxyAddr)); err != nil {
+	if err := supervisor.Run(ctx, "apiproxy", runProxy(&r.proxy, proxyAddr)); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
@@ -289,7 +294,7 @@ func (r *Runner) Renew(creds Credentials, servers []netip.AddrPort) error {
 	if err := write(fs); err != nil {
 		return err
 	}
-	r.proxy.set(servers)
+	r.proxy.SetServers(servers)
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
