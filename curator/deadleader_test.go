@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/supervisor"
@@ -40,7 +41,20 @@ func TestDeadLeaderDeposed(t *testing.T) {
 	// connections (the kernel completes them) but never answers, as a
 	// live but stalled process would.
 	leaderPort := listen()
-	leaderClient := curatorClient(t, st)
+	// Its etcd client has a connection of its own, which the kill below
+	// closes under it: the client's watches and keepalives then fail as a
+	// dead process's would, without Client.Close racing with the watch
+	// the election's observer is setting up (etcd's client does not make
+	// Close safe against a concurrent Watch).
+	conn, err := st.ConnectionFor("curator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	leaderClient := clientv3.NewCtxClient(conn.Client.Ctx())
+	leaderClient.KV = namespace.NewKV(conn.Client.KV, conn.Prefix)
+	leaderClient.Watcher = namespace.NewWatcher(conn.Client.Watcher, conn.Prefix)
+	leaderClient.Lease = namespace.NewLease(conn.Client.Lease, conn.Prefix)
 	leader := &Election{Client: leaderClient, Candidate: []byte(leaderPort.Addr().String()), LeaseTTL: lease}
 	supervisor.TestHarness(t, leader.Run)
 	old, err := event.Get(ctxT(t), leader.Status(), event.Filter(leading))
@@ -88,7 +102,7 @@ func TestDeadLeaderDeposed(t *testing.T) {
 	// Killed: the port closes and the etcd client goes without a word;
 	// the lease would live on for ten minutes.
 	leaderPort.Close()
-	leaderClient.Close()
+	conn.Client.ActiveConnection().Close()
 	if _, err := event.Get(ctxT(t), follower.Status(), event.Filter(leading)); err != nil {
 		t.Fatalf("the follower never took over from the dead leader: %v", err)
 	}
