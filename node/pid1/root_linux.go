@@ -274,9 +274,10 @@ func copyFileMode(src, dst string, perm fs.FileMode) (int64, error) {
 // probePivotRoot tries pivot_root(2) as runc does for a container, where
 // it cannot disturb the machine: on a thread of its own, in a mount
 // namespace of its own (propagation cut, so nothing it mounts reaches the
-// machine's), onto a fresh tmpfs. The thread is never handed back to the
-// Go scheduler (it stays locked, so Go ends it with the goroutine), and
-// its namespace goes with it. A nil error means a container runtime can
+// machine's), onto a fresh tmpfs. The thread returns to the machine's
+// namespace and is never handed back to the Go scheduler (it stays
+// locked, so Go ends it with the goroutine, or keeps it aside if it is the
+// main thread), and the probe's namespace goes with it. A nil error means a container runtime can
 // pivot_root on this machine.
 func probePivotRoot(scratch string) error {
 	dir, err := os.MkdirTemp(scratch, ".pivot-root-probe-")
@@ -287,7 +288,23 @@ func probePivotRoot(scratch string) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		errc <- tryPivotRoot(dir)
+		// The thread may be the process' main thread, which Go never
+		// ends but keeps aside: it must not stay in the probe's
+		// namespace, where /proc/self/mountinfo (the main thread's)
+		// would show the probe's mounts to the whole process. So the
+		// thread goes back to the machine's namespace before it is
+		// left, still locked, to Go.
+		orig, err := os.Open("/proc/thread-self/ns/mnt")
+		if err != nil {
+			errc <- fmt.Errorf("the machine's mount namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		err = tryPivotRoot(dir)
+		if serr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNS); serr != nil && err == nil {
+			err = fmt.Errorf("returning to the machine's mount namespace: %w", serr)
+		}
+		errc <- err
 	}()
 	if err := <-errc; err != nil {
 		return fmt.Errorf("pivot_root probe: %w", err)
