@@ -84,8 +84,19 @@ other file unless --force is given. Then:
 			if err := checkReplaceable(abs, force); err != nil {
 				return err
 			}
+			// kubectl reaches the apiservers the way polisctl reaches
+			// the curators: through the same proxy (a VM cluster's).
+			cfg, err := newConfig(c.configDir)
+			if err != nil {
+				return err
+			}
+			cfg.proxyURL = c.proxy
+			proxy, err := cfg.proxyAddress()
+			if err != nil {
+				return err
+			}
 			return c.withSession(func(s *session) error {
-				return writeKubeconfig(cmd.Context(), cmd.OutOrStdout(), s, abs)
+				return writeKubeconfig(cmd.Context(), cmd.OutOrStdout(), s, abs, proxy)
 			})
 		},
 	}
@@ -118,7 +129,9 @@ func checkReplaceable(path string, force bool) error {
 
 // writeKubeconfig asks the cluster for the owner's Kubernetes credentials
 // for a fresh key and writes them as a kubeconfig at path.
-func writeKubeconfig(ctx context.Context, out io.Writer, s *session, path string) error {
+// proxy, if not empty, is the URL of the proxy kubectl must reach the
+// apiservers through (written as each apiserver's proxy-url).
+func writeKubeconfig(ctx context.Context, out io.Writer, s *session, path, proxy string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return fmt.Errorf("making a key: %w", err)
@@ -156,7 +169,7 @@ func writeKubeconfig(ctx context.Context, out io.Writer, s *session, path string
 	if err != nil {
 		return err
 	}
-	kc, err := kubeconfig(resp, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+	kc, err := kubeconfig(resp, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), proxy)
 	if err != nil {
 		return err
 	}
@@ -210,6 +223,7 @@ type (
 			Server                   string `json:"server"`
 			TLSServerName            string `json:"tls-server-name,omitempty"`
 			CertificateAuthorityData []byte `json:"certificate-authority-data"`
+			ProxyURL                 string `json:"proxy-url,omitempty"`
 		} `json:"cluster"`
 	}
 	kcUser struct {
@@ -232,8 +246,10 @@ type (
 // cluster per apiserver (the first also as "polis"), one for the relay
 // (polisctl kube-proxy, "polis-proxy"), one user, a context for each
 // cluster. Byte fields are base64 in the YAML, as kubeconfigs
-// want them.
-func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte) ([]byte, error) {
+// want them. A non-empty proxy (http://HOST:PORT or socks5://HOST:PORT)
+// is every apiserver's proxy-url, which kubectl and client-go honour;
+// the relay on this machine is reached directly.
+func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte, proxy string) ([]byte, error) {
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: resp.CaCertificate})
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: resp.ClientCertificate})
 	user := kcUser{Name: resp.User}
@@ -244,6 +260,7 @@ func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte) ([]
 		cl := kcCluster{Name: name}
 		cl.Cluster.Server = apiServerURL(a)
 		cl.Cluster.CertificateAuthorityData = caPEM
+		cl.Cluster.ProxyURL = proxy
 		f.Clusters = append(f.Clusters, cl)
 		ctx := kcContext{Name: name}
 		ctx.Context.Cluster = name
@@ -257,11 +274,11 @@ func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte) ([]
 	// The relay (polisctl kube-proxy) on this machine, which follows
 	// every apiserver: the certificate is checked under the name they all
 	// carry, not the relay's address.
-	proxy := kcCluster{Name: kubeconfigProxyContext}
-	proxy.Cluster.Server = "https://" + DefaultKubeProxyAddress
-	proxy.Cluster.TLSServerName = kubeProxyServerName
-	proxy.Cluster.CertificateAuthorityData = caPEM
-	f.Clusters = append(f.Clusters, proxy)
+	relay := kcCluster{Name: kubeconfigProxyContext}
+	relay.Cluster.Server = "https://" + DefaultKubeProxyAddress
+	relay.Cluster.TLSServerName = kubeProxyServerName
+	relay.Cluster.CertificateAuthorityData = caPEM
+	f.Clusters = append(f.Clusters, relay)
 	pctx := kcContext{Name: kubeconfigProxyContext}
 	pctx.Context.Cluster = kubeconfigProxyContext
 	pctx.Context.User = resp.User

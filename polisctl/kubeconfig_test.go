@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
 )
 
 // readKubeconfig parses a kubeconfig polisctl wrote, checking that it is
@@ -133,4 +135,65 @@ func TestKubeconfig(t *testing.T) {
 	fresh := filepath.Join(t.TempDir(), "new", "dir", "kubeconfig")
 	r.ok("kubeconfig", "--output", fresh)
 	readKubeconfig(t, fresh)
+}
+
+// A cluster reached through a proxy (a VM cluster's, saved by the
+// launcher, or --proxy) gets a kubeconfig whose apiservers name that proxy,
+// so kubectl needs no HTTPS_PROXY; the relay on this machine is reached
+// directly, and without a proxy nothing names one.
+func TestKubeconfigProxyURL(t *testing.T) {
+	resp := &cpb.IssueKubernetesCredentialsResponse{
+		CaCertificate:     []byte("ca"),
+		ClientCertificate: []byte("cert"),
+		User:              "polis-owner",
+		ApiServers: []*cpb.KubernetesAPIServer{
+			{NodeId: "node-a", Address: "10.77.0.1", Port: 6443},
+			{NodeId: "node-b", Address: "10.77.0.2", Port: 6443},
+		},
+	}
+	for _, proxy := range []string{"", "socks5://127.0.0.1:4321", "http://127.0.0.1:4321"} {
+		b, err := kubeconfig(resp, []byte("key"), proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f kcFile
+		if err := yaml.UnmarshalStrict(b, &f); err != nil {
+			t.Fatalf("the kubeconfig does not parse: %v\n%s", err, b)
+		}
+		if len(f.Clusters) != 4 {
+			t.Fatalf("%d clusters, want 4 (polis, one per apiserver, the relay):\n%s", len(f.Clusters), b)
+		}
+		for _, c := range f.Clusters {
+			want := proxy
+			if c.Name == kubeconfigProxyContext {
+				want = ""
+			}
+			if c.Cluster.ProxyURL != want {
+				t.Errorf("proxy %q: cluster %s has proxy-url %q, want %q", proxy, c.Name, c.Cluster.ProxyURL, want)
+			}
+		}
+	}
+}
+
+// The proxy a kubeconfig names is the saved one as a bare URL (the file
+// ends in a newline, which a proxy-url must not), or --proxy's.
+func TestProxyAddress(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := newConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cfg.proxyAddress(); err != nil || got != "" {
+		t.Fatalf("no proxy saved: %q, %v; want none", got, err)
+	}
+	if err := SaveProxy(dir, "http://127.0.0.1:4321"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cfg.proxyAddress(); err != nil || got != "http://127.0.0.1:4321" {
+		t.Fatalf("saved proxy: %q, %v", got, err)
+	}
+	cfg.proxyURL = "socks5://127.0.0.1:9"
+	if got, err := cfg.proxyAddress(); err != nil || got != "socks5://127.0.0.1:9" {
+		t.Fatalf("--proxy: %q, %v", got, err)
+	}
 }

@@ -73,25 +73,36 @@ func socksDialer(proxyAddr string, d xproxy.ContextDialer) func(context.Context,
 	}
 }
 
+// proxyAddress is the URL of the proxy the configuration asks for: the one
+// given to polisctl (--proxy) if any, else the saved one, or "" (direct).
+func (c *config) proxyAddress() (string, error) {
+	if c.proxyURL != "" {
+		return c.proxyURL, nil
+	}
+	b, err := c.proxy.Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	// The file holds the URL and a newline.
+	return strings.TrimSpace(string(b)), nil
+}
+
 // dialer returns the dialer the configuration asks for: through the proxy
 // given to polisctl (--proxy) if any, else through the saved one, or nil
 // (direct) when there is neither.
 func (c *config) dialer() (func(context.Context, string) (net.Conn, error), error) {
-	if c.proxyURL != "" {
-		return proxyDialerFor(c.proxyURL)
-	}
-	b, err := c.proxy.Read()
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	addr, err := c.proxyAddress()
+	if err != nil || addr == "" {
 		return nil, err
 	}
-	d, err := proxyDialerFor(string(b))
-	if err != nil {
+	d, err := proxyDialerFor(addr)
+	if err != nil && c.proxyURL == "" {
 		return nil, fmt.Errorf("%s: %w", c.proxy.Path, err)
 	}
-	return d, nil
+	return d, err
 }
 
 // connectDialer opens TCP connections through the HTTP CONNECT proxy at

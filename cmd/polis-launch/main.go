@@ -139,20 +139,16 @@ or set it once for this shell:
 Ctrl-C stops the cluster.
 `, addrs, logs, c.ConfigDir, c.ConfigDir)
 	if bundle := c.KubernetesBundle(); bundle != "" {
-		proxy := ""
-		if c.ProxyURL() != "" {
-			// kubectl reaches the VMs' apiserver through the launcher's
-			// proxy, as polisctl does.
-			proxy = "    export HTTPS_PROXY=" + c.ProxyURL() + "\n"
-		}
+		// With VMs, kubectl reaches the apiservers through the launcher's
+		// proxy, as polisctl does: the kubeconfig names it (proxy-url).
 		fmt.Fprintf(out, `
 Kubernetes runs on %v. As the owner, write a kubeconfig and use it:
 
     go run ./cmd/polisctl --config %s kubeconfig
     export KUBECONFIG=%s/kubeconfig
-%s    %s kubectl get nodes,deployments -A
+    %s kubectl get nodes,deployments -A
 
 (any kubectl of Kubernetes 1.37 does too).
-`, c.Nodes[0].Address, c.ConfigDir, c.ConfigDir, proxy, bundle)
+`, c.Nodes[0].Address, c.ConfigDir, c.ConfigDir, bundle)
 	}
 }

@@ -152,7 +152,9 @@ func TestVMClusterRunsPods(t *testing.T) {
 	kubectl := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, filepath.Join(dir, "polis-kube"), append([]string{"kubectl", "--kubeconfig", kubeconfig}, args...)...)
-		cmd.Env = append(os.Environ(), "HTTPS_PROXY="+proxy.String(), "NO_PROXY=")
+		// No proxy from the environment: the kubeconfig's proxy-url
+		// must do.
+		cmd.Env = append(os.Environ(), "HTTPS_PROXY=", "https_proxy=", "HTTP_PROXY=", "http_proxy=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -187,8 +189,8 @@ func linkBundle(t *testing.T, dir string) {
 	}
 }
 
-// proxiedClient is a clientset from kubeconfig that reaches the VMs'
-// apiservers through the launcher's proxy.
+// proxiedClient is a clientset from kubeconfig, which must reach the VMs'
+// apiservers through the launcher's proxy by itself.
 func proxiedClient(t *testing.T, kubeconfig string, proxy *url.URL) *kubernetes.Clientset {
 	t.Helper()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
@@ -196,7 +198,18 @@ func proxiedClient(t *testing.T, kubeconfig string, proxy *url.URL) *kubernetes.
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", kubeconfig, err)
 	}
-	cfg.Proxy = http.ProxyURL(proxy)
+	// polisctl kubeconfig names the launcher's proxy (saved in the
+	// polisctl configuration) as each apiserver's proxy-url.
+	if cfg.Proxy == nil {
+		t.Fatalf("kubeconfig %s names no proxy-url; want the launcher's %s", kubeconfig, proxy)
+	}
+	req, err := http.NewRequest(http.MethodGet, cfg.Host, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cfg.Proxy(req); err != nil || got == nil || got.String() != proxy.String() {
+		t.Fatalf("kubeconfig %s: proxy-url %v (%v), want the launcher's %s", kubeconfig, got, err, proxy)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
