@@ -7,15 +7,11 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/roleserve"
@@ -27,20 +23,7 @@ import (
 // and a new one when the one it has is due.
 func TestNodeAPICertificate(t *testing.T) {
 	dir := t.TempDir()
-	owner, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := proto.Marshal(&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
-		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: owner.Public().(ed25519.PublicKey)},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	paramsFile := filepath.Join(dir, "parameters.pb")
-	if err := os.WriteFile(paramsFile, params, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	paramsFile := bootstrapParameters(t, dir)
 	// Outside the /24s that subnets hands out (1 to 250).
 	addr := netip.AddrFrom4([4]byte{127, 27, 252, 1})
 	n, err := New(Config{StorageRoot: filepath.Join(dir, "storage"), Address: addr, ParametersFile: paramsFile})

@@ -25,20 +25,7 @@ import (
 // publishes the new credentials.
 func TestCertificateRenewal(t *testing.T) {
 	dir := t.TempDir()
-	owner, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, err := proto.Marshal(&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
-		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: owner.Public().(ed25519.PublicKey)},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	paramsFile := filepath.Join(dir, "parameters.pb")
-	if err := os.WriteFile(paramsFile, params, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	paramsFile := bootstrapParameters(t, dir)
 	n, err := New(Config{
 		StorageRoot:    filepath.Join(dir, "storage"),
 		Address:        netip.AddrFrom4([4]byte{127, 27, 251, 1}),
@@ -91,4 +78,25 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// bootstrapParameters writes, in dir, the parameters of a node that
+// bootstraps a new cluster for a fresh owner key, and returns their path.
+func bootstrapParameters(t *testing.T, dir string) string {
+	t.Helper()
+	owner, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := proto.Marshal(&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
+		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: owner.Public().(ed25519.PublicKey)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "parameters.pb")
+	if err := os.WriteFile(path, params, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
