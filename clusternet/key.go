@@ -1,0 +1,83 @@
+package clusternet
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"golang.org/x/crypto/curve25519"
+
+	"github.com/polis-os/polis/internal/atomicfile"
+)
+
+// Key is a WireGuard (Curve25519) key, private or public.
+type Key [32]byte
+
+// IsZero reports whether k is the zero key, which stands for "no key".
+func (k Key) IsZero() bool { return k == Key{} }
+
+// String is the key in WireGuard's usual base64 form.
+func (k Key) String() string { return base64.StdEncoding.EncodeToString(k[:]) }
+
+// PublicKey is the public half of the private key k.
+func (k Key) PublicKey() Key {
+	var pub Key
+	curve25519.ScalarBaseMult((*[32]byte)(&pub), (*[32]byte)(&k))
+	return pub
+}
+
+// ParseKey reads a key from its 32 raw bytes.
+func ParseKey(b []byte) (Key, error) {
+	var k Key
+	if len(b) != len(k) {
+		return Key{}, fmt.Errorf("a WireGuard key is %d bytes, not %d", len(k), len(b))
+	}
+	copy(k[:], b)
+	return k, nil
+}
+
+// newPrivateKey makes a private key: 32 random bytes, clamped as
+// Curve25519 requires.
+func newPrivateKey() (Key, error) {
+	var k Key
+	if _, err := io.ReadFull(rand.Reader, k[:]); err != nil {
+		return Key{}, fmt.Errorf("reading randomness for a WireGuard key: %w", err)
+	}
+	k[0] &= 248
+	k[31] = (k[31] & 127) | 64
+	return k, nil
+}
+
+// LoadOrCreateKey returns the node's WireGuard private key kept at path,
+// making one (and writing it with mode 0600, atomically) on first use. A
+// file that exists but does not hold a key is an error, never overwritten:
+// peers know this node by the key's public half.
+func LoadOrCreateKey(path string) (Key, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		k, err := ParseKey(b)
+		if err != nil {
+			return Key{}, fmt.Errorf("WireGuard key %s: %w", path, err)
+		}
+		return k, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return Key{}, fmt.Errorf("reading WireGuard key: %w", err)
+	}
+	k, err := newPrivateKey()
+	if err != nil {
+		return Key{}, err
+	}
+	err = atomicfile.Write(path, ".wgkey-*", 0o600, func(w io.Writer) error {
+		_, err := w.Write(k[:])
+		return err
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("writing WireGuard key: %w", err)
+	}
+	return k, nil
+}
