@@ -62,6 +62,9 @@ go_deps_inputs() {
 		find . -name BUILD.bazel -not -path './.git/*' -not -path './third_party/*' -not -path '*/testdata/*' -print0 |
 			xargs -0 -r grep -hoE '"@[A-Za-z0-9_.~+-]+//' || true
 	} | sed 's/^"@//; s|//$||; s/^/label /'
+	# Repositories MODULE.bazel declares itself with a repository rule
+	# (the kernel package, http_file), which are not Go modules either.
+	awk '/^http_file\(/ { inrule = 1 } inrule && match($0, /name = "[^"]+"/) { print "own " substr($0, RSTART + 8, RLENGTH - 9); inrule = 0 }' MODULE.bazel
 }
 
 go_deps_repos() {
@@ -97,6 +100,7 @@ go_deps_repos() {
 			next
 		}
 		$1 == "tool" { tools[++ntool] = $2; next }
+		$1 == "own" { bazel_dep[$2] = 1; next }
 		$1 == "label" { labels[$2] = 1; next }
 		END {
 			# A tool line names a package; its module is the longest

@@ -4,10 +4,12 @@
 // system disk (a squashfs of DIR, laid out like the node's /system). It
 // prints each step; run again with nothing changed, it takes seconds.
 //
-//	go run ./cmd/polis-image [--out DIR] [--cache DIR] [--agent FILE] [--system DIR]
+//	go run ./cmd/polis-image [--out DIR] [--cache DIR] [--agent FILE] [--kernel-deb FILE] [--system DIR]
 //
-// It needs apt-get and dpkg-deb (Debian) for the kernel package, and Go
-// to build the agent; no root. The work is done by package launch/image.
+// It needs dpkg-deb (Debian) to unpack the kernel package, apt-get to
+// fetch it unless --kernel-deb gives it, and Go to build the agent unless
+// --agent gives it; no root. The Bazel build (//image:node_image) runs it
+// with both given. The work is done by package launch/image.
 package main
 
 import (
@@ -46,6 +48,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.StringVar(&cfg.OutDir, "out", "", "where to write vmlinuz and initramfs.cpio.gz (default: CACHE/out)")
 	fs.StringVar(&cfg.CacheDir, "cache", "", "the cache for the kernel package and the agent (default: the user's cache directory + polis/image)")
 	fs.StringVar(&cfg.Agent, "agent", "", "a prebuilt static polis-node (default: built from this repository)")
+	fs.StringVar(&cfg.KernelDeb, "kernel-deb", "", "the kernel package's .deb, already fetched (default: apt-get download, once, into the cache)")
 	fs.StringVar(&cfg.SystemDir, "system", "", "a directory laid out like the node's /system, to write the read-only system disk from (default: no system disk)")
 	fs.StringVar(&modules, "modules", strings.Join(image.DefaultModules, ","), "the kernel modules wanted, comma-separated; their dependencies are added")
 	if err := fs.Parse(args); err != nil {

@@ -77,6 +77,11 @@ type Config struct {
 	// and the machines boot as before it existed (PID 1 mounts one only
 	// when the machine has it).
 	SystemDir string
+	// KernelDeb is the kernel package's .deb, already fetched (the Bazel
+	// build's pinned download, named as Debian names it:
+	// KernelPackage_VERSION_amd64.deb). Default: apt-get download into
+	// CacheDir, once.
+	KernelDeb string
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -135,7 +140,13 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	}
 	defer unlock()
 
-	k, err := fetchKernel(ctx, KernelPackage, filepath.Join(cfg.CacheDir, "kernel"), progress)
+	kernelDir := filepath.Join(cfg.CacheDir, "kernel")
+	if cfg.KernelDeb != "" {
+		if err := placeKernelDeb(cfg.KernelDeb, kernelDir); err != nil {
+			return nil, fmt.Errorf("image: %w", err)
+		}
+	}
+	k, err := fetchKernel(ctx, KernelPackage, kernelDir, progress)
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}

@@ -65,3 +65,41 @@ func readFileIfExists(p string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// placeKernelDeb puts a kernel .deb fetched by someone else (Config.KernelDeb)
+// into the package cache dir, where fetchKernel finds it instead of
+// downloading one. It must be KernelPackage (by its file name, which is
+// what the cache goes by), and a cache that holds another build of it
+// is refused rather than silently preferred.
+func placeKernelDeb(deb, dir string) error {
+	name := filepath.Base(deb)
+	if !strings.HasPrefix(name, KernelPackage+"_") || !strings.HasSuffix(name, ".deb") {
+		return fmt.Errorf("kernel package %s: want %s_VERSION_ARCH.deb, the package this image boots (launch/image.KernelPackage)", deb, KernelPackage)
+	}
+	abs, err := filepath.Abs(deb)
+	if err != nil {
+		return fmt.Errorf("kernel package %s: %w", deb, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("kernel package: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("package cache: %w", err)
+	}
+	m, err := filepath.Glob(filepath.Join(dir, KernelPackage+"_*.deb"))
+	if err != nil {
+		return err
+	}
+	for _, have := range m {
+		if filepath.Base(have) != name {
+			return fmt.Errorf("package cache %s already holds %s, not the given %s: use another cache directory", dir, filepath.Base(have), name)
+		}
+	}
+	if len(m) == 1 {
+		return nil
+	}
+	if err := os.Symlink(abs, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("package cache: %w", err)
+	}
+	return nil
+}
