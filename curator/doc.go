@@ -193,6 +193,7 @@
 // sends, as KubernetesAdminUser in system:masters, for
 // KubernetesAdminLifetime (a day, since Kubernetes cannot revoke them).
 //
-// This package is being built in steps; see docs/architecture.md for what is
-// there today.
+// The path of an operator's call through the client, the authorization
+// layer, the leader and an etcd transaction is drawn in
+// docs/architecture.md ("Three paths to follow").
 package curator
