@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -15,9 +13,12 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/rpcauth"
 )
 
-// Every RPC passes through one check before its handler runs:
+// Every RPC passes through one check before its handler runs, in the
+// shared authorization layer (internal/rpcauth: interceptors, audit lines,
+// caller kinds, the owner's standing) with the curator's own steps here:
 //
 //  1. the method's requirement, as declared in the proto
 //     (curatorv1.MethodRequirement); a method without one is refused;
@@ -29,7 +30,8 @@ import (
 //     (Requirement.Serve): a SERVE_ANY method is answered by whichever
 //     curator it reached, from its node cache once that has caught up
 //     with etcd (nodeCache.fenced; before step 3, so that the caller's
-//     record is current too); a SERVE_LEADER method only by the leader, after
+//     record is current too; not for methods declared unfenced, which
+//     heartbeats are); a SERVE_LEADER method only by the leader, after
 //     it confirmed its leadership with etcd, and the others answer
 //     UNAVAILABLE naming the leader, which the curator client follows
 //     (a follower does so before step 3: the leader judges the callers
@@ -66,68 +68,23 @@ func leaderFrom(ctx context.Context) *leaderState {
 	return l
 }
 
-func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	callCtx := ctx
-	defer func() { s.logCall(callCtx, info.FullMethod, err) }()
-	ctx, err = s.authorize(ctx, info.FullMethod)
-	if err != nil {
-		return nil, err
+// authzServer is the curator's server in the shared authorization layer
+// (internal/rpcauth): the requirement its methods declare, and authorize
+// for the steps particular to the curator.
+func (s *Service) authzServer() *rpcauth.Server[cpb.Requirement] {
+	return &rpcauth.Server[cpb.Requirement]{
+		Lookup: cpb.MethodRequirement,
+		Rule: func(r cpb.Requirement) rpcauth.Rule {
+			return rpcauth.Rule{Caller: r.Caller, Permission: r.Permission, Quiet: r.Quiet}
+		},
+		Authorize: s.authorize,
+		Log:       s.rpcLogger,
 	}
-	return handler(ctx, req)
 }
 
-func (s *Service) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	defer func() { s.logCall(ss.Context(), info.FullMethod, err) }()
-	ctx, err := s.authorize(ss.Context(), info.FullMethod)
-	if err != nil {
-		return err
-	}
-	return handler(srv, &authorizedStream{ServerStream: ss, ctx: ctx})
-}
-
-// quietMethods are calls too frequent, or too harmless, to log each one.
-var quietMethods = map[string]bool{
-	cpb.CuratorService_Heartbeat_FullMethodName:        true,
-	cpb.CuratorService_GetLeader_FullMethodName:        true,
-	cpb.CuratorService_WatchLeader_FullMethodName:      true,
-	cpb.CuratorService_GetCACertificate_FullMethodName: true,
-}
-
-// logCall leaves a record of every call but the quiet ones, with who made
-// it and how it ended: the audit trail of what operators and nodes did.
-// Refused and failed quiet calls are logged too.
-func (s *Service) logCall(ctx context.Context, method string, err error) {
-	if quietMethods[method] && err == nil {
-		return
-	}
-	caller := "unknown"
-	if id, idErr := identity.PeerIdentity(ctx); idErr == nil {
-		caller = id.String()
-	}
-	s.rpcLogger().Info("call",
-		zap.String("method", method),
-		zap.String("caller", caller),
-		zap.Stringer("code", status.Code(err)),
-		zap.NamedError("error", err),
-	)
-}
-
-type authorizedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (a *authorizedStream) Context() context.Context { return a.ctx }
-
-func (s *Service) authorize(ctx context.Context, method string) (context.Context, error) {
-	req, err := cpb.MethodRequirement(method)
-	if err != nil {
-		return nil, status.Errorf(codes.PermissionDenied, "%s: %v", method, err)
-	}
-	caller, err := identity.PeerIdentity(ctx)
-	if err != nil {
-		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", method, err)
-	}
+// authorize runs the curator's steps 3 to 5 for a call of method by
+// caller (steps 1 and 2 are rpcauth's).
+func (s *Service) authorize(ctx context.Context, method string, req cpb.Requirement, caller identity.Identity) (context.Context, error) {
 	var l *leaderState
 	switch {
 	case !req.ServedByAny():
@@ -136,7 +93,7 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		if l, _ = event.Get(ctx, &s.leader); l == nil {
 			return nil, s.notLeader()
 		}
-	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED && !unfencedMethods[method]:
+	case req.Caller != cpb.Caller_CALLER_UNAUTHENTICATED && !req.Unfenced:
 		// Served here from this curator's view, which may lag etcd:
 		// bring it up to every write acknowledged so far, for the
 		// caller's standing and for the handler (fencedFrom).
@@ -175,42 +132,18 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 	return context.WithValue(ctx, leaderKey{}, l), nil
 }
 
-// unfencedMethods are SERVE_ANY methods served without first fencing the
-// node cache on a quorum read: heartbeats are too frequent for a round
-// trip each, and one accepted from a node decommissioned a moment ago
-// harms nobody (only UP nodes' health is ever reported). The caller's
-// standing is checked against the cache as it is.
-var unfencedMethods = map[string]bool{
-	cpb.CuratorService_Heartbeat_FullMethodName: true,
-}
-
+// checkCaller checks the caller's kind and permission (rpcauth) and, for
+// nodes, their standing.
 func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller identity.Identity) error {
-	switch req.Caller {
-	case cpb.Caller_CALLER_UNAUTHENTICATED:
-		return nil
-	case cpb.Caller_CALLER_KEY_HOLDER:
-		if !caller.HoldsKey() {
-			return status.Error(codes.Unauthenticated, "this call needs a client certificate proving a key (a self-signed certificate is enough)")
-		}
-		return nil
-	case cpb.Caller_CALLER_NODE, cpb.Caller_CALLER_NODE_SELF:
-		if caller.Kind != identity.KindNode {
-			return status.Errorf(codes.PermissionDenied, "only nodes may make this call; the caller is %s", caller)
-		}
-		return s.checkNodeStanding(ctx, caller)
-	case cpb.Caller_CALLER_USER:
-		if caller.Kind != identity.KindUser {
-			return status.Errorf(codes.PermissionDenied, "only users may make this call; the caller is %s", caller)
-		}
-		if !userHolds(caller.UserName, req.Permission) {
-			return status.Errorf(codes.PermissionDenied, "user %q does not hold %s", caller.UserName, req.Permission)
-		}
-		// The user's standing (checkUserStanding) is checked last,
-		// after the leadership where the leader serves: it reads etcd.
-		return nil
-	default:
-		return status.Errorf(codes.PermissionDenied, "unknown caller requirement %v", req.Caller)
+	if err := rpcauth.CheckCaller(rpcauth.Rule{Caller: req.Caller, Permission: req.Permission}, caller); err != nil {
+		return err
 	}
+	if req.Caller == cpb.Caller_CALLER_NODE || req.Caller == cpb.Caller_CALLER_NODE_SELF {
+		return s.checkNodeStanding(ctx, caller)
+	}
+	// The user's standing (checkUserStanding) is checked last, after the
+	// leadership where the leader serves: it reads etcd.
+	return nil
 }
 
 // checkNodeStanding refuses nodes whose record is gone or decommissioned,
@@ -245,15 +178,12 @@ func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identit
 // etcd on every call, not cached, so a rotation takes effect on every
 // curator from its next call on.
 func (s *Service) checkUserStanding(ctx context.Context, caller identity.Identity) error {
-	if caller.UserName != OwnerUserName {
-		return status.Errorf(codes.PermissionDenied, "user %q is not known to the cluster", caller.UserName)
-	}
 	owner, err := s.ownerKey(ctx)
 	if err != nil {
 		return err
 	}
-	if !owner.Equal(caller.PublicKey) {
-		return status.Error(codes.PermissionDenied, "this owner certificate is for a key that is no longer the owner key (rotated): it is revoked")
+	if err := rpcauth.OwnerStands(caller, owner); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	return nil
 }
@@ -270,15 +200,8 @@ func (s *Service) ownerKey(ctx context.Context) (ed25519.PublicKey, error) {
 	return ed25519.PublicKey(resp.Kvs[0].Value), nil
 }
 
-// userHolds says whether a user holds a permission. There is one user so
-// far, the owner, and it holds every permission; users with explicit
-// permission sets come with the user management RPCs.
-func userHolds(user string, _ cpb.Permission) bool {
-	return user == OwnerUserName
-}
-
 // OwnerUserName is the name in the owner's user certificate.
-const OwnerUserName = "owner"
+const OwnerUserName = rpcauth.OwnerUserName
 
 // notLeader is the error a follower gives for calls only the leader serves.
 func (s *Service) notLeader() error {

@@ -47,7 +47,8 @@
 //
 // Each RPC declares, beside who may call it, which curators serve it
 // (the serve field of its authz option; curatorv1.Requirement.Serve), and
-// the one interceptor (authz.go) enforces it: SERVE_LEADER calls (every
+// the one interceptor (authz.go, in the authorization layer the node API
+// shares: internal/rpcauth) enforces it: SERVE_LEADER calls (every
 // mutation, and what only the leader knows) are answered by the leader and
 // sent on by the others with UNAVAILABLE naming it; SERVE_ANY calls are
 // answered by whichever curator they reach. A test calls every RPC at a
@@ -61,8 +62,9 @@
 // follower never answers with data older than a write acknowledged before
 // the call; a Watch stream then trails etcd by one watch event. The health
 // ListNodes adds is every curator's judgement alike (below, "Health").
-// Heartbeat is SERVE_ANY too, and the one call served without that fence:
-// a quorum read per heartbeat would cost more than the heartbeat.
+// Heartbeat is SERVE_ANY too, and the one call served without that fence
+// (declared unfenced in its option): a quorum read per heartbeat would
+// cost more than the heartbeat.
 //
 // # The calls nodes make
 //
@@ -191,6 +193,7 @@
 // sends, as KubernetesAdminUser in system:masters, for
 // KubernetesAdminLifetime (a day, since Kubernetes cannot revoke them).
 //
-// This package is being built in steps; see docs/architecture.md for what is
-// there today.
+// The path of an operator's call through the client, the authorization
+// layer, the leader and an etcd transaction is drawn in
+// docs/architecture.md ("Three paths to follow").
 package curator

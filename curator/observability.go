@@ -2,7 +2,6 @@ package curator
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -10,9 +9,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/rpcauth"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -59,39 +58,14 @@ func (s *Service) HeartbeatAges() map[string]time.Duration {
 	return s.heartbeats.ages(s.cfg.Now())
 }
 
-// openServices are the standard services every caller may use.
-var openServices = []string{
-	"/grpc.health.v1.Health/",
-	"/grpc.reflection.v1.ServerReflection/",
-	"/grpc.reflection.v1alpha.ServerReflection/",
-}
-
-func isOpen(method string) bool {
-	for _, p := range openServices {
-		if strings.HasPrefix(method, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // serverOptions are the interceptors of the curator's server: metrics
-// around everything, then the authorization check for all but the open
-// services.
+// around everything, then the authorization check (authz.go) for all but
+// the open services.
 func (s *Service) serverOptions() []grpc.ServerOption {
+	authz := s.authzServer()
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor(), func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			if isOpen(info.FullMethod) {
-				return handler(ctx, req)
-			}
-			return s.unaryInterceptor(ctx, req, info, handler)
-		}),
-		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-			if isOpen(info.FullMethod) {
-				return handler(srv, ss)
-			}
-			return s.streamInterceptor(srv, ss, info, handler)
-		}),
+		grpc.ChainUnaryInterceptor(rpcMetrics.UnaryServerInterceptor(), authz.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(rpcMetrics.StreamServerInterceptor(), authz.StreamInterceptor()),
 	}
 }
 
@@ -105,13 +79,7 @@ var leaderServices = []string{
 // registerStandard adds health and reflection to srv and returns the
 // health server, every service NOT_SERVING until trackHealth runs.
 func registerStandard(srv *grpc.Server) *health.Server {
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	for _, name := range leaderServices {
-		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
-	}
-	healthpb.RegisterHealthServer(srv, hs)
-	reflection.Register(srv)
+	hs := rpcauth.RegisterStandard(srv, healthpb.HealthCheckResponse_NOT_SERVING, leaderServices...)
 	rpcMetrics.InitializeMetrics(srv)
 	return hs
 }

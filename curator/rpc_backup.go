@@ -25,7 +25,7 @@ const backupChunk = 256 << 10
 // snapshot holds them all.
 func (r *rpcServer) BackupCluster(_ *cpb.BackupClusterRequest, stream grpc.ServerStreamingServer[cpb.BackupClusterResponse]) error {
 	ctx := stream.Context()
-	// The permission is the owner's alone (userHolds); say so here too,
+	// The permission is the owner's alone (rpcauth.UserHolds); say so here too,
 	// as IssueKubernetesCredentials does: a backup holds the CA's key.
 	if caller := callerFrom(ctx); caller.UserName != OwnerUserName {
 		return status.Errorf(codes.PermissionDenied, "%s is not the owner", caller)

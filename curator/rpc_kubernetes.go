@@ -158,7 +158,7 @@ func (r *rpcServer) kubernetesSigning(ctx context.Context, l *leaderState, noSer
 func (r *rpcServer) IssueKubernetesCredentials(ctx context.Context, req *cpb.IssueKubernetesCredentialsRequest) (*cpb.IssueKubernetesCredentialsResponse, error) {
 	caller := callerFrom(ctx)
 	l := leaderFrom(ctx)
-	// The permission is the owner's alone (userHolds); say so here too, as
+	// The permission is the owner's alone (rpcauth.UserHolds); say so here too, as
 	// RotateOwnerKey does, so that delegating permissions later cannot
 	// hand out Kubernetes' superuser by accident.
 	if caller.UserName != OwnerUserName {

@@ -377,22 +377,19 @@ func (n *Node) checkKeyFile(sealed ed25519.PrivateKey) error {
 }
 
 // restoreRoles reports whether the node was a consensus member when it
-// stopped, from its saved roles; when they are missing or damaged, from its
-// consensus data, and it then saves roles that say so. Without them a lone
+// stopped, from its saved roles (roleserve.SavedRoles, which rolefetch
+// keeps); when they are missing or damaged, from its consensus data, and it
+// then saves roles that say so. Without them a lone
 // control-plane node would wait for a curator to tell it to start its
 // control plane, and no curator runs until it does.
 func (n *Node) restoreRoles(logger *zap.Logger) (bool, error) {
-	f := n.root.Data.Roles
-	var roles cpb.Roles
-	err := f.ReadProto(&roles)
-	if err == nil {
-		return roles.ConsensusMember != nil, nil
+	saved := roleserve.SavedRoles(n.root.Data.Roles)
+	roles, err := saved.Load(logger)
+	if err != nil {
+		return false, err
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		logger.Warn("the saved roles are damaged; rebuilding them", zap.Error(err))
-		if err := f.Remove(); err != nil {
-			return false, err
-		}
+	if roles != nil {
+		return roles.ConsensusMember != nil, nil
 	}
 	member, err := consensus.HasMember(n.root.Data.Etcd.Path)
 	if err != nil {
@@ -404,29 +401,26 @@ func (n *Node) restoreRoles(logger *zap.Logger) (bool, error) {
 	}
 	// The join data is only needed to join for the first time; the member
 	// restarts from its data.
-	logger.Info("rebuilt the saved roles from the consensus data: this node is a consensus member", zap.String("file", f.Path))
-	if err := f.WriteProto(&cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}); err != nil {
+	logger.Info("rebuilt the saved roles from the consensus data: this node is a consensus member", zap.String("file", saved.File.Path))
+	if err := saved.Save(&cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // knownCurators returns the curators the node knew when it stopped: the
-// saved cluster directory, or, when that is missing or damaged, the one
+// saved cluster directory (roleserve.SavedDirectory, which clusterdirectory
+// keeps), or, when that is missing or damaged, the one
 // its parameters gave it (which it then saves again). A node that finds its
 // curators through its own curator may know none.
 func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) ([]*cpb.CuratorEndpoint, error) {
-	f := n.root.ESP.ClusterDirectory
-	var dir cpb.ClusterDirectory
-	err := f.ReadProto(&dir)
-	if err == nil && len(dir.Curators) > 0 {
-		return dir.Curators, nil
+	saved := roleserve.SavedDirectory(n.root.ESP.ClusterDirectory)
+	dir, err := saved.Load(logger)
+	if err != nil {
+		return nil, err
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		logger.Warn("the saved cluster directory is damaged; rebuilding it", zap.Error(err))
-		if err := f.Remove(); err != nil {
-			return nil, err
-		}
+	if len(dir.GetCurators()) > 0 {
+		return dir.Curators, nil
 	}
 	var p nodev1.NodeParameters
 	if err := n.root.ESP.NodeParameters.ReadProto(&p); err != nil {
@@ -436,8 +430,8 @@ func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) ([]*cpb.C
 	if len(curators) == 0 {
 		return nil, nil
 	}
-	logger.Info("rebuilt the cluster directory from the node parameters", zap.Int("curators", len(curators)), zap.String("file", f.Path))
-	if err := f.WriteProto(&cpb.ClusterDirectory{Curators: curators, CaCertificate: ca.Raw}); err != nil {
+	logger.Info("rebuilt the cluster directory from the node parameters", zap.Int("curators", len(curators)), zap.String("file", saved.File.Path))
+	if err := saved.Save(&cpb.ClusterDirectory{Curators: curators, CaCertificate: ca.Raw}); err != nil {
 		return nil, err
 	}
 	return curators, nil

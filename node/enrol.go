@@ -259,7 +259,7 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 				return nil, nil, fmt.Errorf("the local curator's CA certificate: %w", err)
 			}
 		}
-		endpoints = append(endpoints, &cpb.CuratorEndpoint{NodeId: st.NodeID, Address: st.Address.Addr().String(), Port: uint32(st.Address.Port())})
+		endpoints = append(endpoints, st.Endpoint())
 	}
 	if ca == nil {
 		return nil, nil, errors.New("no cluster CA certificate to check curators against")

@@ -27,8 +27,10 @@
 //
 // Who may call. Every NodeService method declares its caller with the
 // node_authz option (nodev1.MethodRequirement), as the curator's do; the
-// check runs in one interceptor before any handler, and a method without a
-// declaration is refused. Users are identified by their certificate from
+// check runs in the authorization layer the curator shares
+// (internal/rpcauth, wired in authz.go) before any handler, a method
+// without a declaration is refused, and every call but a quiet method's
+// successful one (reading logs and state) leaves an audit line. Users are identified by their certificate from
 // the cluster CA; the owner holds every permission, as in the curator, and
 // an owner certificate counts only while it is for the current owner key
 // (Config.OwnerKey; rotating the key revokes the old key's certificates).

@@ -14,13 +14,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/rpcauth"
 	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
@@ -223,14 +222,12 @@ func (s *Service) serve(creds *roleserve.Credentials, sc *identity.ServingCertif
 		if err != nil {
 			return fmt.Errorf("node API: %w", err)
 		}
+		authz := s.authzServer(log)
 		srv := grpc.NewServer(grpc.Creds(tc),
-			grpc.ChainUnaryInterceptor(s.unaryAuthz(log)),
-			grpc.ChainStreamInterceptor(s.streamAuthz(log)))
+			grpc.ChainUnaryInterceptor(authz.UnaryInterceptor()),
+			grpc.ChainStreamInterceptor(authz.StreamInterceptor()))
 		nodev1.RegisterNodeServiceServer(srv, &server{cfg: &s.cfg, tree: tree, log: log})
-		hs := health.NewServer()
-		hs.SetServingStatus(nodev1.NodeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		healthpb.RegisterHealthServer(srv, hs)
-		reflection.Register(srv)
+		hs := rpcauth.RegisterStandard(srv, healthpb.HealthCheckResponse_SERVING, nodev1.NodeService_ServiceDesc.ServiceName)
 
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(lis) }()

@@ -44,11 +44,19 @@
 //	kube-proxy       a loopback relay to whichever apiserver answers, for
 //	                 the kubeconfig's polis-proxy context (a kubeconfig
 //	                 context names one server)
+//	cluster backup   a backup of the cluster state to a file, encrypted to
+//	                 the owner key; backup --inspect reads one offline
+//	node logs, node services, node graph, node reboot, node poweroff
+//	                 over a node's own API (nodeapi.go)
 //
-// Every command but take-ownership calls the curators as the owner (as
-// Dial does, but failing at once when every curator refused the
-// connection: client.Config.FailFast). Errors say what went wrong and what
-// to do next; gRPC status codes are translated into that (see explain),
-// and the node API's commands blame the node, not a curator
-// (explainNodeAPI).
+// The commands call the curators as the owner (as Dial does, but failing
+// at once when every curator refused the connection:
+// client.Config.FailFast), and the curator client routes each call by its
+// method's declaration: changes to the leader, reads (node list, describe,
+// cluster info) to any curator. take-ownership calls a curator as a key
+// holder; the node API's commands ask a curator where the node is and then
+// call the node itself; backup --inspect calls nothing. Errors say what
+// went wrong and what to do next; gRPC status codes are translated into
+// that (see explain), and the node API's commands blame the node, not a
+// curator (explainNodeAPI).
 package polisctl

@@ -116,32 +116,3 @@ func rotateOwnerKey(cmd *cobra.Command, s *session) error {
 		hex.EncodeToString(newPub), cfg.key.Path)
 	return nil
 }
-
-// ticketRotate is polisctl ticket rotate.
-func (c *cli) ticketRotate() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rotate",
-		Short: "Replace the register ticket, so that copies of the old one register nobody",
-		Long: `rotate replaces the cluster's register ticket with a new random one and shows
-it. Every node enrolled so far had the old ticket in its parameters, and it
-may have leaked elsewhere: after rotate, the old ticket registers nobody.
-Nodes already registered or enrolled are not affected; the parameters of
-nodes not yet registered must be written again (polisctl ticket
---parameters).`,
-		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withSession(func(s *session) error {
-				var resp *cpb.RotateRegisterTicketResponse
-				err := s.call(cmd.Context(), "rotating the register ticket", func(ctx context.Context) (err error) {
-					resp, err = s.mgmt.RotateRegisterTicket(ctx, &cpb.RotateRegisterTicketRequest{})
-					return err
-				})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "New register ticket: %s\n", hex.EncodeToString(resp.RegisterTicket))
-				return nil
-			})
-		},
-	}
-}

@@ -22,34 +22,34 @@
 //
 // # Who provides data to whom
 //
-//	                     credentials (written by enrolment, node/)
-//	                          │
-//	                          ▼
-//	  directory ──────► membership ◄──────── localCurator ◄────── controlplane
-//	      ▲                   │                 │                   ▲    │
-//	      │     ┌─────────────┼────────────┬────┘                   │    ▼
-//	      │     ▼             ▼            ▼              ┌─────────┘ localControlPlane
-//	clusterdirectory      rolefetch      statuspush    heartbeat      (for the node)
-//	  (saves it)         (saves them)       │              │          │
-//	                          │             └──► curator ◄─┘          │
-//	                          │ localRoles, localLabels               │
-//	                          ├───────────────────────────────────────┘
-//	                          ▼
-//	          ┌───────────────┴──────────────┐
-//	          ▼                              ▼
-//	      kubernetes ◄── localControlPlane  kubernetesworker ◄── membership
-//	          │          (its consensus         │  (IssueKubeletCredentials
-//	          │          member's status)       │   on the curator)
-//	          ▼                                 ▼
-//	      kubernetes (status) ──► statuspush ◄── kubernetesWorker (status)
+// Each worker's reads and writes, as its constructor declares them to the
+// Graph (polisctl node graph shows the live Graph of a node; a value in
+// parentheses is a call, not a value):
+//
+//	worker            reads                                  writes
+//	membership        credentials (written by enrolment,     membership
+//	                  node/), localCurator, directory
+//	clusterdirectory  membership                             directory (saved to disk)
+//	rolefetch         membership                             localRoles, localLabels (saved)
+//	controlplane      localRoles                             localControlPlane, localCurator,
+//	                                                         consensusSnapshots; produces the
+//	                                                         consensus and curator statuses
+//	heartbeat         membership                             (Heartbeat, at any curator)
+//	statuspush        membership, localCurator, kubernetes,  (UpdateNodeStatus, at the leader)
+//	                  kubernetesWorker, consensusSnapshots
+//	kubernetes        localRoles, localControlPlane, the     kubernetes; produces the
+//	                  consensus status                       control plane's status
+//	kubernetesworker  localRoles, membership, localLabels    kubernetesWorker; produces the
+//	                                                         kubelet's status
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials over every curator it knows of (the
 // local curator, when one serves on this node, and the directory), which
 // sends mutations to the leader and spreads reads and watches over all
 // of them (curator/client): rolefetch's and clusterdirectory's Watch
-// streams land on any curator, statuspush and heartbeat reach the leader. The
-// loops in the picture are broken at start, from disk: clusterdirectory
+// streams and heartbeat's calls land on any curator, statuspush's reach
+// the leader. The loops (membership reads the directory and the local
+// curator, which depend on it) are broken at start, from disk: clusterdirectory
 // publishes the directory it saved (empty on a node that has none; a
 // bootstrapping node reaches its own curator), and rolefetch publishes the
 // roles it saved, so that a lone control-plane node starts its control

@@ -2,9 +2,6 @@ package roleserve
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,7 +27,7 @@ type workerClusterDirectory struct {
 	membership event.ValueWatch[*ClusterMembership] // reads
 	directory  event.Value[[]*cpb.CuratorEndpoint]  // writes
 
-	file localstorage.File
+	saved *Saved[*cpb.ClusterDirectory]
 }
 
 func newWorkerClusterDirectory(g *Graph, v *Values, file localstorage.File) *workerClusterDirectory {
@@ -39,13 +36,13 @@ func newWorkerClusterDirectory(g *Graph, v *Values, file localstorage.File) *wor
 		g:          g,
 		membership: Reads[*ClusterMembership](g, name, &v.Membership),
 		directory:  Writes[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
-		file:       file,
+		saved:      SavedDirectory(file),
 	}
 }
 
 func (w *workerClusterDirectory) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	saved, err := w.load()
+	saved, err := w.saved.Load(log)
 	if err != nil {
 		log.Warn("ignoring the saved cluster directory", zap.Error(err))
 	}
@@ -79,7 +76,7 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 		if proto.Equal(dir, saved) {
 			return nil
 		}
-		if err := w.save(dir); err != nil {
+		if err := w.saved.Save(dir); err != nil {
 			return err
 		}
 		log.Info("new cluster directory", zap.Stringer("directory", dir))
@@ -108,24 +105,4 @@ func curatorsOf(nodes map[string]*cpb.Node) []*cpb.CuratorEndpoint {
 	}
 	slices.SortFunc(eps, func(a, b *cpb.CuratorEndpoint) int { return strings.Compare(a.GetNodeId(), b.GetNodeId()) })
 	return eps
-}
-
-// load returns the saved directory, nil if there is none.
-func (w *workerClusterDirectory) load() (*cpb.ClusterDirectory, error) {
-	dir := &cpb.ClusterDirectory{}
-	if err := w.file.ReadProto(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return dir, nil
-}
-
-// save writes dir before it is published, for the reason given at
-// workerRoleFetch.save.
-func (w *workerClusterDirectory) save(dir *cpb.ClusterDirectory) error {
-	if err := w.file.WriteProto(dir); err != nil {
-		return fmt.Errorf("saving the cluster directory: %w", err)
-	}
-	return nil
 }

@@ -298,28 +298,10 @@ func (w *workerControlPlane) publishCurator(ctx context.Context, cur *curator.Se
 		if err != nil {
 			return err
 		}
-		ep := curatorEndpoint(status.Latest())
+		ep := status.Latest().Endpoint()
 		supervisor.Logger(ctx).Info("local curator", zap.Stringer("because", why), zap.Bool("serving", ep != nil))
 		w.localCurator.Set(ep)
 	}
-}
-
-// curatorEndpoint is where the curator of status serves, nil for a nil
-// status (not serving).
-func curatorEndpoint(st *curator.Status) *cpb.CuratorEndpoint {
-	if st == nil {
-		return nil
-	}
-	addr := st.Address.Addr()
-	if addr.IsUnspecified() {
-		// A curator listening on every address is reached locally through
-		// loopback; its certificate is checked by node ID, not address.
-		addr = netip.IPv6Loopback()
-		if st.Address.Addr().Is4() {
-			addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-		}
-	}
-	return &cpb.CuratorEndpoint{NodeId: st.NodeID, Address: addr.String(), Port: uint32(st.Address.Port())}
 }
 
 // joinData converts the curator's join data into the consensus package's.

@@ -72,7 +72,7 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	if want := netip.AddrPortFrom(addr, DefaultCuratorPort); st == nil || st.Address != want {
 		t.Fatalf("curator serves on %v, want %v", st, want)
 	}
-	if want := curatorEndpoint(st); !proto.Equal(ep, want) {
+	if want := st.Endpoint(); !proto.Equal(ep, want) {
 		t.Fatalf("local curator published at %v, want %v", ep, want)
 	}
 	if _, err := event.Get(waitCtx(t), local.Curator.Leader(), event.Filter(func(l *curator.LeaderStatus) bool { return l.Leading != nil })); err != nil {

@@ -142,12 +142,12 @@ func waitClosed(t *testing.T, conn *grpc.ClientConn, what string) {
 // A curator listening on every address is reached through loopback.
 func TestCuratorEndpointUnspecified(t *testing.T) {
 	for addr, want := range map[string]string{"0.0.0.0:7835": "127.0.0.1", "[::]:7835": "::1", "192.0.2.1:7835": "192.0.2.1"} {
-		ep := curatorEndpoint(&curator.Status{NodeID: "node-x", Address: netip.MustParseAddrPort(addr)})
+		ep := (&curator.Status{NodeID: "node-x", Address: netip.MustParseAddrPort(addr)}).Endpoint()
 		if ep.GetAddress() != want || ep.GetPort() != 7835 || ep.GetNodeId() != "node-x" {
 			t.Errorf("curator at %s: endpoint %v, want %s:7835", addr, ep, want)
 		}
 	}
-	if ep := curatorEndpoint(nil); ep != nil {
+	if ep := (*curator.Status)(nil).Endpoint(); ep != nil {
 		t.Errorf("no local curator: %v", ep)
 	}
 }

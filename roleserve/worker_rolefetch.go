@@ -2,9 +2,6 @@ package roleserve
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"maps"
 
 	"go.uber.org/zap"
@@ -30,7 +27,7 @@ type workerRoleFetch struct {
 	// anyway.
 	localLabels event.Value[map[string]string] // writes
 
-	file localstorage.File
+	saved *Saved[*cpb.Roles]
 }
 
 func newWorkerRoleFetch(g *Graph, v *Values, file localstorage.File) *workerRoleFetch {
@@ -40,18 +37,19 @@ func newWorkerRoleFetch(g *Graph, v *Values, file localstorage.File) *workerRole
 		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
 		localRoles:  Writes[*cpb.Roles](g, name, &v.LocalRoles),
 		localLabels: Writes[map[string]string](g, name, &v.LocalLabels),
-		file:        file,
+		saved:       SavedRoles(file),
 	}
 }
 
 func (w *workerRoleFetch) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	// The saved roles were published when they were saved (see save), so
+	// The saved roles were published when they were saved (Saved.Save), so
 	// publishing them again is at worst a no-op; before the first fetch of
 	// this boot, it is what lets the control plane start.
-	saved, err := w.load()
+	saved, err := w.saved.Load(log)
 	if err != nil {
-		// A damaged file must not keep the node from asking the curator.
+		// A damaged file (Load removes it) must not keep the node from
+		// asking the curator.
 		log.Warn("ignoring the saved roles", zap.Error(err))
 	}
 	if saved != nil {
@@ -86,7 +84,7 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 		if proto.Equal(roles, saved) {
 			return nil
 		}
-		if err := w.save(roles); err != nil {
+		if err := w.saved.Save(roles); err != nil {
 			return err
 		}
 		log.Info("new roles", zap.Stringer("roles", roles))
@@ -103,32 +101,11 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 	// would only be refused again).
 	log.Warn("this node was decommissioned: it holds no roles any more, so it stops the control plane and every other role; wipe its storage to enrol the machine again", zap.Error(err))
 	if !proto.Equal(saved, &cpb.Roles{}) {
-		if err := w.save(&cpb.Roles{}); err != nil {
+		if err := w.saved.Save(&cpb.Roles{}); err != nil {
 			return err
 		}
 		w.localRoles.Set(&cpb.Roles{})
 	}
 	<-ctx.Done()
 	return ctx.Err()
-}
-
-// load returns the saved roles, nil if there are none.
-func (w *workerRoleFetch) load() (*cpb.Roles, error) {
-	roles := &cpb.Roles{}
-	if err := w.file.ReadProto(roles); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return roles, nil
-}
-
-// save writes roles to disk before they are published: what the node acts
-// on is never newer than what it finds after a restart, so a restart never
-// goes back to roles older than those it acted on.
-func (w *workerRoleFetch) save(roles *cpb.Roles) error {
-	if err := w.file.WriteProto(roles); err != nil {
-		return fmt.Errorf("saving the roles: %w", err)
-	}
-	return nil
 }

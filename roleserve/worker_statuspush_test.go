@@ -42,13 +42,13 @@ func TestStatusPush(t *testing.T) {
 	// An unchanged status is not sent again: the next call is the one
 	// for the curator that starts.
 	v.LocalCurator.Set(nil)
-	v.LocalCurator.Set(curatorEndpoint(servingStatus(creds.NodeID, "192.0.2.1:7835")))
+	v.LocalCurator.Set(servingStatus(creds.NodeID, "192.0.2.1:7835").Endpoint())
 	got := waitFor(t, &f.statuses, "the status with the curator", statusCount(2))
 	if len(got) != 2 || got[1].GetRunningCurator().GetPort() != 7835 {
 		t.Fatalf("statuses %v: want one more, with the curator on port 7835", got)
 	}
 	// The same curator published anew: still nothing to report.
-	v.LocalCurator.Set(curatorEndpoint(servingStatus(creds.NodeID, "192.0.2.1:7835")))
+	v.LocalCurator.Set(servingStatus(creds.NodeID, "192.0.2.1:7835").Endpoint())
 
 	// A new membership is told the status even though it did not change.
 	// Once it has been, the worker has also seen the republished curator,

@@ -5,7 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// No test leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Flags that do not apply to the mode asked for are refused before
 // anything starts, not silently ignored (issue 26, item 8).

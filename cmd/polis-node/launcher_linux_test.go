@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/polis-os/polis/launch"
 )
 
@@ -32,7 +34,8 @@ func TestMain(m *testing.M) {
 	case "node":
 		testNode()
 	}
-	os.Exit(m.Run())
+	// The tests themselves leave no goroutine behind.
+	goleak.VerifyTestMain(m)
 }
 
 // testLauncher starts a node the way package launch does (its own process

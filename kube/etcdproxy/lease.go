@@ -2,15 +2,12 @@ package etcdproxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -134,56 +131,14 @@ func (s *leaseServer) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest)
 // LeaseKeepAlive forwards one keep-alive stream to etcd, ending it with
 // PermissionDenied at the first request for a lease not granted here.
 func (s *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		ctx = metadata.NewOutgoingContext(ctx, md)
-	}
-	up, err := s.upstream.LeaseKeepAlive(ctx)
-	if err != nil {
-		return err
-	}
-	reqErr := make(chan error, 1)
-	go func() {
-		reqErr <- func() error {
-			for {
-				req, err := stream.Recv()
-				if errors.Is(err, io.EOF) {
-					return up.CloseSend()
-				}
-				if err != nil {
-					return err
-				}
-				if err := s.leases.check(req.ID); err != nil {
-					return err
-				}
-				if err := up.Send(req); err != nil {
-					return err
-				}
+	return forwardStream(stream,
+		func(ctx context.Context) (pb.Lease_LeaseKeepAliveClient, error) {
+			return s.upstream.LeaseKeepAlive(ctx)
+		},
+		func(req *pb.LeaseKeepAliveRequest) error { return s.leases.check(req.ID) },
+		func(resp *pb.LeaseKeepAliveResponse) {
+			if resp.TTL > 0 {
+				s.leases.add(resp.ID, resp.TTL)
 			}
-		}()
-		cancel() // a refused request ends the upstream stream too
-	}()
-	for {
-		resp, err := up.Recv()
-		if err != nil {
-			select {
-			case rerr := <-reqErr:
-				if rerr != nil {
-					return rerr
-				}
-			default:
-			}
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		if resp.TTL > 0 {
-			s.leases.add(resp.ID, resp.TTL)
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
+		})
 }

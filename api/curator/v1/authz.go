@@ -24,6 +24,12 @@ type Requirement struct {
 	// Serve is which curators serve the method; never SERVE_UNSPECIFIED
 	// in a Requirement that MethodRequirement returns.
 	Serve Serve
+	// Quiet says that the method's successful calls leave no audit log
+	// line (refused and failed ones do).
+	Quiet bool
+	// Unfenced says that a SERVE_ANY method is served from the curator's
+	// node view as it is, without fencing it on a quorum read first.
+	Unfenced bool
 }
 
 // ServedByAny says whether every curator, not only the leader, serves
@@ -77,6 +83,9 @@ func (r Requirement) validate() error {
 	}
 	if _, known := Serve_name[int32(r.Serve)]; !known || r.Serve == Serve_SERVE_UNSPECIFIED {
 		return fmt.Errorf("serve %s names no curator to serve the method: declare SERVE_LEADER or SERVE_ANY", r.Serve)
+	}
+	if r.Unfenced && r.Serve != Serve_SERVE_ANY {
+		return fmt.Errorf("unfenced is for SERVE_ANY methods only, not %s: the leader's view is never fenced", r.Serve)
 	}
 	return nil
 }
@@ -167,7 +176,7 @@ func methodRequirement(md protoreflect.MethodDescriptor) (Requirement, error) {
 		return Requirement{}, fmt.Errorf("method %s declares no requirement: add option (%s) to its rpc definition", md.FullName(), E_Authz.TypeDescriptor().FullName())
 	}
 	a, _ := proto.GetExtension(opts, E_Authz).(*AuthzRequirement)
-	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission(), Serve: a.GetServe()}
+	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission(), Serve: a.GetServe(), Quiet: a.GetQuiet(), Unfenced: a.GetUnfenced()}
 	if err := r.validate(); err != nil {
 		return Requirement{}, fmt.Errorf("method %s declares an invalid requirement: %w", md.FullName(), err)
 	}

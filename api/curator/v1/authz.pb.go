@@ -287,7 +287,18 @@ type AuthzRequirement struct {
 	// Which curators serve the method. Clients route each call by it
 	// (curator/client), and the curator refuses at a follower what only the
 	// leader serves.
-	Serve         Serve `protobuf:"varint,3,opt,name=serve,proto3,enum=polis.curator.v1.Serve" json:"serve,omitempty"`
+	Serve Serve `protobuf:"varint,3,opt,name=serve,proto3,enum=polis.curator.v1.Serve" json:"serve,omitempty"`
+	// The method's successful calls leave no audit log line: calls too
+	// frequent (heartbeats) or too harmless (where the leader is, the CA
+	// certificate) to log each one. Refused and failed calls are logged all
+	// the same.
+	Quiet bool `protobuf:"varint,4,opt,name=quiet,proto3" json:"quiet,omitempty"`
+	// A SERVE_ANY method served without first fencing the curator's node
+	// view on a quorum read: the caller's standing is judged from the view
+	// as it is. Only for calls too frequent for a round trip each whose
+	// acceptance from a node removed a moment ago harms nobody (heartbeats:
+	// only UP nodes' health is ever reported). Valid with SERVE_ANY only.
+	Unfenced      bool `protobuf:"varint,5,opt,name=unfenced,proto3" json:"unfenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +354,20 @@ func (x *AuthzRequirement) GetServe() Serve {
 	return Serve_SERVE_UNSPECIFIED
 }
 
+func (x *AuthzRequirement) GetQuiet() bool {
+	if x != nil {
+		return x.Quiet
+	}
+	return false
+}
+
+func (x *AuthzRequirement) GetUnfenced() bool {
+	if x != nil {
+		return x.Unfenced
+	}
+	return false
+}
+
 var file_polis_curator_v1_authz_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -368,13 +393,15 @@ var File_polis_curator_v1_authz_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_authz_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpolis/curator/v1/authz.proto\x12\x10polis.curator.v1\x1a google/protobuf/descriptor.proto\"\xb1\x01\n" +
+	"\x1cpolis/curator/v1/authz.proto\x12\x10polis.curator.v1\x1a google/protobuf/descriptor.proto\"\xe3\x01\n" +
 	"\x10AuthzRequirement\x120\n" +
 	"\x06caller\x18\x01 \x01(\x0e2\x18.polis.curator.v1.CallerR\x06caller\x12<\n" +
 	"\n" +
 	"permission\x18\x02 \x01(\x0e2\x1c.polis.curator.v1.PermissionR\n" +
 	"permission\x12-\n" +
-	"\x05serve\x18\x03 \x01(\x0e2\x17.polis.curator.v1.ServeR\x05serve*?\n" +
+	"\x05serve\x18\x03 \x01(\x0e2\x17.polis.curator.v1.ServeR\x05serve\x12\x14\n" +
+	"\x05quiet\x18\x04 \x01(\bR\x05quiet\x12\x1a\n" +
+	"\bunfenced\x18\x05 \x01(\bR\bunfenced*?\n" +
 	"\x05Serve\x12\x15\n" +
 	"\x11SERVE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSERVE_LEADER\x10\x01\x12\r\n" +

@@ -66,21 +66,26 @@ var (
 func atLeader(r Requirement) Requirement { r.Serve = Serve_SERVE_LEADER; return r }
 func atAny(r Requirement) Requirement    { r.Serve = Serve_SERVE_ANY; return r }
 
+// quiet marks a rule whose successful calls leave no audit line;
+// unfenced one served from a curator's node view without fencing it.
+func quiet(r Requirement) Requirement    { r.Quiet = true; return r }
+func unfenced(r Requirement) Requirement { r.Unfenced = true; return r }
+
 // wantRequirements is the permission model, method by method. It repeats
 // the .proto files on purpose: a change to who may call what must show up
 // here too, where a reviewer sees it.
 var wantRequirements = map[string]Requirement{
 	CuratorService_Watch_FullMethodName:                   atAny(anyNode),
 	CuratorService_UpdateNodeStatus_FullMethodName:        atLeader(nodeSelf),
-	CuratorService_Heartbeat_FullMethodName:               atAny(nodeSelf),
+	CuratorService_Heartbeat_FullMethodName:               unfenced(quiet(atAny(nodeSelf))),
 	CuratorService_RenewCertificate_FullMethodName:        atLeader(nodeSelf),
 	CuratorService_IssueKubeletCredentials_FullMethodName: atLeader(nodeSelf),
 	CuratorService_Register_FullMethodName:                atLeader(keyHolder),
 	CuratorService_CommitRegistration_FullMethodName:      atLeader(keyHolder),
 	CuratorService_Join_FullMethodName:                    atLeader(keyHolder),
-	CuratorService_GetLeader_FullMethodName:               atAny(unauthenticated),
-	CuratorService_WatchLeader_FullMethodName:             atAny(unauthenticated),
-	CuratorService_GetCACertificate_FullMethodName:        atAny(unauthenticated),
+	CuratorService_GetLeader_FullMethodName:               quiet(atAny(unauthenticated)),
+	CuratorService_WatchLeader_FullMethodName:             quiet(atAny(unauthenticated)),
+	CuratorService_GetCACertificate_FullMethodName:        quiet(atAny(unauthenticated)),
 	CuratorService_GetOwnerKey_FullMethodName:             atAny(anyNode),
 
 	ManagementService_GetClusterInfo_FullMethodName:             atAny(user(Permission_PERMISSION_READ_CLUSTER)),
@@ -251,6 +256,8 @@ func TestInvalidDeclarationsRefused(t *testing.T) {
 		"UnknownPermission": {Caller: Caller_CALLER_USER, Permission: Permission(99), Serve: leader},
 		"NoServe":           {Caller: Caller_CALLER_NODE},
 		"UnknownServe":      {Caller: Caller_CALLER_USER, Permission: Permission_PERMISSION_DELETE_NODE, Serve: Serve(99)},
+		"UnfencedAtLeader":  {Caller: Caller_CALLER_NODE, Serve: leader, Unfenced: true},
+		"QuietUnfenced":     {Caller: Caller_CALLER_NODE_SELF, Serve: anywhere, Quiet: true, Unfenced: true},
 	})
 	for method, want := range map[string]string{
 		"Undeclared":        "declares no requirement",
@@ -262,6 +269,7 @@ func TestInvalidDeclarationsRefused(t *testing.T) {
 		"UnknownPermission": "needs a valid permission",
 		"NoServe":           "names no curator to serve",
 		"UnknownServe":      "names no curator to serve",
+		"UnfencedAtLeader":  "unfenced is for SERVE_ANY methods only",
 	} {
 		r, err := lookupRequirement(files, "/polis.authztest.Test/"+method)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -272,6 +280,7 @@ func TestInvalidDeclarationsRefused(t *testing.T) {
 		"Valid":         atLeader(nodeSelf),
 		"ValidUser":     atLeader(user(Permission_PERMISSION_DELETE_NODE)),
 		"ValidAnywhere": atAny(anyNode),
+		"QuietUnfenced": unfenced(quiet(atAny(nodeSelf))),
 	} {
 		if r, err := lookupRequirement(files, "/polis.authztest.Test/"+method); err != nil || r != want {
 			t.Errorf("%s: got %v, %v; want %v", method, r, err, want)

@@ -1399,19 +1399,22 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
 	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x87\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x91\n" +
 	"\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
-	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12^\n" +
-	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x02\x12s\n" +
+	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12b\n" +
+	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\f\xe2\xa6\x19\b\b\x04\x18\x02 \x01(\x01\x12s\n" +
 	"\x10RenewCertificate\x12).polis.curator.v1.RenewCertificateRequest\x1a*.polis.curator.v1.RenewCertificateResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12[\n" +
 	"\bRegister\x12!.polis.curator.v1.RegisterRequest\x1a\".polis.curator.v1.RegisterResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12y\n" +
 	"\x12CommitRegistration\x12+.polis.curator.v1.CommitRegistrationRequest\x1a,.polis.curator.v1.CommitRegistrationResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12O\n" +
-	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12^\n" +
-	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12f\n" +
-	"\vWatchLeader\x12$.polis.curator.v1.WatchLeaderRequest\x1a%.polis.curator.v1.WatchLeaderResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x020\x01\x12s\n" +
-	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\b\xe2\xa6\x19\x04\b\x01\x18\x02\x12\x88\x01\n" +
+	"\x04Join\x12\x1d.polis.curator.v1.JoinRequest\x1a\x1e.polis.curator.v1.JoinResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12`\n" +
+	"\tGetLeader\x12\".polis.curator.v1.GetLeaderRequest\x1a#.polis.curator.v1.GetLeaderResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x01\x12h\n" +
+	"\vWatchLeader\x12$.polis.curator.v1.WatchLeaderRequest\x1a%.polis.curator.v1.WatchLeaderResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x010\x01\x12u\n" +
+	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\n" +
+	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x01\x12\x88\x01\n" +
 	"\x17IssueKubeletCredentials\x120.polis.curator.v1.IssueKubeletCredentialsRequest\x1a1.polis.curator.v1.IssueKubeletCredentialsResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12d\n" +
 	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 

@@ -18,6 +18,9 @@ type Requirement struct {
 	Caller cpb.Caller
 	// Permission is set exactly when Caller is CALLER_USER.
 	Permission NodePermission
+	// Quiet says that the method's successful calls leave no audit log
+	// line (refused and failed ones do).
+	Quiet bool
 }
 
 // String describes r for logs and errors.
@@ -60,7 +63,7 @@ func MethodRequirement(fullMethod string) (Requirement, error) {
 		return Requirement{}, fmt.Errorf("method %s declares no requirement: add option (%s) to its rpc definition", md.FullName(), E_NodeAuthz.TypeDescriptor().FullName())
 	}
 	a, _ := proto.GetExtension(opts, E_NodeAuthz).(*NodeAuthzRequirement)
-	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission()}
+	r := Requirement{Caller: a.GetCaller(), Permission: a.GetPermission(), Quiet: a.GetQuiet()}
 	if err := r.validate(); err != nil {
 		return Requirement{}, fmt.Errorf("method %s declares an invalid requirement: %w", md.FullName(), err)
 	}

@@ -18,12 +18,16 @@ func TestEveryMethodDeclaresARequirement(t *testing.T) {
 			t.Errorf("%s: %v", full, err)
 			continue
 		}
-		want := NodePermission_NODE_PERMISSION_READ_NODE
+		want, wantQuiet := NodePermission_NODE_PERMISSION_READ_NODE, true
 		if m.Name() == "Reboot" || m.Name() == "PowerOff" {
-			want = NodePermission_NODE_PERMISSION_POWER_NODE
+			// Who switched a node off is worth an audit line.
+			want, wantQuiet = NodePermission_NODE_PERMISSION_POWER_NODE, false
 		}
 		if r.Caller != cpb.Caller_CALLER_USER || r.Permission != want {
 			t.Errorf("%s requires %s, want a user with %s", full, r, want)
+		}
+		if r.Quiet != wantQuiet {
+			t.Errorf("%s: quiet is %v, want %v", full, r.Quiet, wantQuiet)
 		}
 	}
 	for _, bad := range []string{"", "NodeService/Logs", "/polis.node.v1.NodeService/Nope", "/polis.node.v1.Nope/Logs", "/polis.node.v1.LogsRequest/Logs"} {

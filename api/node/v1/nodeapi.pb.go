@@ -223,7 +223,11 @@ type NodeAuthzRequirement struct {
 	Caller v1.Caller `protobuf:"varint,1,opt,name=caller,proto3,enum=polis.curator.v1.Caller" json:"caller,omitempty"`
 	// The permission a user must hold. Set if and only if caller is
 	// CALLER_USER. The owner holds every permission.
-	Permission    NodePermission `protobuf:"varint,2,opt,name=permission,proto3,enum=polis.node.v1.NodePermission" json:"permission,omitempty"`
+	Permission NodePermission `protobuf:"varint,2,opt,name=permission,proto3,enum=polis.node.v1.NodePermission" json:"permission,omitempty"`
+	// The method's successful calls leave no audit log line: reading a
+	// node's logs or state is not worth a line per call; who rebooted a node
+	// is. Refused and failed calls are logged all the same.
+	Quiet         bool `protobuf:"varint,3,opt,name=quiet,proto3" json:"quiet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +274,13 @@ func (x *NodeAuthzRequirement) GetPermission() NodePermission {
 		return x.Permission
 	}
 	return NodePermission_NODE_PERMISSION_UNSPECIFIED
+}
+
+func (x *NodeAuthzRequirement) GetQuiet() bool {
+	if x != nil {
+		return x.Quiet
+	}
+	return false
 }
 
 // LogsRequest selects log lines.
@@ -1192,12 +1203,13 @@ var File_polis_node_v1_nodeapi_proto protoreflect.FileDescriptor
 
 const file_polis_node_v1_nodeapi_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpolis/node/v1/nodeapi.proto\x12\rpolis.node.v1\x1a google/protobuf/descriptor.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\"\x87\x01\n" +
+	"\x1bpolis/node/v1/nodeapi.proto\x12\rpolis.node.v1\x1a google/protobuf/descriptor.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\"\x9d\x01\n" +
 	"\x14NodeAuthzRequirement\x120\n" +
 	"\x06caller\x18\x01 \x01(\x0e2\x18.polis.curator.v1.CallerR\x06caller\x12=\n" +
 	"\n" +
 	"permission\x18\x02 \x01(\x0e2\x1d.polis.node.v1.NodePermissionR\n" +
-	"permission\"\xce\x01\n" +
+	"permission\x12\x14\n" +
+	"\x05quiet\x18\x03 \x01(\bR\x05quiet\"\xce\x01\n" +
 	"\vLogsRequest\x12\x1a\n" +
 	"\brunnable\x18\x01 \x01(\tR\brunnable\x124\n" +
 	"\tmin_level\x18\x02 \x01(\x0e2\x17.polis.node.v1.LogLevelR\bminLevel\x120\n" +
@@ -1276,11 +1288,14 @@ const file_polis_node_v1_nodeapi_proto_rawDesc = "" +
 	"\x15RUNNABLE_STATE_FAILED\x10\x05\x12\x1a\n" +
 	"\x16RUNNABLE_STATE_BACKOFF\x10\x06\x12\x1d\n" +
 	"\x19RUNNABLE_STATE_CANCELLING\x10\a\x12\x1a\n" +
-	"\x16RUNNABLE_STATE_STOPPED\x10\b2\xe9\x03\n" +
-	"\vNodeService\x12K\n" +
-	"\x04Logs\x12\x1a.polis.node.v1.LogsRequest\x1a\x1b.polis.node.v1.LogsResponse\"\b\xea\xa6\x19\x04\b\x05\x10\x010\x01\x12p\n" +
-	"\x11GetSupervisorTree\x12'.polis.node.v1.GetSupervisorTreeRequest\x1a(.polis.node.v1.GetSupervisorTreeResponse\"\b\xea\xa6\x19\x04\b\x05\x10\x01\x12s\n" +
-	"\x12GetRoleServerGraph\x12(.polis.node.v1.GetRoleServerGraphRequest\x1a).polis.node.v1.GetRoleServerGraphResponse\"\b\xea\xa6\x19\x04\b\x05\x10\x01\x12O\n" +
+	"\x16RUNNABLE_STATE_STOPPED\x10\b2\xef\x03\n" +
+	"\vNodeService\x12M\n" +
+	"\x04Logs\x12\x1a.polis.node.v1.LogsRequest\x1a\x1b.polis.node.v1.LogsResponse\"\n" +
+	"\xea\xa6\x19\x06\b\x05\x10\x01\x18\x010\x01\x12r\n" +
+	"\x11GetSupervisorTree\x12'.polis.node.v1.GetSupervisorTreeRequest\x1a(.polis.node.v1.GetSupervisorTreeResponse\"\n" +
+	"\xea\xa6\x19\x06\b\x05\x10\x01\x18\x01\x12u\n" +
+	"\x12GetRoleServerGraph\x12(.polis.node.v1.GetRoleServerGraphRequest\x1a).polis.node.v1.GetRoleServerGraphResponse\"\n" +
+	"\xea\xa6\x19\x06\b\x05\x10\x01\x18\x01\x12O\n" +
 	"\x06Reboot\x12\x1c.polis.node.v1.RebootRequest\x1a\x1d.polis.node.v1.RebootResponse\"\b\xea\xa6\x19\x04\b\x05\x10\x02\x12U\n" +
 	"\bPowerOff\x12\x1e.polis.node.v1.PowerOffRequest\x1a\x1f.polis.node.v1.PowerOffResponse\"\b\xea\xa6\x19\x04\b\x05\x10\x02:d\n" +
 	"\n" +
