@@ -32,9 +32,9 @@ type desired struct {
 // overlap, the one whose range sorts first (by address, then the larger
 // range, then by node ID) is kept, so every node makes the same choice.
 func decide(c Config, peers []Peer) desired {
-	d := desired{routes: make(map[netip.Prefix]route)}
+	d := desired{routes: make(map[netip.Prefix]route, len(peers))}
 	if c.Mode == ModeWireGuard {
-		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, Up: true, Peers: make(map[Key]wgPeer)}
+		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, Up: true, Peers: make(map[Key]wgPeer, len(peers))}
 	}
 	skip := func(p Peer, reason string) {
 		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})
