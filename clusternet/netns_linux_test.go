@@ -243,4 +243,17 @@ func testNetns(t *testing.T, mode Mode) {
 			t.Errorf("WireGuard device after node-b left: %+v, %v", dev, err)
 		}
 	}
+
+	// Clear on node-b removes its route and device. (node-b's reconciler
+	// would put them back at its next resync, a minute away.)
+	kb := l.kernel("node-b")
+	if err := Clear(Config{kernel: kb}); err != nil {
+		t.Fatal(err)
+	}
+	if routes, err := kb.Routes(); err != nil || len(routes) != 0 {
+		t.Errorf("routes left after Clear: %v, %v", routes, err)
+	}
+	if dev, err := kb.Device(DefaultDevice); err != nil || dev != nil {
+		t.Errorf("WireGuard device after Clear: %+v, %v", dev, err)
+	}
 }

@@ -254,6 +254,23 @@ func TestReconcileRepairs(t *testing.T) {
 	checkKernel(t, c, k, 2, 3)
 }
 
+func TestClear(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		c := testConfig(mode)
+		k := newFakeKernel()
+		if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+			t.Fatal(err)
+		}
+		c.kernel = k
+		if err := Clear(c); err != nil {
+			t.Fatal(err)
+		}
+		if dev, routes := k.state(); dev != nil || len(routes) != 0 {
+			t.Errorf("%s: after Clear, device %v and routes %v", mode, dev, routes)
+		}
+	}
+}
+
 func TestDiffNew(t *testing.T) {
 	c := testConfig(ModeWireGuard)
 	p := diff(decide(c, []Peer{testPeer(3), testPeer(2)}), nil, nil)

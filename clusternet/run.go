@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -58,6 +59,40 @@ func Run(ctx context.Context, c Config) error {
 	}
 	r := &reconciler{c: c, k: k, log: supervisor.Logger(ctx)}
 	return r.run(ctx)
+}
+
+// Clear removes what Run put in the kernel (the WireGuard device of c and
+// every route marked as this package's), for a node that stops connecting
+// pod networks. Run itself leaves them in place when it returns, so that
+// Pods keep reaching each other while the agent restarts. c.Peers is not
+// needed.
+func Clear(c Config) error {
+	k := c.kernel
+	if k == nil {
+		nk, err := newNetlinkKernel()
+		if err != nil {
+			return err
+		}
+		defer nk.Close()
+		k = nk
+	}
+	if c.Device == "" {
+		c.Device = DefaultDevice
+	}
+	dev, err := k.Device(c.Device)
+	if err != nil {
+		return fmt.Errorf("clusternet: reading WireGuard device %s: %w", c.Device, err)
+	}
+	routes, err := k.Routes()
+	if err != nil {
+		return fmt.Errorf("clusternet: listing routes: %w", err)
+	}
+	// No device and no routes: the desired state of plain mode with no peers.
+	nothing := desired{}
+	if err := diff(nothing, dev, routes).apply(k, c.Device, 0); err != nil {
+		return fmt.Errorf("clusternet: %w", err)
+	}
+	return nil
 }
 
 type reconciler struct {
@@ -126,8 +161,12 @@ func waitFor(ctx context.Context, in *event.Inputs, d time.Duration) (string, er
 // reconcile brings the kernel in line with peers and publishes the status.
 func (r *reconciler) reconcile(peers []Peer, why string) error {
 	want := decide(r.c, peers)
-	for _, s := range want.skipped {
-		r.log.Warn("peer skipped", zap.String("node", s.NodeID), zap.String("reason", s.Reason))
+	// Said once, not at every resync: a peer without a key yet stays
+	// skipped for a while.
+	if !slices.Equal(want.skipped, r.status.Skipped) {
+		for _, s := range want.skipped {
+			r.log.Warn("peer skipped", zap.String("node", s.NodeID), zap.String("reason", s.Reason))
+		}
 	}
 	r.status.Mode, r.status.Peers, r.status.Skipped = r.c.Mode, want.peers, want.skipped
 	if r.c.Mode == ModeWireGuard {
