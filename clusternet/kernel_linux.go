@@ -199,6 +199,10 @@ func (k *netlinkKernel) DeleteRoute(r route) error {
 		Dst:      &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), r.Dst.Addr().BitLen())},
 		Protocol: routeProtocol,
 		Table:    unix.RT_TABLE_MAIN,
+		// Any scope: the kernel deletes only a route of the scope asked
+		// for, and "universe" (0) is not "any" (a route through the
+		// device has scope link).
+		Scope: netlink.SCOPE_NOWHERE,
 	}
 	err := k.nl.RouteDel(nr)
 	if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {

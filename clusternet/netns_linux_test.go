@@ -8,14 +8,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/supervisor"
@@ -31,13 +31,13 @@ import (
 // default route through its node); each node runs its own reconciler, which
 // must make pod-a reach pod-b.
 
-// lab is one test's set of namespaces, named uniquely.
+// lab is one test's set of namespaces, made and entered through netlink
+// only (no iproute2), so that the same tests run inside a VM whose init is
+// this test binary (vm_linux_test.go).
 type lab struct {
-	t      testing.TB
-	prefix string
+	t  testing.TB
+	ns map[string]netns.NsHandle
 }
-
-var labCount atomic.Int32
 
 // newLab makes the namespaces and links above, or skips t when this is not
 // root or the host cannot make them.
@@ -46,55 +46,103 @@ func newLab(t testing.TB) *lab {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2's ip is not installed")
-	}
-	l := &lab{t: t, prefix: fmt.Sprintf("cn%d-%d-", os.Getpid(), labCount.Add(1))}
-	for _, ns := range []string{"node-a", "node-b", "pod-a", "pod-b"} {
-		if out, err := exec.Command("ip", "netns", "add", l.ns(ns)).CombinedOutput(); err != nil {
-			t.Skipf("cannot make a network namespace: %v: %s", err, out)
+	l := &lab{t: t, ns: make(map[string]netns.NsHandle)}
+	for _, name := range []string{"node-a", "node-b", "pod-a", "pod-b"} {
+		h, err := newNetns()
+		if err != nil {
+			t.Skipf("cannot make a network namespace: %v", err)
 		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", l.ns(ns)).Run() })
-		l.ip(ns, "link set lo up")
+		t.Cleanup(func() { h.Close() })
+		l.ns[name] = h
+		lo, err := l.handle(name).LinkByName("lo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.check(name, "setting lo up", l.handle(name).LinkSetUp(lo))
 	}
-	l.ip("node-a", "link add ca type veth peer name cb netns "+l.ns("node-b"))
-	l.ip("node-a", "addr add 192.168.0.1/16 dev ca")
-	l.ip("node-b", "addr add 192.168.0.2/16 dev cb")
-	l.ip("node-a", "link set ca up")
-	l.ip("node-b", "link set cb up")
+	l.veth("node-a", "ca", "192.168.0.1/16", "node-b", "cb", "192.168.0.2/16")
 	for n, side := range []string{"a", "b"} {
 		node, pod := "node-"+side, "pod-"+side
-		l.ip(node, "link add p"+side+" type veth peer name eth0 netns "+l.ns(pod))
-		l.ip(node, fmt.Sprintf("addr add 10.77.%d.1/24 dev p%s", n+1, side))
-		l.ip(node, "link set p"+side+" up")
-		l.ip(pod, fmt.Sprintf("addr add 10.77.%d.2/24 dev eth0", n+1))
-		l.ip(pod, "link set eth0 up")
-		l.ip(pod, fmt.Sprintf("route add default via 10.77.%d.1", n+1))
+		l.veth(node, "p"+side, fmt.Sprintf("10.77.%d.1/24", n+1), pod, "eth0", fmt.Sprintf("10.77.%d.2/24", n+1))
+		eth0, err := l.handle(pod).LinkByName("eth0")
+		l.check(pod, "finding eth0", err)
+		gw := net.IPv4(10, 77, byte(n+1), 1)
+		l.check(pod, "adding the default route", l.handle(pod).RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw}))
 		l.in(node, func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) })
 	}
 	return l
 }
 
-func (l *lab) ns(name string) string { return l.prefix + name }
+// newNetns makes a network namespace without entering it.
+func newNetns() (netns.NsHandle, error) {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return 0, err
+	}
+	defer orig.Close()
+	h, err := netns.New()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return 0, err
+	}
+	if err := netns.Set(orig); err != nil {
+		// The thread is in the wrong namespace: leave it locked, so Go
+		// ends it with this goroutine.
+		h.Close()
+		return 0, fmt.Errorf("returning to the original namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return h, nil
+}
 
-// ip runs `ip -n NS args`.
-func (l *lab) ip(ns, args string) {
+func (l *lab) check(ns, what string, err error) {
 	l.t.Helper()
-	cmd := exec.Command("ip", append([]string{"-n", l.ns(ns)}, strings.Fields(args)...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		l.t.Fatalf("ip -n %s %s: %v: %s", ns, args, err, out)
+	if err != nil {
+		l.t.Fatalf("%s: %s: %v", ns, what, err)
+	}
+}
+
+// handle is a netlink handle in namespace ns, closed when the test ends.
+func (l *lab) handle(ns string) *netlink.Handle {
+	l.t.Helper()
+	h, err := netlink.NewHandleAt(l.ns[ns], unix.NETLINK_ROUTE)
+	l.check(ns, "opening netlink", err)
+	l.t.Cleanup(h.Close)
+	return h
+}
+
+// veth joins namespaces a and b with a veth pair, its ends named nameA and
+// nameB, addressed addrA and addrB, and up.
+func (l *lab) veth(a, nameA, addrA, b, nameB, addrB string) {
+	l.t.Helper()
+	ha, hb := l.handle(a), l.handle(b)
+	link := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: nameA}, PeerName: nameB, PeerNamespace: netlink.NsFd(l.ns[b])}
+	l.check(a, "adding veth "+nameA, ha.LinkAdd(link))
+	for _, end := range []struct {
+		h        *netlink.Handle
+		ns, name string
+		addr     string
+	}{{ha, a, nameA, addrA}, {hb, b, nameB, addrB}} {
+		ln, err := end.h.LinkByName(end.name)
+		l.check(end.ns, "finding "+end.name, err)
+		addr, err := netlink.ParseAddr(end.addr)
+		l.check(end.ns, "parsing "+end.addr, err)
+		l.check(end.ns, "addressing "+end.name, end.h.AddrAdd(ln, addr))
+		l.check(end.ns, "setting "+end.name+" up", end.h.LinkSetUp(ln))
 	}
 }
 
 // in runs f on a thread inside namespace ns. Sockets f opens stay in ns.
 func (l *lab) in(ns string, f func() error) {
 	l.t.Helper()
-	if err := inNetns(l.ns(ns), f); err != nil {
+	if err := inNetns(l.ns[ns], f); err != nil {
 		l.t.Fatalf("in %s: %v", ns, err)
 	}
 }
 
-func inNetns(name string, f func() error) error {
+func inNetns(h netns.NsHandle, f func() error) error {
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -102,12 +150,6 @@ func inNetns(name string, f func() error) error {
 		return err
 	}
 	defer orig.Close()
-	h, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer h.Close()
 	if err := netns.Set(h); err != nil {
 		runtime.UnlockOSThread()
 		return err
@@ -134,12 +176,16 @@ func (l *lab) kernel(ns string) *netlinkKernel {
 	return k
 }
 
-// hasWireGuard reports whether the host's kernel can make WireGuard links,
-// trying in namespace ns.
+// hasWireGuard reports whether the kernel can make WireGuard links, trying
+// in namespace ns.
 func (l *lab) hasWireGuard(ns string) bool {
-	err := exec.Command("ip", "-n", l.ns(ns), "link", "add", "wgprobe", "type", "wireguard").Run()
-	exec.Command("ip", "-n", l.ns(ns), "link", "del", "wgprobe").Run()
-	return err == nil
+	h := l.handle(ns)
+	probe := &netlink.GenericLink{LinkAttrs: netlink.LinkAttrs{Name: "wgprobe"}, LinkType: "wireguard"}
+	if err := h.LinkAdd(probe); err != nil {
+		return false
+	}
+	h.LinkDel(probe)
+	return true
 }
 
 // labNode is one node of the lab as a Peer.
@@ -205,12 +251,22 @@ func TestNetnsWireGuard(t *testing.T) { testNetns(t, ModeWireGuard) }
 
 func testNetns(t *testing.T, mode Mode) {
 	l := newLab(t)
-	if mode == ModeWireGuard && !l.hasWireGuard("node-a") {
-		t.Skip("the host kernel has no WireGuard (`ip link add type wireguard` fails: CONFIG_WIREGUARD unset or module absent); the VM tests cover it")
-	}
 	keyA, _ := newPrivateKey()
 	keyB, _ := newPrivateKey()
 	peersA, peersB := &memory.Value[[]Peer]{}, &memory.Value[[]Peer]{}
+	if mode == ModeWireGuard && !l.hasWireGuard("node-a") {
+		if requireWireGuard {
+			t.Fatal("this kernel must have WireGuard, and `ip link add type wireguard` fails")
+		}
+		// What a node without the module says: the step and the cause.
+		status := l.runNode(mode, "a", keyA, peersA)
+		peersA.Set([]Peer{labNode("b", keyB)})
+		st := waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })
+		if want := "creating WireGuard device polis-wg: the kernel has no WireGuard"; !strings.Contains(st.LastError, want) {
+			t.Errorf("error %q, want one with %q", st.LastError, want)
+		}
+		t.Skip("the host kernel has no WireGuard (`ip link add type wireguard` fails: CONFIG_WIREGUARD unset or module absent); the VM tests cover it")
+	}
 	statusA := l.runNode(mode, "a", keyA, peersA)
 	statusB := l.runNode(mode, "b", keyB, peersB)
 	// Each node is told of both, as the curator would: each skips itself.

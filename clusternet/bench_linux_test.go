@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
@@ -87,5 +90,62 @@ func BenchmarkDecideDiff(b *testing.B) {
 		if p := diff(decide(c, peers), dev, current); len(p.configure.Set) != 1 {
 			b.Fatalf("plan %v", p)
 		}
+	}
+}
+
+// BenchmarkPodToPod is TCP throughput from pod-a to pod-b through both
+// nodes' reconciled kernels (the lab of netns_linux_test.go): plain routes
+// against WireGuard, in one kernel, so it measures what the tunnel costs
+// in CPU rather than a wire.
+func BenchmarkPodToPod(b *testing.B) {
+	for _, mode := range []Mode{ModePlain, ModeWireGuard} {
+		b.Run(string(mode), func(b *testing.B) {
+			l := newLab(b)
+			if mode == ModeWireGuard && !l.hasWireGuard("node-a") {
+				b.Skip("the host kernel has no WireGuard")
+			}
+			keyA, _ := newPrivateKey()
+			keyB, _ := newPrivateKey()
+			peers := &memory.Value[[]Peer]{}
+			statusA := l.runNode(mode, "a", keyA, peers)
+			statusB := l.runNode(mode, "b", keyB, peers)
+			peers.Set([]Peer{labNode("a", keyA), labNode("b", keyB)})
+			for _, s := range []*memory.Value[*Status]{statusA, statusB} {
+				if _, err := event.Get(context.Background(), event.ValueWatch[*Status](s), event.Filter(func(s *Status) bool { return s != nil && s.InSync })); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var ln net.Listener
+			l.in("pod-b", func() (err error) {
+				ln, err = net.Listen("tcp", "10.77.2.2:0")
+				return err
+			})
+			defer ln.Close()
+			done := make(chan int64)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					done <- 0
+					return
+				}
+				n, _ := io.Copy(io.Discard, c)
+				c.Close()
+				done <- n
+			}()
+			var conn net.Conn
+			l.in("pod-a", func() (err error) {
+				conn, err = net.DialTimeout("tcp", ln.Addr().String(), 20*time.Second)
+				return err
+			})
+			buf := make([]byte, 64<<10)
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				if _, err := conn.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			conn.Close()
+			<-done
+		})
 	}
 }
