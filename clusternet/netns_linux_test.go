@@ -211,9 +211,9 @@ func (l *lab) runNode(mode Mode, side string, key Key, peers *memory.Value[[]Pee
 	return status
 }
 
-// echo serves one TCP echo on 10.77.2.2:7777 in pod-b and checks, from
-// pod-a, that a message comes back.
-func (l *lab) checkPodToPod(t *testing.T) {
+// checkPodToPod serves one TCP echo in pod-b and checks, from pod-a, that
+// msg comes back.
+func (l *lab) checkPodToPod(t *testing.T, msg []byte) {
 	t.Helper()
 	var ln net.Listener
 	l.in("pod-b", func() (err error) {
@@ -236,13 +236,46 @@ func (l *lab) checkPodToPod(t *testing.T) {
 	})
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	msg := []byte("pod-a to pod-b")
 	if _, err := conn.Write(msg); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, len(msg))
 	if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, msg) {
 		t.Fatalf("echo from pod-b: %q, %v", got, err)
+	}
+}
+
+// capture records every frame that link in namespace ns receives or
+// sends from now on; the function it returns stops and returns them, one
+// after the other. A frame the link handled before that call is in it:
+// packet sockets get their copy as the frame passes.
+func (l *lab) capture(ns, link string) func() []byte {
+	l.t.Helper()
+	ln, err := l.handle(ns).LinkByName(link)
+	l.check(ns, "finding "+link, err)
+	proto := uint16(unix.ETH_P_ALL<<8&0xff00 | unix.ETH_P_ALL>>8) // network byte order
+	var fd int
+	l.in(ns, func() (err error) {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+		if err != nil {
+			return fmt.Errorf("packet socket: %w", err)
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ln.Attrs().Index})
+	})
+	l.t.Cleanup(func() { unix.Close(fd) })
+	return func() []byte {
+		var all []byte
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return all
+			}
+			all = append(all, buf[:n]...)
+		}
 	}
 }
 
@@ -279,7 +312,19 @@ func testNetns(t *testing.T, mode Mode) {
 			t.Fatalf("status %+v, want one peer and itself skipped", st)
 		}
 	}
-	l.checkPodToPod(t)
+	// Whatever crosses the cluster link is seen from node-b's end: in
+	// WireGuard mode the message must not be among it in clear; in plain
+	// mode it must (or the capture sees nothing, and proves nothing).
+	capture := l.capture("node-b", "cb")
+	marker := []byte("pod-a to pod-b: a marker never seen in clear")
+	l.checkPodToPod(t, marker)
+	wire := capture()
+	switch inClear := bytes.Contains(wire, marker); {
+	case mode == ModeWireGuard && inClear:
+		t.Error("the marker crossed the cluster link in clear")
+	case mode == ModePlain && !inClear:
+		t.Errorf("the capture did not see the marker in plain mode (%d bytes captured)", len(wire))
+	}
 
 	// A second reconciler, as after a restart, finds everything in place.
 	again := l.runNode(mode, "a", keyA, peersA)
