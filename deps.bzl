@@ -661,6 +661,13 @@ def go_dependencies():
         version = "v1.0.0",
     )
     go_repository(
+        name = "com_github_josharian_native",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/josharian/native",
+        sum = "h1:uuaP0hAbW7Y4l0ZRQ6C9zfb7Mg1mbFKry/xzDAfmtLA=",
+        version = "v1.1.0",
+    )
+    go_repository(
         name = "com_github_jpillora_backoff",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/jpillora/backoff",
@@ -738,6 +745,20 @@ def go_dependencies():
         version = "v1.0.1",
     )
     go_repository(
+        name = "com_github_mdlayher_genetlink",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mdlayher/genetlink",
+        sum = "h1:KdrNKe+CTu+IbZnm/GVUMXSqBBLqcGpRDa0xkQy56gw=",
+        version = "v1.3.2",
+    )
+    go_repository(
+        name = "com_github_mdlayher_netlink",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mdlayher/netlink",
+        sum = "h1:/UtM3ofJap7Vl4QWCPDGXY8d3GIY2UGSDbK+QWmY8/g=",
+        version = "v1.7.2",
+    )
+    go_repository(
         name = "com_github_mdlayher_socket",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/mdlayher/socket",
@@ -764,6 +785,13 @@ def go_dependencies():
         importpath = "github.com/Microsoft/hcsshim",
         sum = "h1:/BcXOiS6Qi7N9XqUcv27vkIuVOkBEcWstd2pMlWSeaA=",
         version = "v0.13.0",
+    )
+    go_repository(
+        name = "com_github_mikioh_ipaddr",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mikioh/ipaddr",
+        sum = "h1:RlZweED6sbSArvlE924+mUcZuXKLBHA35U7LN621Bws=",
+        version = "v0.0.0-20190404000644-d465c8ab6721",
     )
     go_repository(
         name = "com_github_moby_docker_image_spec",
@@ -1121,6 +1149,27 @@ def go_dependencies():
         importpath = "cloud.google.com/go/storage",
         sum = "h1:Os0G3XbUbjZumkpDUf2Y0rLoXJTCF1kU2kWUujKYXD8=",
         version = "v1.62.1",
+    )
+    go_repository(
+        name = "com_zx2c4_golang_wintun",
+        build_file_proto_mode = "disable_global",
+        importpath = "golang.zx2c4.com/wintun",
+        sum = "h1:B82qJJgjvYKsXS9jeunTOisW56dUokqW/FOteYJJ/yg=",
+        version = "v0.0.0-20230126152724-0fa3db229ce2",
+    )
+    go_repository(
+        name = "com_zx2c4_golang_wireguard",
+        build_file_proto_mode = "disable_global",
+        importpath = "golang.zx2c4.com/wireguard",
+        sum = "h1:/jFs0duh4rdb8uIfPMv78iAJGcPKDeqAFnaLBropIC4=",
+        version = "v0.0.0-20231211153847-12269c276173",
+    )
+    go_repository(
+        name = "com_zx2c4_golang_wireguard_wgctrl",
+        build_file_proto_mode = "disable_global",
+        importpath = "golang.zx2c4.com/wireguard/wgctrl",
+        sum = "h1:3GDAcqdIg1ozBNLgPy4SLT84nfcBjr6rhGtXYtrkWLU=",
+        version = "v0.0.0-20241231184526-a9ab2273dd10",
     )
     go_repository(
         name = "dev_cel_expr",

@@ -13,4 +13,53 @@
 // The node's WireGuard private key is made on the node and never leaves
 // it (LoadOrCreateKey); only its public key is published through the
 // curator.
+//
+// # The model
+//
+// Run is a supervised runnable that waits on one event value, the peers
+// ([]Peer), and after every change brings the kernel in line in three
+// steps, each a plain function:
+//
+//	peers ──decide──► desired state ──diff(kernel as it is)──► plan ──apply──► kernel
+//
+// decide (desired.go) needs nothing but the configuration and the peers: it
+// drops the peers that cannot be configured (no address or pod range, no
+// public key in WireGuard mode, this node itself, a pod range overlapping
+// this node's or another peer's), each with a reason in Status, and keeps
+// the others. diff (plan.go) compares that with what the kernel has and
+// says only what differs, so that running it again with the same peers, or
+// from a restarted agent that finds the device and routes of its previous
+// run, changes nothing. apply carries the plan out in an order that keeps
+// traffic flowing: the device exists, holds its peers and is up before a
+// route points at it, and routes are replaced in place.
+//
+// In ModeWireGuard (the default) the node has one WireGuard device
+// (DefaultDevice, listening on DefaultListenPort): each peer is a
+// WireGuard peer whose endpoint is its cluster address and whose allowed
+// IPs are its pod range, and each pod range is routed through the device.
+// WireGuard then encrypts what leaves for a peer, and accepts from a peer
+// only packets whose source lies in that peer's pod range. In ModePlain
+// each pod range is routed through the peer's address, in clear: for
+// measuring what encryption costs, and where the kernel has no WireGuard.
+//
+// The routes carry their own protocol number (158: "proto 158" in `ip
+// route`), which is how the reconciler finds its routes after a restart
+// and why it never touches a route it did not add. A failed step leaves
+// the kernel part-way, which the next attempt finishes: attempts repeat
+// with backoff, and as soon as the peers change; the error is in Status
+// (LastError) until an attempt succeeds. Every DefaultResync the kernel is
+// checked again, which undoes what someone else changed.
+//
+// # What it does not do
+//
+// It does not choose pod ranges or publish keys (the curator does, and the
+// role server feeds the peers), nor configure the pod bridge (CNI does),
+// nor enable IP forwarding (the CNI bridge plugin does, as a gateway).
+// Only pod ranges travel through the tunnel: traffic between the nodes'
+// own addresses (etcd, the curator, kubelet) stays on the cluster network
+// as before, protected by its own mTLS. A packet the node itself sends to
+// a remote Pod leaves the tunnel with a source address outside the node's
+// pod range unless the sender picks one inside it, and the peer's
+// WireGuard drops it; Pod-to-Pod traffic, which has pod addresses on both
+// ends, is what this package carries.
 package clusternet

@@ -46,6 +46,9 @@ var DefaultModules = []string{
 	"nf_conntrack", "nf_nat", "nf_conntrack_netlink",
 	"nf_tables", "nft_chain_nat", "nft_ct", "nft_nat", "nft_masq", "nft_redir",
 	"nft_reject_inet", "nft_fib_inet", "nft_numgen", "nft_limit",
+	// Pod traffic between nodes, encrypted (clusternet): WireGuard, with
+	// the UDP tunnel and crypto libraries it depends on.
+	"wireguard",
 }
 
 // nodePackage is the node agent's main package.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Switch is a learning ethernet switch in the launcher's process, owned
@@ -20,7 +21,8 @@ import (
 // ways until Reconnect; CutExcept does the same but for the machines it
 // names, a partition in which the machine still reaches some (the
 // launcher, an operator on its side). A port whose queue is full drops
-// frames instead of slowing the others down, as a real switch does.
+// frames instead of slowing the others down, as a real switch does. Tap
+// shows a test every frame that crosses it.
 type Switch struct {
 	ln     *net.UnixListener
 	socket string
@@ -33,7 +35,14 @@ type Switch struct {
 	cut  map[[6]byte]map[[6]byte]bool
 	wg   sync.WaitGroup
 	done bool
+
+	// taps are the functions Tap added, replaced (never changed in place)
+	// under mu; nil when there are none, so that a switch nobody taps pays
+	// one atomic load per frame.
+	taps atomic.Pointer[[]*tap]
 }
+
+type tap struct{ f func(frame []byte) }
 
 type port struct {
 	conn net.Conn
@@ -140,6 +149,11 @@ func (s *Switch) drop(p *port) {
 }
 
 func (s *Switch) forward(from *port, frame []byte) {
+	if taps := s.taps.Load(); taps != nil {
+		for _, t := range *taps {
+			t.f(frame)
+		}
+	}
 	var dst, src [6]byte
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
@@ -239,6 +253,46 @@ func (s *Switch) Reconnect(mac string) error {
 	delete(s.cut, hw)
 	s.mu.Unlock()
 	return nil
+}
+
+// Tap makes the switch call f with every ethernet frame a port sends it,
+// before the frame is forwarded: what crosses the wire, including frames
+// that Cut then drops. It is how a test sees what the machines send each
+// other (for example, that a marker never crosses in clear). f is called
+// from the goroutine reading the port, concurrently for different ports,
+// and holds up that port while it runs: it must be quick and safe for
+// concurrent use. It must not modify the frame; it may keep it, since the
+// switch never reuses a frame's bytes. untap removes f; a frame already
+// being forwarded may still reach f while untap returns.
+func (s *Switch) Tap(f func(frame []byte)) (untap func()) {
+	t := &tap{f: f}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var taps []*tap
+	if old := s.taps.Load(); old != nil {
+		taps = append(taps, *old...)
+	}
+	taps = append(taps, t)
+	s.taps.Store(&taps)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		old := s.taps.Load()
+		if old == nil {
+			return
+		}
+		var rest []*tap
+		for _, o := range *old {
+			if o != t {
+				rest = append(rest, o)
+			}
+		}
+		if len(rest) == 0 {
+			s.taps.Store(nil)
+			return
+		}
+		s.taps.Store(&rest)
+	}
 }
 
 // Close stops the switch and disconnects every port.

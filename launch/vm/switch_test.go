@@ -74,6 +74,27 @@ func waitPorts(t *testing.T, s *Switch, n int) {
 	}
 }
 
+// flush returns once the switch has handled every frame n sent so far:
+// it handles a port's frames in order, so once a tap saw a frame sent
+// after them (to n itself, which goes nowhere), they were forwarded or
+// dropped.
+func flush(t *testing.T, s *Switch, n *nic) {
+	t.Helper()
+	seen := make(chan struct{}, 1)
+	untap := s.Tap(func(f []byte) {
+		if string(f[14:]) == "flush" && [6]byte(f[6:12]) == n.mac {
+			seen <- struct{}{}
+		}
+	})
+	defer untap()
+	n.send(n.mac, "flush")
+	select {
+	case <-seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the switch did not handle a port's frames")
+	}
+}
+
 var broadcast = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 func TestSwitch(t *testing.T) {
@@ -120,6 +141,7 @@ func TestSwitch(t *testing.T) {
 	}
 	a.send(b.mac, "from cut a")
 	a.send(broadcast, "bcast from cut a")
+	flush(t, s, a)
 	b.send(a.mac, "to cut a")
 	c.send(broadcast, "bcast")
 	// c's broadcast reached b: it was forwarded, to a as well had a not
@@ -218,5 +240,81 @@ func TestSwitchChecksFail(t *testing.T) {
 	b.send(a.mac, "to a, control")
 	if got := a.recv(long); got == "to a, control" {
 		t.Fatal("the control frame overtook the frame sent before it: the cut checks could not fail")
+	}
+}
+
+// TestSwitchTap: a tap sees every frame a port sends, before it is
+// forwarded (so by the time the receiver has it, the tap has too),
+// including frames a cut drops; after untap it sees nothing more.
+func TestSwitchTap(t *testing.T) {
+	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	const long = 10 * time.Second
+	waitPorts(t, s, 2)
+
+	seen := make(chan string, 64)
+	untap := s.Tap(func(f []byte) { seen <- string(f[14:]) })
+	untap2 := s.Tap(func([]byte) {}) // removing a second tap leaves the first
+	untap2()
+	expect := func(want ...string) {
+		t.Helper()
+		for _, w := range want {
+			select {
+			case got := <-seen:
+				if got != w {
+					t.Fatalf("the tap saw %q, want %q", got, w)
+				}
+			case <-time.After(long):
+				t.Fatalf("the tap did not see %q", w)
+			}
+		}
+		select {
+		case got := <-seen:
+			t.Fatalf("the tap saw %q, more than expected", got)
+		default:
+		}
+	}
+
+	a.send(broadcast, "a hello")
+	if got := b.recv(long); got != "a hello" {
+		t.Fatalf("b got %q", got)
+	}
+	b.send(a.mac, "b to a")
+	if got := a.recv(long); got != "b to a" {
+		t.Fatalf("a got %q", got)
+	}
+	expect("a hello", "b to a")
+
+	// Frames a cut drops crossed the wire: the tap sees them. The switch
+	// handles a port's frames one after the other, so once the tap saw
+	// the next one (sent to b itself, which goes nowhere), the first was
+	// dropped, and Reconnect cannot let it by.
+	if err := s.Cut("52:54:00:00:00:0b"); err != nil {
+		t.Fatal(err)
+	}
+	b.send(a.mac, "from cut b")
+	b.send(b.mac, "to itself")
+	expect("from cut b", "to itself")
+	if err := s.Reconnect("52:54:00:00:00:0b"); err != nil {
+		t.Fatal(err)
+	}
+	b.send(a.mac, "b again")
+	if got := a.recv(long); got != "b again" {
+		t.Fatalf("a got %q", got)
+	}
+	expect("b again")
+
+	untap()
+	a.send(b.mac, "untapped")
+	if got := b.recv(long); got != "untapped" {
+		t.Fatalf("b got %q", got)
+	}
+	expect()
+	if s.taps.Load() != nil {
+		t.Error("no taps left, but the switch still loads a list")
 	}
 }

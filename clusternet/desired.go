@@ -1,0 +1,97 @@
+package clusternet
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// SkippedPeer is a peer the reconciler left out, and why.
+type SkippedPeer struct {
+	NodeID string
+	Reason string
+}
+
+// desired is the kernel state the reconciler aims for, decided from the
+// configuration and the peers alone.
+type desired struct {
+	// device is the WireGuard device's configuration (Up is always true);
+	// nil in plain mode, where no device must exist.
+	device *device
+	// routes by destination: every configured peer's pod range.
+	routes map[netip.Prefix]route
+	// peers are the peers configured, sorted by pod range.
+	peers []Peer
+	// skipped are the peers left out.
+	skipped []SkippedPeer
+}
+
+// decide computes the desired state for peers. A peer that cannot be
+// configured is skipped with a reason, never fatal: one node's bad record
+// must not cut this node off from every other. When two peers' pod ranges
+// overlap, the one whose range sorts first (by address, then the larger
+// range, then by node ID) is kept, so every node makes the same choice.
+func decide(c Config, peers []Peer) desired {
+	d := desired{routes: make(map[netip.Prefix]route, len(peers))}
+	if c.Mode == ModeWireGuard {
+		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, Up: true, Peers: make(map[Key]wgPeer, len(peers))}
+	}
+	skip := func(p Peer, reason string) {
+		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})
+	}
+	var candidates []Peer
+	for _, p := range peers {
+		switch {
+		case !p.Address.IsValid():
+			skip(p, "no cluster address")
+		case !p.PodCIDR.IsValid():
+			skip(p, "no pod range")
+		case c.Address.IsValid() && p.Address.Unmap() == c.Address.Unmap():
+			skip(p, "has this node's own address")
+		case c.PodCIDR.IsValid() && p.PodCIDR.Overlaps(c.PodCIDR):
+			skip(p, "pod range "+p.PodCIDR.String()+" overlaps this node's own "+c.PodCIDR.String())
+		case c.Mode == ModeWireGuard && p.PublicKey.IsZero():
+			skip(p, "no WireGuard public key published yet")
+		case c.Mode == ModePlain && p.Address.Unmap().Is4() != p.PodCIDR.Addr().Is4():
+			skip(p, "plain routes need the address and the pod range in the same IP family")
+		default:
+			p.Address = p.Address.Unmap()
+			p.PodCIDR = p.PodCIDR.Masked()
+			candidates = append(candidates, p)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b Peer) int {
+		if c := comparePrefix(a.PodCIDR, b.PodCIDR); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.NodeID, b.NodeID)
+	})
+	keys := make(map[Key]string)
+	for _, p := range candidates {
+		// Accepted ranges do not overlap and are sorted, so a candidate
+		// (which starts at or after the last accepted one) can only
+		// overlap the last one.
+		if n := len(d.peers); n > 0 && d.peers[n-1].PodCIDR.Overlaps(p.PodCIDR) {
+			last := d.peers[n-1]
+			skip(p, "pod range "+p.PodCIDR.String()+" overlaps "+last.NodeID+"'s "+last.PodCIDR.String())
+			continue
+		}
+		if c.Mode == ModeWireGuard {
+			if other, dup := keys[p.PublicKey]; dup {
+				skip(p, "same WireGuard public key as "+other)
+				continue
+			}
+			keys[p.PublicKey] = p.NodeID
+			d.device.Peers[p.PublicKey] = wgPeer{
+				PublicKey:  p.PublicKey,
+				Endpoint:   netip.AddrPortFrom(p.Address, uint16(c.ListenPort)),
+				AllowedIPs: []netip.Prefix{p.PodCIDR},
+			}
+			d.routes[p.PodCIDR] = route{Dst: p.PodCIDR, Device: c.Device}
+		} else {
+			d.routes[p.PodCIDR] = route{Dst: p.PodCIDR, Via: p.Address}
+		}
+		d.peers = append(d.peers, p)
+	}
+	return d
+}

@@ -1,0 +1,174 @@
+package clusternet
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+)
+
+// fakeKernel is an in-memory kernel that behaves like Linux where it
+// matters to the reconciler: a device must exist before it is configured,
+// must be up before a route points at it, and takes its routes with it
+// when deleted.
+type fakeKernel struct {
+	mu      sync.Mutex
+	dev     *device
+	devName string
+	routes  map[netip.Prefix]route
+	// changes counts the calls that changed something.
+	changes int
+	// fail, when set, makes the named method fail once.
+	fail map[string]error
+}
+
+func newFakeKernel() *fakeKernel {
+	return &fakeKernel{routes: make(map[netip.Prefix]route), fail: make(map[string]error)}
+}
+
+func (k *fakeKernel) failing(method string) error {
+	if err, ok := k.fail[method]; ok {
+		delete(k.fail, method)
+		return err
+	}
+	return nil
+}
+
+func (k *fakeKernel) Device(name string) (*device, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("Device"); err != nil {
+		return nil, err
+	}
+	if k.dev == nil || k.devName != name {
+		return nil, nil
+	}
+	d := *k.dev
+	d.Peers = maps.Clone(k.dev.Peers)
+	return &d, nil
+}
+
+func (k *fakeKernel) CreateDevice(name string, mtu int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("CreateDevice"); err != nil {
+		return err
+	}
+	if k.dev != nil {
+		return fmt.Errorf("link %s exists", k.devName)
+	}
+	k.changes++
+	k.dev, k.devName = &device{Peers: make(map[Key]wgPeer)}, name
+	return nil
+}
+
+func (k *fakeKernel) DeleteDevice(name string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dev == nil || k.devName != name {
+		return nil
+	}
+	k.changes++
+	k.dev = nil
+	for dst, r := range k.routes {
+		if r.Device == name {
+			delete(k.routes, dst)
+		}
+	}
+	return nil
+}
+
+func (k *fakeKernel) SetUp(name string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dev == nil || k.devName != name {
+		return errors.New("no such device")
+	}
+	k.changes++
+	k.dev.Up = true
+	return nil
+}
+
+func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("ConfigureDevice"); err != nil {
+		return err
+	}
+	if k.dev == nil || k.devName != name {
+		return errors.New("no such device")
+	}
+	k.changes++
+	if c.PrivateKey != nil {
+		k.dev.PrivateKey = *c.PrivateKey
+	}
+	if c.ListenPort != nil {
+		k.dev.ListenPort = *c.ListenPort
+	}
+	for _, key := range c.Remove {
+		delete(k.dev.Peers, key)
+	}
+	for _, p := range c.Set {
+		// Like WireGuard, an allowed IP belongs to one peer at a time.
+		for key, other := range k.dev.Peers {
+			other.AllowedIPs = slices.DeleteFunc(slices.Clone(other.AllowedIPs), func(a netip.Prefix) bool {
+				return slices.Contains(p.AllowedIPs, a)
+			})
+			k.dev.Peers[key] = other
+		}
+		p.AllowedIPs = slices.Clone(p.AllowedIPs)
+		k.dev.Peers[p.PublicKey] = p
+	}
+	return nil
+}
+
+func (k *fakeKernel) Routes() ([]route, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Collect(maps.Values(k.routes)), nil
+}
+
+func (k *fakeKernel) ReplaceRoute(r route) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("ReplaceRoute"); err != nil {
+		return err
+	}
+	if r.Device != "" && (k.dev == nil || k.devName != r.Device || !k.dev.Up) {
+		return errors.New("network is down")
+	}
+	k.changes++
+	k.routes[r.Dst] = r
+	return nil
+}
+
+func (k *fakeKernel) DeleteRoute(r route) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.routes[r.Dst]; ok {
+		k.changes++
+		delete(k.routes, r.Dst)
+	}
+	return nil
+}
+
+func (k *fakeKernel) changeCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.changes
+}
+
+// state is the kernel's device (nil: none) and routes, for comparing.
+func (k *fakeKernel) state() (*device, map[netip.Prefix]route) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var d *device
+	if k.dev != nil {
+		c := *k.dev
+		c.Peers = maps.Clone(k.dev.Peers)
+		d = &c
+	}
+	return d, maps.Clone(k.routes)
+}

@@ -1,0 +1,227 @@
+package clusternet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// netlinkKernel is the real kernel: links and routes through rtnetlink
+// (vishvananda/netlink), WireGuard peers through WireGuard's generic
+// netlink family (wgctrl). Both sockets belong to the network namespace of
+// the thread that made them, which is how the tests run one per namespace.
+type netlinkKernel struct {
+	nl *netlink.Handle
+	wg *wgctrl.Client
+}
+
+func newNetlinkKernel() (*netlinkKernel, error) {
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("clusternet: opening rtnetlink: %w", err)
+	}
+	wg, err := wgctrl.New()
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("clusternet: opening WireGuard's netlink family: %w", err)
+	}
+	return &netlinkKernel{nl: nl, wg: wg}, nil
+}
+
+func (k *netlinkKernel) Close() error {
+	k.nl.Close()
+	return k.wg.Close()
+}
+
+func (k *netlinkKernel) Device(name string) (*device, error) {
+	l, err := k.nl.LinkByName(name)
+	if _, ok := err.(netlink.LinkNotFoundError); ok {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t := l.Type(); t != "wireguard" {
+		return nil, fmt.Errorf("link %s is a %s link, not WireGuard", name, t)
+	}
+	d, err := k.wg.Device(name)
+	if err != nil {
+		return nil, err
+	}
+	dev := &device{
+		PrivateKey: Key(d.PrivateKey),
+		ListenPort: d.ListenPort,
+		Up:         l.Attrs().Flags&net.FlagUp != 0,
+		Peers:      make(map[Key]wgPeer, len(d.Peers)),
+	}
+	for _, p := range d.Peers {
+		wp := wgPeer{PublicKey: Key(p.PublicKey)}
+		if p.Endpoint != nil {
+			wp.Endpoint = p.Endpoint.AddrPort()
+			wp.Endpoint = netip.AddrPortFrom(wp.Endpoint.Addr().Unmap(), wp.Endpoint.Port())
+		}
+		for _, n := range p.AllowedIPs {
+			if pfx, ok := prefixOf(n); ok {
+				wp.AllowedIPs = append(wp.AllowedIPs, pfx)
+			}
+		}
+		dev.Peers[wp.PublicKey] = wp
+	}
+	return dev, nil
+}
+
+func (k *netlinkKernel) CreateDevice(name string, mtu int) error {
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.MTU = name, mtu
+	err := k.nl.LinkAdd(&netlink.GenericLink{LinkAttrs: attrs, LinkType: "wireguard"})
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("the kernel has no WireGuard (module wireguard not loaded?): %w", err)
+	}
+	return err
+}
+
+func (k *netlinkKernel) DeleteDevice(name string) error {
+	l, err := k.nl.LinkByName(name)
+	if _, ok := err.(netlink.LinkNotFoundError); ok {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return k.nl.LinkDel(l)
+}
+
+func (k *netlinkKernel) SetUp(name string) error {
+	l, err := k.nl.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	return k.nl.LinkSetUp(l)
+}
+
+func (k *netlinkKernel) ConfigureDevice(name string, c deviceChange) error {
+	var cfg wgtypes.Config
+	if c.PrivateKey != nil {
+		key := wgtypes.Key(*c.PrivateKey)
+		cfg.PrivateKey = &key
+	}
+	cfg.ListenPort = c.ListenPort
+	for _, key := range c.Remove {
+		cfg.Peers = append(cfg.Peers, wgtypes.PeerConfig{PublicKey: wgtypes.Key(key), Remove: true})
+	}
+	for _, p := range c.Set {
+		pc := wgtypes.PeerConfig{
+			PublicKey:         wgtypes.Key(p.PublicKey),
+			Endpoint:          net.UDPAddrFromAddrPort(p.Endpoint),
+			ReplaceAllowedIPs: true,
+		}
+		for _, a := range p.AllowedIPs {
+			pc.AllowedIPs = append(pc.AllowedIPs, net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())})
+		}
+		cfg.Peers = append(cfg.Peers, pc)
+	}
+	return k.wg.ConfigureDevice(name, cfg)
+}
+
+func (k *netlinkKernel) Routes() ([]route, error) {
+	filter := &netlink.Route{Protocol: routeProtocol, Table: unix.RT_TABLE_MAIN}
+	nrs, err := k.nl.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int]string)
+	var routes []route
+	for _, nr := range nrs {
+		if nr.Dst == nil {
+			continue
+		}
+		dst, ok := prefixOf(*nr.Dst)
+		if !ok {
+			continue
+		}
+		r := route{Dst: dst}
+		if gw, ok := netip.AddrFromSlice(nr.Gw); ok && nr.Gw != nil {
+			r.Via = gw.Unmap()
+		} else {
+			name, ok := names[nr.LinkIndex]
+			if !ok {
+				l, err := k.nl.LinkByIndex(nr.LinkIndex)
+				if err != nil {
+					return nil, fmt.Errorf("finding the link of route %v: %w", dst, err)
+				}
+				name = l.Attrs().Name
+				names[nr.LinkIndex] = name
+			}
+			r.Device = name
+		}
+		routes = append(routes, r)
+	}
+	return routes, nil
+}
+
+// netlinkRoute is r as netlink has it.
+func (k *netlinkKernel) netlinkRoute(r route) (*netlink.Route, error) {
+	nr := &netlink.Route{
+		Dst:      &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), r.Dst.Addr().BitLen())},
+		Protocol: routeProtocol,
+		Table:    unix.RT_TABLE_MAIN,
+	}
+	if r.Device != "" {
+		l, err := k.nl.LinkByName(r.Device)
+		if err != nil {
+			return nil, err
+		}
+		nr.LinkIndex = l.Attrs().Index
+		nr.Scope = netlink.SCOPE_LINK
+	} else {
+		nr.Gw = r.Via.AsSlice()
+	}
+	return nr, nil
+}
+
+func (k *netlinkKernel) ReplaceRoute(r route) error {
+	nr, err := k.netlinkRoute(r)
+	if err != nil {
+		return err
+	}
+	return k.nl.RouteReplace(nr)
+}
+
+func (k *netlinkKernel) DeleteRoute(r route) error {
+	nr := &netlink.Route{
+		Dst:      &net.IPNet{IP: r.Dst.Addr().AsSlice(), Mask: net.CIDRMask(r.Dst.Bits(), r.Dst.Addr().BitLen())},
+		Protocol: routeProtocol,
+		Table:    unix.RT_TABLE_MAIN,
+		// Any scope: the kernel deletes only a route of the scope asked
+		// for, and "universe" (0) is not "any" (a route through the
+		// device has scope link).
+		Scope: netlink.SCOPE_NOWHERE,
+	}
+	err := k.nl.RouteDel(nr)
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {
+		// Gone already, with its device or by someone else's hand.
+		return nil
+	}
+	return err
+}
+
+// prefixOf converts a net.IPNet to a masked prefix (IPv4 unmapped).
+func prefixOf(n net.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	ones, bits := n.Mask.Size()
+	if bits != a.BitLen() {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, ones).Masked(), true
+}

@@ -1,0 +1,352 @@
+package clusternet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/supervisor"
+)
+
+func testKey(n int) Key {
+	var k Key
+	k[0], k[1] = 1, byte(n)
+	return k
+}
+
+// testPeer is node n: 192.168.0.n, pods in 10.244.n.0/24.
+func testPeer(n int) Peer {
+	return Peer{
+		NodeID:    fmt.Sprintf("node-%d", n),
+		Address:   netip.AddrFrom4([4]byte{192, 168, 0, byte(n)}),
+		PodCIDR:   netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(n), 0}), 24),
+		PublicKey: testKey(n).PublicKey(),
+	}
+}
+
+func testConfig(mode Mode) Config {
+	self := testPeer(1)
+	c, err := Config{
+		Mode:       mode,
+		PrivateKey: testKey(1),
+		Address:    self.Address,
+		PodCIDR:    self.PodCIDR,
+		Peers:      &memory.Value[[]Peer]{},
+	}.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func TestDecideWireGuard(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	noKey := testPeer(5)
+	noKey.PublicKey = Key{}
+	overlapOwn := testPeer(6)
+	overlapOwn.PodCIDR = netip.MustParsePrefix("10.244.1.128/25")
+	overlapPeer := testPeer(7)
+	overlapPeer.PodCIDR = netip.MustParsePrefix("10.244.2.0/23") // holds node-2's and node-3's
+	sameKey := testPeer(8)
+	sameKey.PublicKey = testPeer(7).PublicKey
+	noAddr := testPeer(9)
+	noAddr.Address = netip.Addr{}
+	unmasked := testPeer(10)
+	unmasked.PodCIDR = netip.MustParsePrefix("10.244.10.7/24")
+
+	d := decide(c, []Peer{testPeer(3), testPeer(1), testPeer(2), noKey, overlapOwn, overlapPeer, sameKey, noAddr, unmasked})
+
+	var got []string
+	for _, p := range d.peers {
+		got = append(got, p.NodeID)
+	}
+	// node-7's /23 sorts before node-2's /24 at the same address, so it
+	// wins over node-2 and node-3.
+	if want := "node-7 node-10"; strings.Join(got, " ") != want {
+		t.Errorf("configured peers %q, want %q", got, want)
+	}
+	skipped := make(map[string]string)
+	for _, s := range d.skipped {
+		skipped[s.NodeID] = s.Reason
+	}
+	for node, reason := range map[string]string{
+		"node-1": "own address", "node-5": "no WireGuard public key", "node-6": "overlaps this node's own",
+		"node-2": "overlaps node-7's", "node-3": "overlaps node-7's", "node-8": "same WireGuard public key as node-7", "node-9": "no cluster address",
+	} {
+		if r, ok := skipped[node]; !ok || !strings.Contains(r, reason) {
+			t.Errorf("%s skipped for %q, want a reason with %q", node, r, reason)
+		}
+	}
+	p10 := testPeer(10)
+	want := wgPeer{PublicKey: p10.PublicKey, Endpoint: netip.MustParseAddrPort("192.168.0.10:51820"), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.244.10.0/24")}}
+	if got := d.device.Peers[p10.PublicKey]; !got.equal(want) {
+		t.Errorf("node-10's WireGuard peer %+v, want %+v", got, want)
+	}
+	if r := d.routes[netip.MustParsePrefix("10.244.10.0/24")]; r != (route{Dst: netip.MustParsePrefix("10.244.10.0/24"), Device: DefaultDevice}) {
+		t.Errorf("node-10's route %v", r)
+	}
+	if len(d.routes) != 2 || len(d.device.Peers) != 2 {
+		t.Errorf("%d routes and %d WireGuard peers, want 2 of each", len(d.routes), len(d.device.Peers))
+	}
+}
+
+func TestDecidePlain(t *testing.T) {
+	c := testConfig(ModePlain)
+	noKey := testPeer(2)
+	noKey.PublicKey = Key{}
+	mixed := testPeer(3)
+	mixed.Address = netip.MustParseAddr("fd00::3")
+	d := decide(c, []Peer{noKey, mixed})
+	if d.device != nil {
+		t.Error("plain mode wants a WireGuard device")
+	}
+	want := route{Dst: noKey.PodCIDR, Via: noKey.Address}
+	if len(d.routes) != 1 || d.routes[noKey.PodCIDR] != want {
+		t.Errorf("routes %v, want only %v (a peer without a key is fine in plain mode)", d.routes, want)
+	}
+	if len(d.skipped) != 1 || d.skipped[0].NodeID != "node-3" {
+		t.Errorf("skipped %v, want node-3 (address and pods of different families)", d.skipped)
+	}
+}
+
+// reconcileOnce runs one reconcile of c against k with peers.
+func reconcileOnce(t *testing.T, c Config, k kernel, peers []Peer) error {
+	t.Helper()
+	r := &reconciler{c: c, k: k, log: zaptest.NewLogger(t)}
+	return r.reconcile(peers, "test")
+}
+
+// checkKernel fails t unless k holds exactly the device and routes that
+// configuring peers must give.
+func checkKernel(t *testing.T, c Config, k *fakeKernel, peers ...int) {
+	t.Helper()
+	dev, routes := k.state()
+	if c.Mode == ModePlain {
+		if dev != nil {
+			t.Error("a WireGuard device exists in plain mode")
+		}
+	} else {
+		if dev == nil {
+			t.Fatal("no WireGuard device")
+		}
+		if dev.PrivateKey != c.PrivateKey || dev.ListenPort != c.ListenPort || !dev.Up {
+			t.Errorf("device key/port/up %v/%d/%v", dev.PrivateKey == c.PrivateKey, dev.ListenPort, dev.Up)
+		}
+		if len(dev.Peers) != len(peers) {
+			t.Errorf("%d WireGuard peers, want %d", len(dev.Peers), len(peers))
+		}
+	}
+	if len(routes) != len(peers) {
+		t.Errorf("%d routes, want %d: %v", len(routes), len(peers), routes)
+	}
+	for _, n := range peers {
+		p := testPeer(n)
+		want := route{Dst: p.PodCIDR, Via: p.Address}
+		if c.Mode == ModeWireGuard {
+			want = route{Dst: p.PodCIDR, Device: c.Device}
+			wp, ok := dev.Peers[p.PublicKey]
+			if !ok || wp.Endpoint != netip.AddrPortFrom(p.Address, uint16(c.ListenPort)) || len(wp.AllowedIPs) != 1 || wp.AllowedIPs[0] != p.PodCIDR {
+				t.Errorf("%s's WireGuard peer %+v", p.NodeID, wp)
+			}
+		}
+		if routes[p.PodCIDR] != want {
+			t.Errorf("%s's route %v, want %v", p.NodeID, routes[p.PodCIDR], want)
+		}
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode)
+			k := newFakeKernel()
+			steps := []struct {
+				name  string
+				peers []int
+			}{
+				{"first peers", []int{2, 3}},
+				{"a peer comes", []int{2, 3, 4}},
+				{"a peer goes", []int{2, 4}},
+				{"all go", nil},
+				{"back", []int{3}},
+			}
+			for _, s := range steps {
+				var peers []Peer
+				for _, n := range s.peers {
+					peers = append(peers, testPeer(n))
+				}
+				if err := reconcileOnce(t, c, k, peers); err != nil {
+					t.Fatalf("%s: %v", s.name, err)
+				}
+				checkKernel(t, c, k, s.peers...)
+				// Idempotent: again, and as a restarted reconciler
+				// would, changes nothing.
+				before := k.changeCount()
+				if err := reconcileOnce(t, c, k, peers); err != nil {
+					t.Fatalf("%s, again: %v", s.name, err)
+				}
+				if n := k.changeCount() - before; n != 0 {
+					t.Errorf("%s: reconciling the same peers again made %d changes", s.name, n)
+				}
+			}
+		})
+	}
+}
+
+func TestReconcileChangedPeer(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	p2 := testPeer(2)
+	if err := reconcileOnce(t, c, k, []Peer{p2}); err != nil {
+		t.Fatal(err)
+	}
+	// node-2 moves to another address and gets a new key.
+	p2.Address = netip.MustParseAddr("192.168.0.22")
+	p2.PublicKey = testKey(22).PublicKey()
+	if err := reconcileOnce(t, c, k, []Peer{p2}); err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := k.state()
+	if _, ok := dev.Peers[testPeer(2).PublicKey]; ok || len(dev.Peers) != 1 {
+		t.Errorf("the old key is still a peer: %v", dev.Peers)
+	}
+	if wp := dev.Peers[p2.PublicKey]; wp.Endpoint.Addr() != p2.Address {
+		t.Errorf("endpoint %v, want %v", wp.Endpoint, p2.Address)
+	}
+}
+
+func TestReconcileRepairs(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	peers := []Peer{testPeer(2), testPeer(3)}
+	if err := reconcileOnce(t, c, k, peers); err != nil {
+		t.Fatal(err)
+	}
+	// Someone takes the device down, deletes a peer, changes the port
+	// and adds a stale marked route.
+	k.dev.Up = false
+	delete(k.dev.Peers, testPeer(3).PublicKey)
+	k.dev.ListenPort = 1
+	stale := netip.MustParsePrefix("10.244.99.0/24")
+	k.routes[stale] = route{Dst: stale, Via: netip.MustParseAddr("192.168.0.99")}
+	if err := reconcileOnce(t, c, k, peers); err != nil {
+		t.Fatal(err)
+	}
+	checkKernel(t, c, k, 2, 3)
+
+	// Switching to plain mode removes the device; back again makes it.
+	plain := testConfig(ModePlain)
+	if err := reconcileOnce(t, plain, k, peers); err != nil {
+		t.Fatal(err)
+	}
+	checkKernel(t, plain, k, 2, 3)
+	if err := reconcileOnce(t, c, k, peers); err != nil {
+		t.Fatal(err)
+	}
+	checkKernel(t, c, k, 2, 3)
+}
+
+func TestClear(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		c := testConfig(mode)
+		k := newFakeKernel()
+		if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+			t.Fatal(err)
+		}
+		c.kernel = k
+		if err := Clear(c); err != nil {
+			t.Fatal(err)
+		}
+		if dev, routes := k.state(); dev != nil || len(routes) != 0 {
+			t.Errorf("%s: after Clear, device %v and routes %v", mode, dev, routes)
+		}
+	}
+}
+
+func TestDiffNew(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	p := diff(decide(c, []Peer{testPeer(3), testPeer(2)}), nil, nil)
+	if !p.createDevice || !p.setUp || p.configure.PrivateKey == nil || p.configure.ListenPort == nil {
+		t.Errorf("plan for a new device: %v", p)
+	}
+	if len(p.configure.Set) != 2 || len(p.replace) != 2 || p.replace[0].Dst != testPeer(2).PodCIDR {
+		t.Errorf("plan for a new device: %v, routes %v", p, p.replace)
+	}
+}
+
+// waitStatus waits until the status satisfies pred.
+func waitStatus(t *testing.T, s *memory.Value[*Status], pred func(*Status) bool) *Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := event.Get(ctx, event.ValueWatch[*Status](s), event.Filter(func(s *Status) bool { return s != nil && pred(s) }))
+	if err != nil {
+		t.Fatalf("waiting for the status: %v", err)
+	}
+	return st
+}
+
+func TestRun(t *testing.T) {
+	k := newFakeKernel()
+	peers := &memory.Value[[]Peer]{}
+	status := &memory.Value[*Status]{}
+	c := testConfig(ModeWireGuard)
+	c.Peers, c.Status, c.kernel = peers, status, k
+	supervisor.TestHarness(t, func(ctx context.Context) error { return Run(ctx, c) })
+
+	noKey := testPeer(4)
+	noKey.PublicKey = Key{}
+	peers.Set([]Peer{testPeer(2), testPeer(3), noKey})
+	st := waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers) == 2 })
+	if len(st.Skipped) != 1 || st.Skipped[0].NodeID != "node-4" {
+		t.Errorf("skipped %v, want node-4", st.Skipped)
+	}
+	checkKernel(t, c, k, 2, 3)
+
+	// A failure is in the status, names what failed, and is retried
+	// without new peers.
+	k.mu.Lock()
+	k.fail["ReplaceRoute"] = errors.New("injected")
+	k.mu.Unlock()
+	peers.Set([]Peer{testPeer(2), testPeer(3), testPeer(5)})
+	st = waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })
+	if !strings.Contains(st.LastError, "setting route 10.244.5.0/24 dev polis-wg: injected") || st.InSync {
+		t.Errorf("status after a failure: in sync %v, error %q", st.InSync, st.LastError)
+	}
+	st = waitStatus(t, status, func(s *Status) bool { return s.InSync })
+	if st.LastErrorAt.IsZero() || st.LastError != "" {
+		t.Errorf("status after recovery: error %q at %v", st.LastError, st.LastErrorAt)
+	}
+	checkKernel(t, c, k, 2, 3, 5)
+
+	peers.Set([]Peer{testPeer(5)})
+	waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers) == 1 })
+	checkKernel(t, c, k, 5)
+}
+
+func TestConfigErrors(t *testing.T) {
+	peers := &memory.Value[[]Peer]{}
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Peers: peers}, "private key"},
+		{Config{Mode: "ipsec", Peers: peers}, `mode "ipsec"`},
+		{Config{Mode: ModePlain}, "no peers"},
+		{Config{Mode: ModePlain, Peers: peers, ListenPort: 70000}, "listen port 70000"},
+		{Config{Mode: ModePlain, Peers: peers, Device: "a-very-long-device-name"}, "longer than"},
+	} {
+		_, err := tc.c.withDefaults()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one with %q", tc.c, err, tc.want)
+		}
+	}
+}
