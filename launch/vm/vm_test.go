@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/launch/image"
+	"github.com/polis-os/polis/node/diskseal"
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -204,8 +206,39 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(log), "formatted the blank"); n != 2 {
-		t.Errorf("the console log shows %d disks formatted; want 2, on the first boot only", n)
+	if n := strings.Count(string(log), "formatted the blank"); n != 1 {
+		t.Errorf("the console log shows %d blank disks formatted; want 1, the ESP on the first boot only", n)
+	}
+	if n := strings.Count(string(log), "formatted the encrypted data disk"); n != 1 {
+		t.Errorf("the console log shows the encrypted data disk formatted %d times; want once, on the first boot", n)
+	}
+	if n := strings.Count(string(log), "unlocked the data disk"); n != 1 {
+		t.Errorf("the console log shows the data disk unlocked %d times; want once, on the second boot (the first made it)", n)
+	}
+	checkDataDiskEncrypted(t, filepath.Join(cfg.Dir, "data.img"))
+}
+
+// checkDataDiskEncrypted reads a powered-off machine's data disk: it
+// starts with the Polis header, and neither an ext4 superblock nor the
+// PEM of a certificate or key (the node's, the cluster CA's in etcd) is
+// in it in clear.
+func checkDataDiskEncrypted(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := diskseal.Decode(b); err != nil {
+		t.Errorf("the data disk's header: %v", err)
+	}
+	sb := diskseal.DataOffset + 1080
+	if len(b) > sb+1 && b[sb] == 0x53 && b[sb+1] == 0xEF {
+		t.Error("the data disk holds an ext4 superblock in clear")
+	}
+	for _, clear := range []string{"-----BEGIN", "polis-data"} {
+		if bytes.Contains(b, []byte(clear)) {
+			t.Errorf("the data disk holds %q in clear", clear)
+		}
 	}
 }
 
