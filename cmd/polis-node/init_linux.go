@@ -42,6 +42,11 @@ func runAsInit() {
 		pid1.Fatal(console, err)
 	}
 	o.cfg.FWCfg = node.FWCfgParametersPath
+	// The node's configuration is sealed by the machine's TPM, as its
+	// data disk's key is; without a TPM, the agent's default (Unsealed).
+	if s := m.Sealer(); s != nil {
+		o.cfg.Sealer = s
+	}
 	ring := logring.New(logring.Config{})
 	o.cfg.LogRing = ring
 	o.cfg.Power = func(a nodeapi.PowerAction) {

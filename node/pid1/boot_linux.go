@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/polis-os/polis/localstorage"
 )
 
 // Machine is a booted node machine.
@@ -28,8 +30,9 @@ type Machine struct {
 	DataSealing string
 
 	logf     func(format string, args ...any)
-	mounts   []string // mounted storage, in mount order
-	mapped   bool     // the data disk's dm-crypt mapping exists
+	mounts   []string                // mounted storage, in mount order
+	mapped   bool                    // the data disk's dm-crypt mapping exists
+	tpm      *localstorage.TPMSealer // nil without a TPM
 	requests chan Action
 }
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+
 	"github.com/polis-os/polis/internal/devmapper"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/node/diskseal"
@@ -23,17 +25,59 @@ const (
 	DataSealingNone = "none"
 )
 
-// localSealer seals the data key's local part in the header.
-//
-// Today it is localstorage.Unsealed, which protects nothing: the local
-// part lies in the header in clear, so a copy of the disk opens it. The
-// encryption is real (dm-crypt, aes-xts-plain64) but its key is beside
-// it until the TPM sealer (SealingTPM) replaces this one; the header
-// records which sealer wrote it, so a disk made now is told apart later.
-var localSealer = struct {
-	localstorage.Sealer
-	kind diskseal.Sealing
-}{localstorage.Unsealed{}, diskseal.SealingSoftware}
+// TPMDevice is the kernel's resource-managed TPM device. A machine with a
+// TPM 2.0 (a VM started by launch/vm has one, emulated by swtpm) seals
+// its data disk's key and its configuration with it.
+const TPMDevice = "/dev/tpmrm0"
+
+// openSealers finds the machine's TPM, if it has one, and sets
+// m.tpm; without one the machine seals in software (m.tpm stays nil).
+func (m *Machine) openSealers() error {
+	if _, err := os.Stat(TPMDevice); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	t, err := linuxtpm.Open(TPMDevice)
+	if err != nil {
+		return fmt.Errorf("opening the TPM %s: %w", TPMDevice, err)
+	}
+	m.tpm = &localstorage.TPMSealer{TPM: t}
+	return nil
+}
+
+// Sealer is the sealer of the node's configuration: the TPM's on a
+// machine that has one, nil (the agent's default, localstorage.Unsealed)
+// on one that has not.
+func (m *Machine) Sealer() localstorage.Sealer {
+	if m.tpm == nil {
+		return nil
+	}
+	return m.tpm
+}
+
+// sealerFor returns the sealer of a header's local part, or an error
+// that says why this machine cannot unseal it.
+func (m *Machine) sealerFor(dev string, s diskseal.Sealing) (localstorage.Sealer, error) {
+	switch {
+	case s == diskseal.SealingSoftware:
+		return localstorage.Unsealed{}, nil
+	case s == diskseal.SealingTPM && m.tpm != nil:
+		return m.tpm, nil
+	case s == diskseal.SealingTPM:
+		return nil, fmt.Errorf("the data disk %s is sealed by a TPM, and this machine has none (no %s). Start the machine with its TPM (launch/vm keeps a VM's TPM state in its directory, beside its disks, under %s/); nothing was changed on the disk", dev, TPMDevice, "tpm")
+	}
+	return nil, fmt.Errorf("the data disk %s: its key is sealed by %v, which this node does not know", dev, s)
+}
+
+// newSealer is the sealer of a new disk's local part, and its kind.
+func (m *Machine) newSealer() (localstorage.Sealer, diskseal.Sealing) {
+	if m.tpm != nil {
+		return m.tpm, diskseal.SealingTPM
+	}
+	// No TPM: the local part lies in the header in clear, and protects
+	// nothing against a copy of the disk. The header says so
+	// (SealingSoftware), and so does DataSealing.
+	return localstorage.Unsealed{}, diskseal.SealingSoftware
+}
 
 // openDataDisk unlocks the data disk dev and returns the device to mount
 // (the mapping, or dev itself for a plain disk from before sealing) and
@@ -67,14 +111,18 @@ func (m *Machine) openDataDisk(dev string, step func(string, ...any)) (string, s
 		return "", "", err
 	}
 	t := time.Now()
-	local, err := localSealer.Unseal(h.SealedLocal)
+	sealer, err := m.sealerFor(dev, h.Sealing)
+	if err != nil {
+		return "", "", err
+	}
+	local, err := sealer.Unseal(h.SealedLocal)
+	if errors.Is(err, localstorage.ErrTPMRefused) {
+		return "", "", fmt.Errorf("the data disk %s was sealed by another TPM: this machine's TPM refuses its key (the disk comes from another machine, or this machine's TPM state was replaced or cleared). Start the machine with the TPM state it was made with (launch/vm: the tpm/ directory beside its disks); nothing was changed on the disk: %w", dev, err)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("the data disk %s: its key's local part (sealed: %v) cannot be unsealed on this machine: %w. Nothing was changed on the disk", dev, h.Sealing, err)
 	}
 	defer clear(local)
-	if h.Sealing != localSealer.kind {
-		return "", "", fmt.Errorf("the data disk %s: its key's local part is sealed by %v, this node seals with %v", dev, h.Sealing, localSealer.kind)
-	}
 	if h.ClusterBound {
 		return "", "", fmt.Errorf("the data disk %s needs a cluster part to unlock, which this node cannot ask for yet", dev)
 	}
@@ -106,11 +154,12 @@ func (m *Machine) openDataDisk(dev string, step func(string, ...any)) (string, s
 func (m *Machine) createDataDisk(dev string, step func(string, ...any)) (string, string, error) {
 	local := diskseal.NewPart()
 	defer clear(local)
-	sealed, err := localSealer.Seal(local)
+	sealer, kind := m.newSealer()
+	sealed, err := sealer.Seal(local)
 	if err != nil {
-		return "", "", fmt.Errorf("sealing the data disk's key: %w", err)
+		return "", "", fmt.Errorf("sealing the data disk's key (%v): %w", kind, err)
 	}
-	h := &diskseal.Header{Sealing: localSealer.kind, State: diskseal.StateFormatting, Salt: diskseal.NewSalt(), SealedLocal: sealed}
+	h := &diskseal.Header{Sealing: kind, State: diskseal.StateFormatting, Salt: diskseal.NewSalt(), SealedLocal: sealed}
 	// The header goes first, marked formatting: from here on the disk
 	// is ours, and a crash before the file system is done formats again.
 	if err := writeHeader(dev, h); err != nil {

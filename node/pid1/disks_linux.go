@@ -59,6 +59,9 @@ func (m *Machine) mountStorage(found map[string]string, step func(string, ...any
 			return err
 		}
 		if d.serial == SerialData {
+			if err := m.openSealers(); err != nil {
+				return err
+			}
 			// The data disk is encrypted: what is mounted is its
 			// dm-crypt mapping (datadisk_linux.go).
 			if dev, m.DataSealing, err = m.openDataDisk(dev, step); err != nil {

@@ -48,10 +48,14 @@
 //     and a tmpfs for ephemeral/. The data disk is encrypted
 //     (datadisk_linux.go): a node/diskseal header at its start, the rest
 //     mapped through dm-crypt (internal/devmapper, aes-xts-plain64) as
-//     DataMapping and formatted as ext4 inside the mapping; a disk with a
+//     DataMapping and formatted as ext4 inside the mapping, the key's
+//     local part sealed by the machine's TPM (TPMDevice), or in software
+//     on a machine without one (Machine.DataSealing); a disk with a
 //     header is unlocked, never formatted once ready, and a damaged
 //     header stops the boot with the disk untouched. A plain ext4 data
-//     disk from before sealing is mounted as it is (DataSealingNone). A
+//     disk from before sealing is mounted as it is (DataSealingNone).
+//     The agent seals its configuration with the same TPM
+//     (Machine.Sealer). A
 //     rebooted machine finds its sealed configuration on the ESP and
 //     rejoins, as a restarted process does;
 //  8. mount the system disk (SerialSystem, a squashfs the image builder
