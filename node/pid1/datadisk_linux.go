@@ -23,6 +23,11 @@ const (
 	// DataSealingNone: a plain ext4 data disk from before sealing,
 	// mounted as it is; nothing on it is encrypted.
 	DataSealingNone = "none"
+	// DataSealingSoftware: encrypted, the key in the header in clear
+	// (a machine without a TPM).
+	DataSealingSoftware = "software"
+	// DataSealingTPM: encrypted, the key sealed by the machine's TPM.
+	DataSealingTPM = "tpm"
 )
 
 // TPMDevice is the kernel's resource-managed TPM device. A machine with a
