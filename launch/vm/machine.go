@@ -171,6 +171,15 @@ func (c *Config) args() []string {
 		"-nodefaults", "-no-reboot", "-nographic",
 		"-name", c.Name,
 		"-accel", c.Accel,
+		// Westmere: the oldest CPU model with AES-NI (and the SSSE3 and
+		// PCLMULQDQ the kernel's aesni_intel uses beside it). The data
+		// disk is encrypted with AES; under TCG the guest's table AES is
+		// emulated instruction by instruction, while qemu runs AES-NI's
+		// instructions as its own helpers (a first boot's format:
+		// docs/benchmarks.md). qemu64 with +aes alone is not enough:
+		// aesni_intel's self-test then hits PSHUFB (SSSE3), an invalid
+		// opcode there.
+		"-cpu", "Westmere",
 		"-m", strconv.Itoa(c.MemoryMB),
 		"-smp", "1",
 		"-kernel", c.Kernel,
