@@ -35,6 +35,9 @@ const (
 // its data disk's key and its configuration with it.
 const TPMDevice = "/dev/tpmrm0"
 
+// tpmWait bounds the wait for TPMDevice when the data disk needs it.
+const tpmWait = 10 * time.Second
+
 // openSealers finds the machine's TPM, if it has one, and sets
 // m.tpm; without one the machine seals in software (m.tpm stays nil).
 func (m *Machine) openSealers() error {
@@ -62,13 +65,24 @@ func (m *Machine) Sealer() localstorage.Sealer {
 // sealerFor returns the sealer of a header's local part, or an error
 // that says why this machine cannot unseal it.
 func (m *Machine) sealerFor(dev string, s diskseal.Sealing) (localstorage.Sealer, error) {
-	switch {
-	case s == diskseal.SealingSoftware:
+	switch s {
+	case diskseal.SealingSoftware:
 		return localstorage.Unsealed{}, nil
-	case s == diskseal.SealingTPM && m.tpm != nil:
-		return m.tpm, nil
-	case s == diskseal.SealingTPM:
-		return nil, fmt.Errorf("the data disk %s is sealed by a TPM, and this machine has none (no %s). Start the machine with its TPM (launch/vm keeps a VM's TPM state in its directory, beside its disks, under %s/); nothing was changed on the disk", dev, TPMDevice, "tpm")
+	case diskseal.SealingTPM:
+		// The TPM driver may register its device after the disks
+		// appeared (a loaded host): give it a moment before calling the
+		// TPM missing.
+		deadline := time.Now().Add(tpmWait)
+		for m.tpm == nil && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // polling /dev: no udev to wait on
+			if err := m.openSealers(); err != nil {
+				return nil, err
+			}
+		}
+		if m.tpm != nil {
+			return m.tpm, nil
+		}
+		return nil, fmt.Errorf("the data disk %s is sealed by a TPM, and this machine has none (no %s after %v). Start the machine with its TPM (launch/vm keeps a VM's TPM state in its directory, beside its disks, under tpm/); nothing was changed on the disk", dev, TPMDevice, tpmWait)
 	}
 	return nil, fmt.Errorf("the data disk %s: its key is sealed by %v, which this node does not know", dev, s)
 }
