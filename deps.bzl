@@ -548,6 +548,20 @@ def go_dependencies():
         version = "v0.22.1",
     )
     go_repository(
+        name = "com_github_google_go_tpm",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/google/go-tpm",
+        sum = "h1:slArAR9Ft+1ybZu0lBwpSmpwhRXaa85hWtMinMyRAWo=",
+        version = "v0.9.8",
+    )
+    go_repository(
+        name = "com_github_google_go_tpm_tools",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/google/go-tpm-tools",
+        sum = "h1:qJEJcuLzH5KDR0gKc0zcktin6KSAwL7+jWKBYceddTc=",
+        version = "v0.3.13-0.20230620182252-4639ecce2aba",
+    )
+    go_repository(
         name = "com_github_google_gofuzz",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/google/gofuzz",

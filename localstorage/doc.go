@@ -41,8 +41,11 @@
 // (remove the file and let it be rebuilt, or wipe the node's storage and
 // enrol it again).
 //
-// Sealing: the sealed configuration is written through a Sealer, so that a
-// TPM-backed implementation can bind it to the machine later. Today's
-// implementation, Unsealed, does not protect anything, and says so in its
-// name and in every file it writes.
+// Sealing: the sealed configuration is written through a Sealer, which
+// binds it to the machine. TPMSealer seals with the machine's TPM 2.0 (a
+// VM's swtpm): a copy of the file elsewhere is useless. Unsealed, for
+// process mode and machines without a TPM, does not protect anything
+// against a copy, and says so in its name and in every file it writes.
+// Each writes a header of its own, so one never mistakes the other's
+// data for its own.
 package localstorage

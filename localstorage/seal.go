@@ -15,9 +15,10 @@ type Sealer interface {
 	Unseal(sealed []byte) ([]byte, error)
 }
 
-// Unsealed is the Sealer for machines without a TPM, and for development: it
-// does NOT protect anything. Anyone who can read the file can read the
-// data. It marks what it writes with a header that says so, so that a later,
+// Unsealed is the Sealer for machines without a TPM, and for development
+// (process mode): it does NOT protect anything. Anyone who can read the
+// file, or a copy of the directory, can read the data. Machines with a
+// TPM use TPMSealer. It marks what it writes with a header that says so, so that a later,
 // real sealer refuses it rather than mistaking it for sealed data, and so
 // that a person looking at the file is not misled.
 type Unsealed struct{}

@@ -52,6 +52,11 @@ type Config struct {
 	ParametersFile, FWCfg string
 	// Sealer seals the node's configuration; localstorage.Unsealed if nil.
 	Sealer localstorage.Sealer
+	// DataSealing is how the node keeps its data at rest, as it reports
+	// it in its status: the machine's (PID 1 knows), or, if unspecified,
+	// software with the default Sealer (a process node's directory is
+	// not encrypted: nothing protects it against a copy).
+	DataSealing cpb.DataSealing
 	// ConsensusPort and CuratorPort default to roleserve's defaults.
 	ConsensusPort, CuratorPort uint16
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
@@ -130,6 +135,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Sealer == nil {
 		cfg.Sealer = localstorage.Unsealed{}
+		if cfg.DataSealing == cpb.DataSealing_DATA_SEALING_UNSPECIFIED {
+			cfg.DataSealing = cpb.DataSealing_DATA_SEALING_SOFTWARE
+		}
 	}
 	root, err := localstorage.New(cfg.StorageRoot)
 	if err != nil {
@@ -265,7 +273,7 @@ func (n *Node) Run(ctx context.Context) error {
 	cp.NodeKey = en.key
 
 	rs, err := roleserve.New(roleserve.Config{
-		Node:         roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID},
+		Node:         roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID, DataSealing: n.cfg.DataSealing},
 		ControlPlane: cp,
 		Kubernetes: roleserve.KubernetesConfig{
 			Bundle: n.cfg.KubernetesBundle,

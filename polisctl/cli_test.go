@@ -173,8 +173,8 @@ func TestCLI(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(r.ok("node", "describe", first.NodeID, "-o", "json")), &described); err != nil || described.Id != first.NodeID {
 		t.Fatalf("node describe -o json: %v, %v", err, described.Id)
 	}
-	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.Addr.String()) {
-		t.Errorf("node describe does not show the address:\n%s", out)
+	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.Addr.String()) || !strings.Contains(out, "Data sealing:") || !strings.Contains(out, "software (protects nothing") {
+		t.Errorf("node describe does not show the address, or the process node's sealing as software:\n%s", out)
 	}
 
 	// Labels: set two, remove one.

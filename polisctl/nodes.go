@@ -189,6 +189,7 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	row("Address", dash(st.GetExternalAddress()))
 	row("Version", dash(st.GetVersion()))
 	row("Boot ID", dash(st.GetBootId()))
+	row("Data sealing", sealingName(st.GetDataSealing()))
 	if st.GetRunningCurator() != nil {
 		row("Curator port", fmt.Sprint(st.GetRunningCurator().GetPort()))
 	}

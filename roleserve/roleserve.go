@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -45,6 +46,8 @@ type NodeInfo struct {
 	Version string
 	// BootID is the Linux boot ID of the current boot.
 	BootID string
+	// DataSealing is how the node keeps its data at rest.
+	DataSealing cpb.DataSealing
 }
 
 func (c *Config) validate() error {

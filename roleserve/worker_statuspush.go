@@ -98,6 +98,7 @@ func (w *workerStatusPush) status(local *cpb.CuratorEndpoint, kube *KubernetesSt
 		BootId:            w.node.BootID,
 		ConsensusPeerPort: uint32(w.consensusPort),
 		Kubernetes:        kubernetesProto(kube, kubeWorker),
+		DataSealing:       w.node.DataSealing,
 	}
 	if local != nil {
 		s.RunningCurator = &cpb.RunningCurator{Port: local.GetPort()}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/pid1"
@@ -18,6 +19,13 @@ import (
 
 // stopTimeout bounds how long a halt waits for the agent's runnables.
 const stopTimeout = 30 * time.Second
+
+// dataSealing maps PID 1's Machine.DataSealing to the status' field.
+var dataSealing = map[string]cpb.DataSealing{
+	pid1.DataSealingNone:     cpb.DataSealing_DATA_SEALING_NONE,
+	pid1.DataSealingSoftware: cpb.DataSealing_DATA_SEALING_SOFTWARE,
+	pid1.DataSealingTPM:      cpb.DataSealing_DATA_SEALING_TPM,
+}
 
 // runAsInit is the agent as the node image's init: pid1.Boot prepares the
 // machine, the agent runs until the power button asks for a halt, and
@@ -42,6 +50,12 @@ func runAsInit() {
 		pid1.Fatal(console, err)
 	}
 	o.cfg.FWCfg = node.FWCfgParametersPath
+	// The node's configuration is sealed by the machine's TPM, as its
+	// data disk's key is; without a TPM, the agent's default (Unsealed).
+	if s := m.Sealer(); s != nil {
+		o.cfg.Sealer = s
+	}
+	o.cfg.DataSealing = dataSealing[m.DataSealing]
 	ring := logring.New(logring.Config{})
 	o.cfg.LogRing = ring
 	o.cfg.Power = func(a nodeapi.PowerAction) {

@@ -15,15 +15,15 @@ var Floors = []Floor{
 		Folders: []string{
 			"api/", "event", "identity", "logring",
 			"internal/atomicfile", "internal/failpoint", "internal/testutil",
-			"node/pid1", "kube/pki", "kube/apiproxy", "kube/bundle",
+			"internal/devmapper", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
 			"launch/debpkg", "launch/demoimage", "curator/backup",
 		},
 	},
 	{
 		Name: "runtime",
-		Why:  "the reactive runtime (value backends, the supervisor), storage on disk, and the shared gRPC authorization layer",
+		Why:  "the reactive runtime (value backends, the supervisor), storage on disk (and PID 1, which unlocks and mounts it), and the shared gRPC authorization layer",
 		Folders: []string{
-			"event/", "supervisor", "localstorage", "internal/rpcauth",
+			"event/", "supervisor", "localstorage", "node/pid1", "internal/rpcauth",
 			"clusternet", "kube/process", "kube/kubetest",
 		},
 	},

@@ -35,6 +35,11 @@ var DefaultModules = []string{
 	"vfat", "nls_cp437", "nls_ascii", // the ESP and the code pages it is mounted with
 	"button", "evdev", // the ACPI power button: a clean power-off on request
 	"squashfs", // the read-only system disk (pid1.SystemRoot)
+	// The encrypted data disk: dm-crypt over the device-mapper, with
+	// aes-xts-plain64 (xts over ecb(aes); AES itself is built in, and
+	// aesni_intel is its fast form on a CPU with AES-NI: optional, as
+	// pid1.OptionalModules says, since on one without it its init fails).
+	"dm_mod", "dm_crypt", "xts", "ecb", "aesni_intel",
 	// Containers and their traffic: overlayfs for image layers; a bridge
 	// and veth pairs for pod networks, with bridged traffic passing
 	// netfilter (br_netfilter); conntrack and NAT, and the nftables

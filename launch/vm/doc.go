@@ -7,7 +7,10 @@
 // A Machine is one boot: Start launches qemu, and the Machine ends when
 // qemu exits. What outlives a boot lives in the machine's directory: its
 // two disks (esp.img and data.img, created sparse and blank; the node
-// formats them on first boot and finds its state on them afterwards) and
+// formats them on first boot and finds its state on them afterwards), its
+// TPM's state (tpm/: each boot runs a swtpm TPM 2.0 on it, stopped when
+// qemu exits, unless Config.NoTPM; the node seals its data disk's key and
+// its configuration with it, so the disks without it open nothing) and
 // its console log, to which every boot appends, each line stamped with the
 // host's time. Booting a node again is calling Start again with the same
 // Config.

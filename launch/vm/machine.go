@@ -48,7 +48,8 @@ type Config struct {
 	// (only a writer would be refused).
 	System string
 	// Dir holds the machine's disks (esp.img, data.img, made sparse and
-	// blank on first start: the node formats them), its console log
+	// blank on first start: the node formats them), its TPM's state
+	// (TPMStateDir, unless NoTPM), its console log
 	// (console.log, appended to on every boot), its parameters and its QMP
 	// socket. The disks persist across boots.
 	Dir string
@@ -74,6 +75,13 @@ type Config struct {
 	Accel string
 	// QEMU is the qemu binary; default qemu-system-x86_64 from PATH.
 	QEMU string
+	// NoTPM boots the machine without a TPM. By default it has a TPM
+	// 2.0, emulated by swtpm with its state in Dir/TPMStateDir beside the
+	// disks, with which the node seals its data disk's key and its
+	// configuration: the disks alone, without that state, open nothing.
+	NoTPM bool
+	// SWTPM is the swtpm binary; default swtpm from PATH.
+	SWTPM string
 }
 
 // Machine is one boot of a node machine: Start makes it, and it ends when
@@ -136,6 +144,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.QEMU == "" {
 		o.QEMU = "qemu-system-x86_64"
 	}
+	if o.SWTPM == "" {
+		o.SWTPM = "swtpm"
+	}
 	if o.MAC == "" {
 		o.MAC = DefaultMAC(o.Address.Addr())
 	}
@@ -145,7 +156,7 @@ func (c *Config) withDefaults() (Config, error) {
 			return o, fmt.Errorf("vm %s: agent flag %q: want NAME=VALUE, NAME one of %s, VALUE without spaces", o.Name, f, strings.Join(pid1.AgentFlags, ", "))
 		}
 	}
-	if n := len(o.qmpSocket()); n > 100 {
+	if n := max(len(o.qmpSocket()), len(o.tpmSocket())); n > 100 {
 		return o, fmt.Errorf("vm %s: the directory %s is too long for a unix socket path (%d bytes); use a shorter one", o.Name, o.Dir, n)
 	}
 	return o, nil
@@ -160,6 +171,15 @@ func (c *Config) args() []string {
 		"-nodefaults", "-no-reboot", "-nographic",
 		"-name", c.Name,
 		"-accel", c.Accel,
+		// Westmere: the oldest CPU model with AES-NI (and the SSSE3 and
+		// PCLMULQDQ the kernel's aesni_intel uses beside it). The data
+		// disk is encrypted with AES; under TCG the guest's table AES is
+		// emulated instruction by instruction, while qemu runs AES-NI's
+		// instructions as its own helpers (a first boot's format:
+		// docs/benchmarks.md). qemu64 with +aes alone is not enough:
+		// aesni_intel's self-test then hits PSHUFB (SSSE3), an invalid
+		// opcode there.
+		"-cpu", "Westmere",
 		"-m", strconv.Itoa(c.MemoryMB),
 		"-smp", "1",
 		"-kernel", c.Kernel,
@@ -189,6 +209,9 @@ func (c *Config) args() []string {
 	// fetched over the network, and SeaBIOS then skips loading and
 	// running the ROM on every boot.
 	a = append(a, "-device", "virtio-net-pci,netdev=net0,romfile=,mac="+c.MAC)
+	if !c.NoTPM {
+		a = append(a, c.tpmArgs()...)
+	}
 	if c.Parameters != nil {
 		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+c.parametersFile().Path)
 	}
@@ -253,10 +276,18 @@ func Start(cfg Config) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
 	}
+	stopTPM := func() {}
+	if !c.NoTPM {
+		if stopTPM, err = c.startTPM(); err != nil {
+			logFile.Close()
+			return nil, err
+		}
+	}
 	cmd := exec.Command(c.QEMU, c.args()...)
 	setProcAttr(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		stopTPM()
 		logFile.Close()
 		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
 	}
@@ -265,6 +296,7 @@ func Start(cfg Config) (*Machine, error) {
 	fmt.Fprintf(logFile, "%s === %s: starting qemu (%s)\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), c.Name, c.Accel)
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
+		stopTPM()
 		logFile.Close()
 		return nil, fmt.Errorf("vm %s: starting %s: %w", c.Name, c.QEMU, err)
 	}
@@ -273,6 +305,7 @@ func Start(cfg Config) (*Machine, error) {
 	go func() {
 		<-copied // all output read before Wait closes the pipe
 		m.waitErr = cmd.Wait()
+		stopTPM() // the TPM's state is saved before Done
 		logFile.Close()
 		close(m.done)
 	}()

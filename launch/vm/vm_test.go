@@ -1,9 +1,12 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +19,7 @@ import (
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/launch/image"
+	"github.com/polis-os/polis/node/diskseal"
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -134,7 +138,9 @@ func shortTempDir(t *testing.T) string {
 // bootstraps a cluster; a press of the power button stops it cleanly
 // (qemu exits 0); booted again with no parameters and no system disk, it
 // boots as a node without one and rejoins its cluster from what its disks
-// kept.
+// kept. Its data disk is encrypted, its key and its configuration sealed
+// by its TPM (swtpm): with another TPM, the disks do not unlock, the
+// console says why, and nothing is written to them.
 func TestBootBootstrapRebootPowerOff(t *testing.T) {
 	qemu := needQEMU(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -204,9 +210,125 @@ func TestBootBootstrapRebootPowerOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(log), "formatted the blank"); n != 2 {
-		t.Errorf("the console log shows %d disks formatted; want 2, on the first boot only", n)
+	if n := strings.Count(string(log), "formatted the blank"); n != 1 {
+		t.Errorf("the console log shows %d blank disks formatted; want 1, the ESP on the first boot only", n)
 	}
+	if n := strings.Count(string(log), "formatted the encrypted data disk"); n != 1 {
+		t.Errorf("the console log shows the encrypted data disk formatted %d times; want once, on the first boot", n)
+	}
+	if n := strings.Count(string(log), "unlocked the data disk"); n != 1 {
+		t.Errorf("the console log shows the data disk unlocked %d times; want once, on the second boot (the first made it)", n)
+	}
+	if n := strings.Count(string(log), "tpm sealing"); n != 2 {
+		t.Errorf("the console log shows the data disk sealed by the TPM on %d boots; want 2", n)
+	}
+	checkDataDiskEncrypted(t, filepath.Join(cfg.Dir, "data.img"))
+	esp, err := os.ReadFile(filepath.Join(cfg.Dir, "esp.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(esp, []byte("POLIS-UNSEALED")) || !bytes.Contains(esp, []byte("POLIS-TPM-SEALED")) {
+		t.Error("the sealed configuration on the ESP is not sealed by the TPM")
+	}
+
+	// The same disks with another TPM (a new TPM state, as another
+	// machine's would be) do not unlock, and the console says why.
+	before := fileSum(t, filepath.Join(cfg.Dir, "data.img"))
+	if err := os.Rename(cfg.TPMDir(), cfg.TPMDir()+".own"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Kill()
+	if _, err := m.WaitConsole(ctx, "was sealed by another TPM"); err != nil {
+		t.Fatal(err)
+	}
+	m.Kill()
+	if before != fileSum(t, filepath.Join(cfg.Dir, "data.img")) {
+		t.Fatal("booted with another TPM, the node changed its data disk")
+	}
+}
+
+// fileSum is the SHA-256 of a file, read as a stream (the data disk is 2
+// GiB, mostly holes).
+func fileSum(t *testing.T, p string) [sha256.Size]byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// checkDataDiskEncrypted reads a powered-off machine's data disk: it
+// starts with the Polis header, and neither an ext4 superblock nor the
+// PEM of a certificate or key (the node's, the cluster CA's in etcd) is
+// in it in clear.
+func checkDataDiskEncrypted(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, diskseal.DataOffset+4096)
+	if _, err := io.ReadFull(f, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := diskseal.Decode(head); err != nil {
+		t.Errorf("the data disk's header: %v", err)
+	}
+	if sb := diskseal.DataOffset + 1080; head[sb] == 0x53 && head[sb+1] == 0xEF {
+		t.Error("the data disk holds an ext4 superblock in clear")
+	}
+	for _, found := range fileContains(t, path, "-----BEGIN", "polis-data") {
+		t.Errorf("the data disk holds %q in clear", found)
+	}
+}
+
+// fileContains returns which of the strings the file holds, reading it
+// as a stream (a 2 GiB disk image need not fit in memory).
+func fileContains(t *testing.T, path string, strs ...string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	keep := 0
+	for _, s := range strs {
+		keep = max(keep, len(s)-1)
+	}
+	found := map[string]bool{}
+	buf := make([]byte, 4<<20)
+	n := 0 // bytes kept from the previous chunk
+	for {
+		m, err := io.ReadFull(f, buf[n:])
+		chunk := buf[:n+m]
+		for _, s := range strs {
+			if bytes.Contains(chunk, []byte(s)) {
+				found[s] = true
+			}
+		}
+		if err != nil {
+			break
+		}
+		n = copy(buf, chunk[len(chunk)-keep:])
+	}
+	var out []string
+	for _, s := range strs {
+		if found[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // TestProbeKVM: the probe answers within its bound whether or not KVM

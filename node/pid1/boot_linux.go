@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/polis-os/polis/localstorage"
 )
 
 // Machine is a booted node machine.
@@ -22,9 +24,15 @@ type Machine struct {
 	// System says whether the machine has a system disk, mounted
 	// read-only at SystemRoot: the agent then runs Kubernetes from it.
 	System bool
+	// DataSealing says how the data disk's key is sealed: "tpm",
+	// "software" (protects nothing against a copy of the disk), or
+	// DataSealingNone for a plain disk from before sealing.
+	DataSealing string
 
 	logf     func(format string, args ...any)
-	mounts   []string // mounted storage, in mount order
+	mounts   []string                // mounted storage, in mount order
+	mapped   bool                    // the data disk's dm-crypt mapping exists
+	tpm      *localstorage.TPMSealer // nil without a TPM
 	requests chan Action
 }
 

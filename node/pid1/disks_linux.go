@@ -58,19 +58,17 @@ func (m *Machine) mountStorage(found map[string]string, step func(string, ...any
 		if err != nil {
 			return err
 		}
-		kind, err := probe(dev)
-		if err != nil {
-			return err
-		}
-		switch {
-		case kind == "blank":
-			t := time.Now()
-			if err := format(dev, d.fstype, d.label); err != nil {
+		if d.serial == SerialData {
+			if err := m.openSealers(); err != nil {
 				return err
 			}
-			step("formatted the blank %s disk %s as %s in %v", d.dir, dev, d.fstype, time.Since(t).Round(time.Millisecond))
-		case kind != d.fstype:
-			return fmt.Errorf("the %s disk %s (serial %s) holds %s, not %s; refusing to format a disk that is not blank", d.dir, dev, d.serial, kind, d.fstype)
+			// The data disk is encrypted: what is mounted is its
+			// dm-crypt mapping (datadisk_linux.go).
+			if dev, m.DataSealing, err = m.openDataDisk(dev, step); err != nil {
+				return err
+			}
+		} else if err := formatIfBlank(dev, d, step); err != nil {
+			return err
 		}
 		target := filepath.Join(m.StorageRoot, d.dir)
 		if err := os.MkdirAll(target, 0o700); err != nil {
@@ -93,6 +91,26 @@ func (m *Machine) mountStorage(found map[string]string, step func(string, ...any
 		return fmt.Errorf("mounting a tmpfs on %s: %w", eph, err)
 	}
 	m.mounts = append(m.mounts, eph)
+	return nil
+}
+
+// formatIfBlank formats a blank disk as d says, and refuses a disk that
+// holds anything but d's file system.
+func formatIfBlank(dev string, d storageDisk, step func(string, ...any)) error {
+	kind, err := probe(dev)
+	if err != nil {
+		return err
+	}
+	switch {
+	case kind == "blank":
+		t := time.Now()
+		if err := format(dev, d.fstype, d.label); err != nil {
+			return err
+		}
+		step("formatted the blank %s disk %s as %s in %v", d.dir, dev, d.fstype, time.Since(t).Round(time.Millisecond))
+	case kind != d.fstype:
+		return fmt.Errorf("the %s disk %s (serial %s) holds %s, not %s; refusing to format a disk that is not blank", d.dir, dev, d.serial, kind, d.fstype)
+	}
 	return nil
 }
 

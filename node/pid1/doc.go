@@ -43,11 +43,21 @@
 //  6. bring up lo and the cluster NIC with netlink;
 //  7. wait until every virtio disk on the PCI bus has been probed, and
 //     tell them apart by their serial numbers: the ESP and data disks
-//     (SerialESP, SerialData) are formatted if blank (FAT32, ext4) and
-//     mounted under StorageRoot, where localstorage expects them: esp/,
-//     data/, and a tmpfs for ephemeral/. A rebooted machine finds its
-//     sealed configuration on the ESP and rejoins, as a restarted process
-//     does;
+//     (SerialESP, SerialData) are formatted if blank and mounted under
+//     StorageRoot, where localstorage expects them: esp/ (FAT32), data/,
+//     and a tmpfs for ephemeral/. The data disk is encrypted
+//     (datadisk_linux.go): a node/diskseal header at its start, the rest
+//     mapped through dm-crypt (internal/devmapper, aes-xts-plain64) as
+//     DataMapping and formatted as ext4 inside the mapping, the key's
+//     local part sealed by the machine's TPM (TPMDevice), or in software
+//     on a machine without one (Machine.DataSealing); a disk with a
+//     header is unlocked, never formatted once ready, and a damaged
+//     header stops the boot with the disk untouched. A plain ext4 data
+//     disk from before sealing is mounted as it is (DataSealingNone).
+//     The agent seals its configuration with the same TPM
+//     (Machine.Sealer). A
+//     rebooted machine finds its sealed configuration on the ESP and
+//     rejoins, as a restarted process does;
 //  8. mount the system disk (SerialSystem, a squashfs the image builder
 //     wrote) read-only at SystemRoot, if the machine has one: knowing
 //     every disk of step 7, an absent one is told from a late one
@@ -65,7 +75,8 @@
 // Go holds a pidfd for those until Wait, and the reaper leaves any zombie
 // a pidfd of the agent refers to. It also watches the ACPI power
 // button; Machine.Requests delivers a press as a request to power off.
-// Machine.Halt stops cleanly: sync, unmount, sync, then reboot(2). A
+// Machine.Halt stops cleanly: sync, unmount, remove the data disk's
+// mapping, sync, then reboot(2). A
 // failure during boot goes to Fatal, which prints it on the console and
 // reboots after a pause, so a broken machine neither hangs silently nor
 // reboots too fast to be read.

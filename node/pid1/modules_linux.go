@@ -4,14 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
 // loadModules loads every module listed in list, in order. A module the
-// kernel already has (EEXIST) is fine; any other failure names the module,
-// since a missing driver shows up much later as a missing disk or NIC.
+// kernel already has (EEXIST) is fine, and so is one of OptionalModules
+// that finds no hardware for it (ENODEV); any other failure names the
+// module, since a missing driver shows up much later as a missing disk or
+// NIC.
 func loadModules(list string) (int, error) {
 	b, err := os.ReadFile(list)
 	if err != nil {
@@ -22,7 +26,11 @@ func loadModules(list string) (int, error) {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
 		}
-		if err := loadModule(line); err != nil {
+		err := loadModule(line)
+		if errors.Is(err, unix.ENODEV) && slices.Contains(OptionalModules, strings.TrimSuffix(filepath.Base(line), ".ko")) {
+			continue
+		}
+		if err != nil {
 			return n, err
 		}
 		n++
@@ -37,7 +45,7 @@ func loadModule(path string) error {
 	}
 	defer f.Close()
 	if err := unix.FinitModule(int(f.Fd()), "", 0); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("loading kernel module %s: %w", path, err)
+		return fmt.Errorf("loading kernel module %s: %w", path, err) // wraps the errno for ENODEV
 	}
 	return nil
 }

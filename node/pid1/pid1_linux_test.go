@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/polis-os/polis/node/diskseal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -119,5 +121,13 @@ func TestHostname(t *testing.T) {
 		if got := Hostname(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("Hostname(%s) = %s, want %s", addr, got, want)
 		}
+	}
+}
+
+// TestDataSealingNames: Machine.DataSealing is the header's Sealing by
+// name, and the agent maps these names to its status (cmd/polis-node).
+func TestDataSealingNames(t *testing.T) {
+	if diskseal.SealingSoftware.String() != DataSealingSoftware || diskseal.SealingTPM.String() != DataSealingTPM {
+		t.Fatalf("diskseal's names %q, %q differ from DataSealing's %q, %q", diskseal.SealingSoftware, diskseal.SealingTPM, DataSealingSoftware, DataSealingTPM)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/polis-os/polis/internal/devmapper"
 )
 
 // fatalPause is how long a fatal error stays on the console before the
@@ -45,6 +47,14 @@ func (m *Machine) unmountAll() {
 		}
 	}
 	m.mounts = nil
+	if m.mapped {
+		// Unmounted above, the data disk's mapping can go: its key
+		// leaves the kernel's memory before the machine halts.
+		if err := devmapper.Remove(DataMapping); err != nil {
+			m.logf("polis: removing the data disk's mapping: %v", err)
+		}
+		m.mapped = false
+	}
 }
 
 // Fatal prints err on the console, waits fatalPause, and reboots. PID 1

@@ -162,6 +162,67 @@ func (NodeHealth) EnumDescriptor() ([]byte, []int) {
 	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+// DataSealing is how a node keeps its data at rest (docs/threat-model.md,
+// "Data at rest").
+type DataSealing int32
+
+const (
+	// The node did not say (an older agent).
+	DataSealing_DATA_SEALING_UNSPECIFIED DataSealing = 0
+	// Nothing is encrypted or sealed: a data disk from before encryption.
+	DataSealing_DATA_SEALING_NONE DataSealing = 1
+	// Sealed in software: the data disk is encrypted but its key, and the
+	// node's configuration, lie beside it. Protects nothing against a copy
+	// of the disks or of a process node's directory.
+	DataSealing_DATA_SEALING_SOFTWARE DataSealing = 2
+	// The data disk is encrypted, its key and the node's configuration
+	// sealed by the machine's TPM 2.0: the disks alone open nothing.
+	DataSealing_DATA_SEALING_TPM DataSealing = 3
+)
+
+// Enum value maps for DataSealing.
+var (
+	DataSealing_name = map[int32]string{
+		0: "DATA_SEALING_UNSPECIFIED",
+		1: "DATA_SEALING_NONE",
+		2: "DATA_SEALING_SOFTWARE",
+		3: "DATA_SEALING_TPM",
+	}
+	DataSealing_value = map[string]int32{
+		"DATA_SEALING_UNSPECIFIED": 0,
+		"DATA_SEALING_NONE":        1,
+		"DATA_SEALING_SOFTWARE":    2,
+		"DATA_SEALING_TPM":         3,
+	}
+)
+
+func (x DataSealing) Enum() *DataSealing {
+	p := new(DataSealing)
+	*p = x
+	return p
+}
+
+func (x DataSealing) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataSealing) Descriptor() protoreflect.EnumDescriptor {
+	return file_polis_curator_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (DataSealing) Type() protoreflect.EnumType {
+	return &file_polis_curator_v1_common_proto_enumTypes[2]
+}
+
+func (x DataSealing) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataSealing.Descriptor instead.
+func (DataSealing) EnumDescriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
 // Node is the curator's record of one node, as seen by the caller. Which
 // fields are filled in depends on who reads it; each field says so.
 type Node struct {
@@ -647,8 +708,11 @@ type NodeStatus struct {
 	// node's disk, newest first; empty while it runs no consensus member.
 	// At most 16.
 	ConsensusSnapshots []*ConsensusSnapshot `protobuf:"bytes,8,rep,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How the node keeps its data at rest (its data disk and its sealed
+	// configuration); unspecified from a node that does not say.
+	DataSealing   DataSealing `protobuf:"varint,9,opt,name=data_sealing,json=dataSealing,proto3,enum=polis.curator.v1.DataSealing" json:"data_sealing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -735,6 +799,13 @@ func (x *NodeStatus) GetConsensusSnapshots() []*ConsensusSnapshot {
 		return x.ConsensusSnapshots
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetDataSealing() DataSealing {
+	if x != nil {
+		return x.DataSealing
+	}
+	return DataSealing_DATA_SEALING_UNSPECIFIED
 }
 
 // ConsensusSnapshot is one periodic snapshot of the consensus database a
@@ -1252,7 +1323,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1a\n" +
 	"\x18KubernetesControllerRole\"\x16\n" +
-	"\x14KubernetesWorkerRole\"\xb9\x03\n" +
+	"\x14KubernetesWorkerRole\"\xfb\x03\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x10external_address\x18\x01 \x01(\tR\x0fexternalAddress\x12I\n" +
@@ -1264,7 +1335,8 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\n" +
 	"kubernetes\x18\a \x01(\v2\".polis.curator.v1.KubernetesStatusR\n" +
 	"kubernetes\x12T\n" +
-	"\x13consensus_snapshots\x18\b \x03(\v2#.polis.curator.v1.ConsensusSnapshotR\x12consensusSnapshots\"z\n" +
+	"\x13consensus_snapshots\x18\b \x03(\v2#.polis.curator.v1.ConsensusSnapshotR\x12consensusSnapshots\x12@\n" +
+	"\fdata_sealing\x18\t \x01(\x0e2\x1d.polis.curator.v1.DataSealingR\vdataSealing\"z\n" +
 	"\x11ConsensusSnapshot\x125\n" +
 	"\btaken_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x12\n" +
@@ -1307,7 +1379,12 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x17NODE_HEALTH_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NODE_HEALTH_UNKNOWN\x10\x01\x12\x17\n" +
 	"\x13NODE_HEALTH_HEALTHY\x10\x02\x12!\n" +
-	"\x1dNODE_HEALTH_HEARTBEAT_TIMEOUT\x10\x03B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\x1dNODE_HEALTH_HEARTBEAT_TIMEOUT\x10\x03*s\n" +
+	"\vDataSealing\x12\x1c\n" +
+	"\x18DATA_SEALING_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11DATA_SEALING_NONE\x10\x01\x12\x19\n" +
+	"\x15DATA_SEALING_SOFTWARE\x10\x02\x12\x14\n" +
+	"\x10DATA_SEALING_TPM\x10\x03B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_common_proto_rawDescOnce sync.Once
@@ -1321,54 +1398,56 @@ func file_polis_curator_v1_common_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_common_proto_rawDescData
 }
 
-var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_polis_curator_v1_common_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: polis.curator.v1.NodeState
 	(NodeHealth)(0),                  // 1: polis.curator.v1.NodeHealth
-	(*Node)(nil),                     // 2: polis.curator.v1.Node
-	(*Roles)(nil),                    // 3: polis.curator.v1.Roles
-	(*ConsensusMemberRole)(nil),      // 4: polis.curator.v1.ConsensusMemberRole
-	(*ConsensusJoinData)(nil),        // 5: polis.curator.v1.ConsensusJoinData
-	(*ConsensusPeer)(nil),            // 6: polis.curator.v1.ConsensusPeer
-	(*KubernetesControllerRole)(nil), // 7: polis.curator.v1.KubernetesControllerRole
-	(*KubernetesWorkerRole)(nil),     // 8: polis.curator.v1.KubernetesWorkerRole
-	(*NodeStatus)(nil),               // 9: polis.curator.v1.NodeStatus
-	(*ConsensusSnapshot)(nil),        // 10: polis.curator.v1.ConsensusSnapshot
-	(*SnapshotPolicy)(nil),           // 11: polis.curator.v1.SnapshotPolicy
-	(*KubernetesStatus)(nil),         // 12: polis.curator.v1.KubernetesStatus
-	(*RunningCurator)(nil),           // 13: polis.curator.v1.RunningCurator
-	(*CuratorEndpoint)(nil),          // 14: polis.curator.v1.CuratorEndpoint
-	(*ClusterDirectory)(nil),         // 15: polis.curator.v1.ClusterDirectory
-	(*KubernetesAPIServer)(nil),      // 16: polis.curator.v1.KubernetesAPIServer
-	nil,                              // 17: polis.curator.v1.Node.LabelsEntry
-	(*durationpb.Duration)(nil),      // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(DataSealing)(0),                 // 2: polis.curator.v1.DataSealing
+	(*Node)(nil),                     // 3: polis.curator.v1.Node
+	(*Roles)(nil),                    // 4: polis.curator.v1.Roles
+	(*ConsensusMemberRole)(nil),      // 5: polis.curator.v1.ConsensusMemberRole
+	(*ConsensusJoinData)(nil),        // 6: polis.curator.v1.ConsensusJoinData
+	(*ConsensusPeer)(nil),            // 7: polis.curator.v1.ConsensusPeer
+	(*KubernetesControllerRole)(nil), // 8: polis.curator.v1.KubernetesControllerRole
+	(*KubernetesWorkerRole)(nil),     // 9: polis.curator.v1.KubernetesWorkerRole
+	(*NodeStatus)(nil),               // 10: polis.curator.v1.NodeStatus
+	(*ConsensusSnapshot)(nil),        // 11: polis.curator.v1.ConsensusSnapshot
+	(*SnapshotPolicy)(nil),           // 12: polis.curator.v1.SnapshotPolicy
+	(*KubernetesStatus)(nil),         // 13: polis.curator.v1.KubernetesStatus
+	(*RunningCurator)(nil),           // 14: polis.curator.v1.RunningCurator
+	(*CuratorEndpoint)(nil),          // 15: polis.curator.v1.CuratorEndpoint
+	(*ClusterDirectory)(nil),         // 16: polis.curator.v1.ClusterDirectory
+	(*KubernetesAPIServer)(nil),      // 17: polis.curator.v1.KubernetesAPIServer
+	nil,                              // 18: polis.curator.v1.Node.LabelsEntry
+	(*durationpb.Duration)(nil),      // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_common_proto_depIdxs = []int32{
 	0,  // 0: polis.curator.v1.Node.state:type_name -> polis.curator.v1.NodeState
-	3,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
-	9,  // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
-	17, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
+	4,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
+	10, // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
+	18, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
 	1,  // 4: polis.curator.v1.Node.health:type_name -> polis.curator.v1.NodeHealth
-	18, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
-	4,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
-	7,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
-	8,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
-	5,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
-	6,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
-	13, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
-	19, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
-	12, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
-	10, // 14: polis.curator.v1.NodeStatus.consensus_snapshots:type_name -> polis.curator.v1.ConsensusSnapshot
-	19, // 15: polis.curator.v1.ConsensusSnapshot.taken_at:type_name -> google.protobuf.Timestamp
-	18, // 16: polis.curator.v1.SnapshotPolicy.interval:type_name -> google.protobuf.Duration
-	14, // 17: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
+	5,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
+	8,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
+	9,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
+	6,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
+	7,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
+	14, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
+	20, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
+	13, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
+	11, // 14: polis.curator.v1.NodeStatus.consensus_snapshots:type_name -> polis.curator.v1.ConsensusSnapshot
+	2,  // 15: polis.curator.v1.NodeStatus.data_sealing:type_name -> polis.curator.v1.DataSealing
+	20, // 16: polis.curator.v1.ConsensusSnapshot.taken_at:type_name -> google.protobuf.Timestamp
+	19, // 17: polis.curator.v1.SnapshotPolicy.interval:type_name -> google.protobuf.Duration
+	15, // 18: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_common_proto_init() }
@@ -1381,7 +1460,7 @@ func file_polis_curator_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_common_proto_rawDesc), len(file_polis_curator_v1_common_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
