@@ -1,8 +1,10 @@
 package curator
 
 import (
+	"cmp"
 	"context"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -36,6 +39,11 @@ type nodeSnapshot struct {
 	// previous snapshot's (new, changed or gone); in the first snapshot
 	// of a run, every ID.
 	changed []string
+	// curators is the cluster directory's curators in nodes. It is
+	// shared with the previous snapshot (the same pointer) unless a
+	// curator or its endpoint changed, so a directory watcher learns
+	// whether to send anything with one comparison.
+	curators *curatorSet
 	// next is the snapshot published after this one, nil until then. A
 	// watcher holding this one follows next to the newest and learns what
 	// changed from their changed lists: work in proportion to the change,
@@ -60,6 +68,66 @@ func (s *nodeSnapshot) changedSince(from *nodeSnapshot, limit int) ([]string, bo
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids), true
+}
+
+// curatorSet is the curators of one snapshot (curatorsIn), never
+// modified once published.
+type curatorSet struct{ endpoints []*cpb.CuratorEndpoint }
+
+// curatorEndpoint is where n serves as a curator of the cluster directory,
+// nil if it is not one: an UP node that holds ConsensusMember, a role only
+// the curator gives, and reports a running curator at a valid address. A
+// node's own report never makes it a curator; it only says where the
+// curator of a node the cluster made one serves (and clients check that it
+// serves there with a curator certificate, which only a consensus member
+// gets).
+func curatorEndpoint(n *cpb.Node) *cpb.CuratorEndpoint {
+	rc := n.GetStatus().GetRunningCurator()
+	if n.GetState() != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || rc == nil || rc.GetPort() == 0 {
+		return nil
+	}
+	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
+	if err != nil {
+		return nil
+	}
+	return &cpb.CuratorEndpoint{NodeId: n.GetId(), Address: addr.String(), Port: rc.GetPort()}
+}
+
+// curatorsIn is the curators among nodes, by node ID.
+func curatorsIn(nodes map[string]*cpb.Node) *curatorSet {
+	set := &curatorSet{}
+	for _, n := range nodes {
+		if ep := curatorEndpoint(n); ep != nil {
+			set.endpoints = append(set.endpoints, ep)
+		}
+	}
+	slices.SortFunc(set.endpoints, func(a, b *cpb.CuratorEndpoint) int { return cmp.Compare(a.NodeId, b.NodeId) })
+	return set
+}
+
+// nextCurators is the curator set after the records of changed moved from
+// prev to next: prevSet itself unless a curator, before or after, is among
+// them and the endpoints differ. A change to an ordinary node costs a look
+// at its two records, not a walk over the cluster.
+func nextCurators(prevSet *curatorSet, prev, next map[string]*cpb.Node, changed []string) *curatorSet {
+	if prevSet == nil {
+		return curatorsIn(next)
+	}
+	touched := false
+	for _, id := range changed {
+		if curatorEndpoint(prev[id]) != nil || curatorEndpoint(next[id]) != nil {
+			touched = true
+			break
+		}
+	}
+	if !touched {
+		return prevSet
+	}
+	set := curatorsIn(next)
+	if slices.EqualFunc(set.endpoints, prevSet.endpoints, func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }) {
+		return prevSet
+	}
+	return set
 }
 
 // nodeCache is the curator's one view of all node records: one etcd watch,
@@ -155,6 +223,7 @@ func (c *nodeCache) run(ctx context.Context) error {
 			return err
 		}
 		first := nodes == nil
+		before := nodes
 		if first {
 			nodes = map[string]*cpb.Node{}
 		} else {
@@ -165,6 +234,11 @@ func (c *nodeCache) run(ctx context.Context) error {
 			changed = append(changed, apply(ctx, nodes, key, snap.Entries))
 		}
 		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed}
+		var prevCurators *curatorSet
+		if prev != nil {
+			prevCurators = prev.curators
+		}
+		next.curators = nextCurators(prevCurators, before, nodes, changed)
 		if prev != nil {
 			prev.next.Store(next)
 		}

@@ -47,8 +47,10 @@
 // connection per set of credentials over every curator it knows of (the
 // local curator, when one serves on this node, and the directory), which
 // sends mutations to the leader and spreads reads and watches over all
-// of them (curator/client): rolefetch's and clusterdirectory's Watch
-// streams land on any curator, statuspush and heartbeat reach the leader. The
+// of them (curator/client): rolefetch's Watch of the node's own record
+// and clusterdirectory's WatchClusterDirectory (which carries the
+// curators only, so another node's role change never reaches this node)
+// land on any curator, statuspush and heartbeat reach the leader. The
 // loops in the picture are broken at start, from disk: clusterdirectory
 // publishes the directory it saved (empty on a node that has none; a
 // bootstrapping node reaches its own curator), and rolefetch publishes the
