@@ -4,8 +4,10 @@
 // in this process. Each simulated node registers, is approved and commits
 // like a real one, then holds what a real node holds: its own mTLS
 // connection with its own node certificate, a heartbeat at the interval
-// the curator names (the default, 5 s), a Watch of its own record (as
-// rolefetch) and a Watch of all nodes (as clusterdirectory).
+// the curator names (the default, 5 s; -scale.heartbeat changes it), a
+// Watch of its own record (as rolefetch) and a WatchClusterDirectory
+// stream (as clusterdirectory). -scale.nodes sets how many (5,000 is the
+// issue 24 run, docs/benchmarks.md).
 //
 // It is a benchmark, not a test: it reports figures (docs/benchmarks.md,
 // issue 13) and fails only when the cluster does not work. Run it alone,
