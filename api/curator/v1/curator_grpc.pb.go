@@ -49,9 +49,11 @@ type CuratorServiceClient interface {
 	// current state, then every change, deletions included. See
 	// WatchResponse for the order of messages. The stream ends only with an
 	// error: when the caller cancels it, or with UNAVAILABLE when the curator
-	// serving it steps down or shuts down; the caller then watches again and
-	// receives the full state anew (records are state, not a log of changes,
-	// so nothing is lost by watching again).
+	// serving it shuts down or stops following etcd (its etcd member cut off
+	// from the others for longer than an election takes; a change of the
+	// curator leader or of etcd's raft leader does not end it); the caller
+	// then watches again and receives the full state anew (records are
+	// state, not a log of changes, so nothing is lost by watching again).
 	//
 	// Every node may watch every node, to learn the other nodes' roles
 	// (nodes learn the curators from WatchClusterDirectory); a node's
@@ -373,9 +375,11 @@ type CuratorServiceServer interface {
 	// current state, then every change, deletions included. See
 	// WatchResponse for the order of messages. The stream ends only with an
 	// error: when the caller cancels it, or with UNAVAILABLE when the curator
-	// serving it steps down or shuts down; the caller then watches again and
-	// receives the full state anew (records are state, not a log of changes,
-	// so nothing is lost by watching again).
+	// serving it shuts down or stops following etcd (its etcd member cut off
+	// from the others for longer than an election takes; a change of the
+	// curator leader or of etcd's raft leader does not end it); the caller
+	// then watches again and receives the full state anew (records are
+	// state, not a log of changes, so nothing is lost by watching again).
 	//
 	// Every node may watch every node, to learn the other nodes' roles
 	// (nodes learn the curators from WatchClusterDirectory); a node's
