@@ -144,7 +144,7 @@ func (s *Service) authorize(ctx context.Context, method string) (context.Context
 		if err != nil {
 			return nil, err
 		}
-		ctx = context.WithValue(ctx, fencedKey{}, snap)
+		ctx = context.WithValue(ctx, fencedKey{}, snap.detached())
 	}
 	if err := s.checkCaller(ctx, req, caller); err != nil {
 		return nil, err
