@@ -147,6 +147,8 @@ type nodeCache struct {
 	value  memory.Value[*nodeSnapshot]
 	// source is the node records in etcd, which run follows.
 	source *etcdvalue.Range[*cpb.Node]
+	// fences shares the quorum reads of concurrent fences.
+	fences fenceBatch
 }
 
 func newNodeCache(cli *clientv3.Client) *nodeCache {
@@ -167,8 +169,9 @@ const fenceTimeout = 10 * time.Second
 
 // fenced returns a snapshot that holds every write to node records etcd
 // acknowledged before fenced was called: a linearizable read served from
-// the cache. It reads, with one quorum read, how many node keys etcd holds
-// and the newest revision any of them was written at, and waits until the
+// the cache. It reads, with one quorum read issued after the call (shared
+// with concurrent calls, fencebatch.go), how many node keys etcd holds and
+// the newest revision any of them was written at, and waits until the
 // cache has caught up with that:
 //
 //   - a cache at etcd's revision or later holds everything; otherwise
@@ -183,16 +186,14 @@ const fenceTimeout = 10 * time.Second
 // moves when a node record changes, so waiting for etcd's revision alone
 // could wait for ever.
 func (c *nodeCache) fenced(ctx context.Context) (*nodeSnapshot, error) {
-	resp, err := c.client.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	read, err := c.fences.read(ctx, c.client)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, status.Errorf(codes.Unavailable, "reading etcd's revision for a consistent read: %v", err)
 	}
-	var newest int64
-	if len(resp.Kvs) > 0 {
-		newest = resp.Kvs[0].ModRevision
-	}
-	keys, rev := int(resp.Count), resp.Header.Revision
+	keys, newest, rev := read.keys, read.newest, read.rev
 	wctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
 	snap, err := event.Get(wctx, c.Snapshots(), event.Filter(func(s *nodeSnapshot) bool {
