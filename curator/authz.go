@@ -101,7 +101,7 @@ func (s *Service) authorize(ctx context.Context, method string, req cpb.Requirem
 		if err != nil {
 			return nil, err
 		}
-		ctx = context.WithValue(ctx, fencedKey{}, snap)
+		ctx = context.WithValue(ctx, fencedKey{}, snap.detached())
 	}
 	if err := s.checkCaller(ctx, req, caller); err != nil {
 		return nil, err

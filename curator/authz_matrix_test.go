@@ -73,17 +73,18 @@ var (
 
 // authzMatrix is who gets through to each RPC.
 var authzMatrix = map[string]map[callerKind]bool{
-	cpb.CuratorService_GetLeader_FullMethodName:          anyoneConnected,
-	cpb.CuratorService_WatchLeader_FullMethodName:        anyoneConnected,
-	cpb.CuratorService_GetCACertificate_FullMethodName:   anyoneConnected,
-	cpb.CuratorService_GetOwnerKey_FullMethodName:        onlyUpNode,
-	cpb.CuratorService_Register_FullMethodName:           liveKeyHolders,
-	cpb.CuratorService_CommitRegistration_FullMethodName: liveKeyHolders,
-	cpb.CuratorService_Join_FullMethodName:               liveKeyHolders,
-	cpb.CuratorService_Watch_FullMethodName:              onlyUpNode,
-	cpb.CuratorService_UpdateNodeStatus_FullMethodName:   onlyUpNode,
-	cpb.CuratorService_Heartbeat_FullMethodName:          onlyUpNode,
-	cpb.CuratorService_RenewCertificate_FullMethodName:   onlyUpNode,
+	cpb.CuratorService_GetLeader_FullMethodName:             anyoneConnected,
+	cpb.CuratorService_WatchLeader_FullMethodName:           anyoneConnected,
+	cpb.CuratorService_GetCACertificate_FullMethodName:      anyoneConnected,
+	cpb.CuratorService_GetOwnerKey_FullMethodName:           onlyUpNode,
+	cpb.CuratorService_Register_FullMethodName:              liveKeyHolders,
+	cpb.CuratorService_CommitRegistration_FullMethodName:    liveKeyHolders,
+	cpb.CuratorService_Join_FullMethodName:                  liveKeyHolders,
+	cpb.CuratorService_Watch_FullMethodName:                 onlyUpNode,
+	cpb.CuratorService_WatchClusterDirectory_FullMethodName: onlyUpNode,
+	cpb.CuratorService_UpdateNodeStatus_FullMethodName:      onlyUpNode,
+	cpb.CuratorService_Heartbeat_FullMethodName:             onlyUpNode,
+	cpb.CuratorService_RenewCertificate_FullMethodName:      onlyUpNode,
 	// A node for itself alone; the handler then wants KubernetesWorker.
 	cpb.CuratorService_IssueKubeletCredentials_FullMethodName: onlyUpNode,
 

@@ -85,9 +85,16 @@
 // chain and comparing only the records named (work in proportion to the
 // change, not to the cluster). A thousand watching nodes cost one etcd
 // watch, and a slow watcher skips to the newest state instead of
-// queueing. A stream ends with
-// UNAVAILABLE when its curator stops following etcd, and with
-// PERMISSION_DENIED when its caller stops being an UP node.
+// queueing. WatchClusterDirectory streams follow the same snapshots but
+// send only when the curator set changes (each snapshot carries it, shared
+// with the previous one until a curator or its endpoint changes): what a
+// node needs to reach the cluster, without every other node's changes. A
+// stream ends with UNAVAILABLE when its curator stops following etcd, and
+// with PERMISSION_DENIED when its caller stops being an UP node. An etcd
+// election is not the end of following: the cache's watch resumes from
+// its revision once the member has a leader again (event/etcd's
+// LeaderlessGrace), so streams outlive raft leader changes and their
+// nodes need not read everything again.
 //
 // # Health
 //

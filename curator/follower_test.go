@@ -69,6 +69,23 @@ func TestFollowerReads(t *testing.T) {
 		}
 	})
 
+	t.Run("WatchClusterDirectory", func(t *testing.T) {
+		for i := range followerRounds {
+			n := curatorNode(c.seedNode(cpb.NodeState_NODE_STATE_UP).node, 7000)
+			c.putNode(n)
+			d := follower.watchDirectory(node)
+			if ids := d.next(); !slices.Contains(ids, n.Id) {
+				t.Fatalf("round %d: the directory %v lacks curator %s, written before the call", i, ids, n.Id)
+			}
+			if _, err := c.etcd.Delete(ctxT(t), nodeKey(n.Id)); err != nil {
+				t.Fatal(err)
+			}
+			if ids := d.next(); slices.Contains(ids, n.Id) {
+				t.Fatalf("round %d: after the curator's deletion, the directory %v still lists it", i, ids)
+			}
+		}
+	})
+
 	t.Run("Watch one node", func(t *testing.T) {
 		n := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 		for i := range followerRounds {

@@ -1,8 +1,10 @@
 package curator
 
 import (
+	"cmp"
 	"context"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
@@ -36,12 +39,27 @@ type nodeSnapshot struct {
 	// previous snapshot's (new, changed or gone); in the first snapshot
 	// of a run, every ID.
 	changed []string
+	// curators is the cluster directory's curators in nodes. It is
+	// shared with the previous snapshot (the same pointer) unless a
+	// curator or its endpoint changed, so a directory watcher learns
+	// whether to send anything with one comparison.
+	curators *curatorSet
 	// next is the snapshot published after this one, nil until then. A
 	// watcher holding this one follows next to the newest and learns what
 	// changed from their changed lists: work in proportion to the change,
 	// not to the cluster. Only snapshots some watcher still holds stay in
 	// memory (the chain points forward only).
 	next atomic.Pointer[nodeSnapshot]
+}
+
+// detached is s outside the chain of snapshots (no changed list, no
+// next): what a call's context keeps. A context lives as long as its call,
+// a Watch stream's for as long as the node watches; one that held s itself
+// would keep, through next, every snapshot published after it alive (at
+// 5,000 nodes, registering them all left a curator with 2 GiB of
+// snapshots held by the streams opened before).
+func (s *nodeSnapshot) detached() *nodeSnapshot {
+	return &nodeSnapshot{nodes: s.nodes, complete: s.complete, revision: s.revision, keys: s.keys, curators: s.curators}
 }
 
 // changedSince returns, sorted, the IDs whose records may differ between
@@ -62,6 +80,66 @@ func (s *nodeSnapshot) changedSince(from *nodeSnapshot, limit int) ([]string, bo
 	return slices.Compact(ids), true
 }
 
+// curatorSet is the curators of one snapshot (curatorsIn), never
+// modified once published.
+type curatorSet struct{ endpoints []*cpb.CuratorEndpoint }
+
+// curatorEndpoint is where n serves as a curator of the cluster directory,
+// nil if it is not one: an UP node that holds ConsensusMember, a role only
+// the curator gives, and reports a running curator at a valid address. A
+// node's own report never makes it a curator; it only says where the
+// curator of a node the cluster made one serves (and clients check that it
+// serves there with a curator certificate, which only a consensus member
+// gets).
+func curatorEndpoint(n *cpb.Node) *cpb.CuratorEndpoint {
+	rc := n.GetStatus().GetRunningCurator()
+	if n.GetState() != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || rc == nil || rc.GetPort() == 0 {
+		return nil
+	}
+	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
+	if err != nil {
+		return nil
+	}
+	return &cpb.CuratorEndpoint{NodeId: n.GetId(), Address: addr.String(), Port: rc.GetPort()}
+}
+
+// curatorsIn is the curators among nodes, by node ID.
+func curatorsIn(nodes map[string]*cpb.Node) *curatorSet {
+	set := &curatorSet{}
+	for _, n := range nodes {
+		if ep := curatorEndpoint(n); ep != nil {
+			set.endpoints = append(set.endpoints, ep)
+		}
+	}
+	slices.SortFunc(set.endpoints, func(a, b *cpb.CuratorEndpoint) int { return cmp.Compare(a.NodeId, b.NodeId) })
+	return set
+}
+
+// nextCurators is the curator set after the records of changed moved from
+// prev to next: prevSet itself unless a curator, before or after, is among
+// them and the endpoints differ. A change to an ordinary node costs a look
+// at its two records, not a walk over the cluster.
+func nextCurators(prevSet *curatorSet, prev, next map[string]*cpb.Node, changed []string) *curatorSet {
+	if prevSet == nil {
+		return curatorsIn(next)
+	}
+	touched := false
+	for _, id := range changed {
+		if curatorEndpoint(prev[id]) != nil || curatorEndpoint(next[id]) != nil {
+			touched = true
+			break
+		}
+	}
+	if !touched {
+		return prevSet
+	}
+	set := curatorsIn(next)
+	if slices.EqualFunc(set.endpoints, prevSet.endpoints, func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }) {
+		return prevSet
+	}
+	return set
+}
+
 // nodeCache is the curator's one view of all node records: one etcd watch,
 // however many RPCs watch nodes, check callers or list nodes.
 type nodeCache struct {
@@ -69,6 +147,8 @@ type nodeCache struct {
 	value  memory.Value[*nodeSnapshot]
 	// source is the node records in etcd, which run follows.
 	source *etcdvalue.Range[*cpb.Node]
+	// fences shares the quorum reads of concurrent fences.
+	fences fenceBatch
 }
 
 func newNodeCache(cli *clientv3.Client) *nodeCache {
@@ -89,8 +169,9 @@ const fenceTimeout = 10 * time.Second
 
 // fenced returns a snapshot that holds every write to node records etcd
 // acknowledged before fenced was called: a linearizable read served from
-// the cache. It reads, with one quorum read, how many node keys etcd holds
-// and the newest revision any of them was written at, and waits until the
+// the cache. It reads, with one quorum read issued after the call (shared
+// with concurrent calls, fencebatch.go), how many node keys etcd holds and
+// the newest revision any of them was written at, and waits until the
 // cache has caught up with that:
 //
 //   - a cache at etcd's revision or later holds everything; otherwise
@@ -105,16 +186,14 @@ const fenceTimeout = 10 * time.Second
 // moves when a node record changes, so waiting for etcd's revision alone
 // could wait for ever.
 func (c *nodeCache) fenced(ctx context.Context) (*nodeSnapshot, error) {
-	resp, err := c.client.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	read, err := c.fences.read(ctx, c.client)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		return nil, status.Errorf(codes.Unavailable, "reading etcd's revision for a consistent read: %v", err)
 	}
-	var newest int64
-	if len(resp.Kvs) > 0 {
-		newest = resp.Kvs[0].ModRevision
-	}
-	keys, rev := int(resp.Count), resp.Header.Revision
+	keys, newest, rev := read.keys, read.newest, read.rev
 	wctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
 	snap, err := event.Get(wctx, c.Snapshots(), event.Filter(func(s *nodeSnapshot) bool {
@@ -155,6 +234,7 @@ func (c *nodeCache) run(ctx context.Context) error {
 			return err
 		}
 		first := nodes == nil
+		before := nodes
 		if first {
 			nodes = map[string]*cpb.Node{}
 		} else {
@@ -165,6 +245,11 @@ func (c *nodeCache) run(ctx context.Context) error {
 			changed = append(changed, apply(ctx, nodes, key, snap.Entries))
 		}
 		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed}
+		var prevCurators *curatorSet
+		if prev != nil {
+			prevCurators = prev.curators
+		}
+		next.curators = nextCurators(prevCurators, before, nodes, changed)
 		if prev != nil {
 			prev.next.Store(next)
 		}

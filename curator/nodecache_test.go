@@ -3,6 +3,8 @@ package curator
 import (
 	"slices"
 	"testing"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
 )
 
 // TestChangedSince checks the walk a watcher makes from the snapshot it
@@ -44,5 +46,20 @@ func TestChangedSince(t *testing.T) {
 	// A snapshot of another run of the cache (no chain to it).
 	if _, ok := (&nodeSnapshot{}).changedSince(s[0], 10); ok {
 		t.Error("a snapshot of another run: want no answer")
+	}
+}
+
+// A detached snapshot (what a call's context keeps) has the data of its
+// original but no way to the snapshots after it, so a long call does not
+// keep them alive.
+func TestDetachedSnapshot(t *testing.T) {
+	s := &nodeSnapshot{nodes: map[string]*cpb.Node{"a": {Id: "a"}}, complete: true, revision: 7, keys: 1, changed: []string{"a"}, curators: &curatorSet{}}
+	d := s.detached()
+	s.next.Store(&nodeSnapshot{revision: 8})
+	if d.nodes["a"] != s.nodes["a"] || !d.complete || d.revision != 7 || d.keys != 1 || d.curators != s.curators {
+		t.Errorf("detached %+v lost data of %+v", d, s)
+	}
+	if d.next.Load() != nil || d.changed != nil {
+		t.Error("a detached snapshot still leads to later ones")
 	}
 }

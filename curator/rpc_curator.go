@@ -238,13 +238,53 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 		return status.Error(codes.InvalidArgument, "target is required: node_id or all_nodes")
 	}
 	caller := callerFrom(ctx)
+	var sent *nodeSnapshot // the snapshot the watcher has, nil before the initial state
+	return r.followNodes(ctx, caller.NodeID, func(snap *nodeSnapshot) error {
+		changed, deleted := watchChanges(sent, snap, only)
+		initial := sent == nil
+		sent = snap
+		if !initial && len(changed) == 0 && len(deleted) == 0 {
+			return nil
+		}
+		for _, msg := range watchMessages(changed, deleted, caller.NodeID, initial) {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
 
+// WatchClusterDirectory streams the directory of the node cache's
+// snapshots, sending only when their curator set changed (nodeSnapshot.curators
+// is shared until it does): a change to an ordinary node wakes the stream
+// for one comparison and sends nothing. Every curator serves it, fenced
+// like Watch.
+func (r *rpcServer) WatchClusterDirectory(_ *cpb.WatchClusterDirectoryRequest, stream grpc.ServerStreamingServer[cpb.WatchClusterDirectoryResponse]) error {
+	ctx := stream.Context()
+	var sent *curatorSet
+	return r.followNodes(ctx, callerFrom(ctx).NodeID, func(snap *nodeSnapshot) error {
+		if snap.curators == sent {
+			return nil
+		}
+		sent = snap.curators
+		return stream.Send(&cpb.WatchClusterDirectoryResponse{Directory: directoryOf(snap, r.ca.Certificate().Raw)})
+	})
+}
+
+// followNodes calls send with each new complete snapshot of the node
+// cache, from the newest at the call on, until send fails or the stream
+// must end: a stream outlives neither its curator's following of etcd (the
+// cache would stop moving; the node watches again and reaches a curator
+// that follows) nor the standing of its caller, the node self: a node
+// decommissioned or deleted while it watches is cut off like every other
+// call of it.
+func (r *rpcServer) followNodes(ctx context.Context, self string, send func(*nodeSnapshot) error) error {
 	var in event.Inputs
 	defer in.Close()
 	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
 	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
 	wasFollowing := false
-	var sent *nodeSnapshot // the snapshot the watcher has, nil before the initial state
 	for {
 		if _, err := in.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -252,30 +292,17 @@ func (r *rpcServer) Watch(req *cpb.WatchRequest, stream grpc.ServerStreamingServ
 			}
 			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
 		}
-		// A stream outlives neither its curator's following of etcd
-		// (the cache would stop moving; the node watches again and
-		// reaches a curator that follows) nor the caller's standing: a
-		// node decommissioned or deleted while it watches is cut off like
-		// every other call of it.
 		if following.Latest().Connected {
 			wasFollowing = true
 		} else if wasFollowing {
 			return status.Errorf(codes.Unavailable, "this curator lost its watch of etcd (%v); watch again", following.Latest().Err)
 		}
 		snap := nodes.Latest()
-		if err := nodeStillUp(caller.NodeID, snap.nodes[caller.NodeID]); err != nil {
+		if err := nodeStillUp(self, snap.nodes[self]); err != nil {
 			return err
 		}
-		changed, deleted := watchChanges(sent, snap, only)
-		initial := sent == nil
-		sent = snap
-		if !initial && len(changed) == 0 && len(deleted) == 0 {
-			continue
-		}
-		for _, msg := range watchMessages(changed, deleted, caller.NodeID, initial) {
-			if err := stream.Send(msg); err != nil {
-				return err
-			}
+		if err := send(snap); err != nil {
+			return err
 		}
 	}
 }
@@ -477,23 +504,10 @@ func (r *rpcServer) clusterDirectory(ctx context.Context) (*cpb.ClusterDirectory
 	return directoryOf(snap, r.ca.Certificate().Raw), nil
 }
 
-// directoryOf lists the curators in snap, by node ID: the UP nodes that
-// hold ConsensusMember, a role only the curator gives, and report a running
-// curator. A node's own report never makes it a curator; it only says
-// where the curator of a node the cluster made one serves (and clients
-// check that it serves there with a curator certificate, which only a
-// consensus member gets).
+// directoryOf is the cluster directory of snap (curatorEndpoint says who
+// is a curator).
 func directoryOf(snap *nodeSnapshot, caCert []byte) *cpb.ClusterDirectory {
-	dir := &cpb.ClusterDirectory{CaCertificate: caCert}
-	for _, n := range snap.nodes {
-		rc := n.GetStatus().GetRunningCurator()
-		if n.State != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || rc == nil || n.Status.ExternalAddress == "" {
-			continue
-		}
-		dir.Curators = append(dir.Curators, &cpb.CuratorEndpoint{NodeId: n.Id, Address: n.Status.ExternalAddress, Port: rc.Port})
-	}
-	slices.SortFunc(dir.Curators, func(a, b *cpb.CuratorEndpoint) int { return cmp.Compare(a.NodeId, b.NodeId) })
-	return dir
+	return &cpb.ClusterDirectory{Curators: snap.curators.endpoints, CaCertificate: caCert}
 }
 
 // changeNode is updateNode for a handler: change's refusals reach the

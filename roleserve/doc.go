@@ -46,10 +46,12 @@
 // connection per set of credentials over every curator it knows of (the
 // local curator, when one serves on this node, and the directory), which
 // sends mutations to the leader and spreads reads and watches over all
-// of them (curator/client): rolefetch's and clusterdirectory's Watch
-// streams and heartbeat's calls land on any curator, statuspush's reach
-// the leader. The loops (membership reads the directory and the local
-// curator, which depend on it) are broken at start, from disk: clusterdirectory
+// of them (curator/client): rolefetch's Watch of the node's own record,
+// clusterdirectory's WatchClusterDirectory (which carries the curators
+// only, so another node's role change never reaches this node) and
+// heartbeat's calls land on any curator, statuspush's reach the leader.
+// The loops (membership reads the directory and the local curator, which
+// depend on it) are broken at start, from disk: clusterdirectory
 // publishes the directory it saved (empty on a node that has none; a
 // bootstrapping node reaches its own curator), and rolefetch publishes the
 // roles it saved, so that a lone control-plane node starts its control

@@ -45,7 +45,9 @@ type fakeCurator struct {
 	statuses memory.Value[[]*cpb.NodeStatus]
 	// heartbeats are the times heartbeats arrived, in order.
 	heartbeats memory.Value[[]time.Time]
-	// watches counts the Watch calls received.
+	// directory is the curators WatchClusterDirectory streams.
+	directory memory.Value[[]*cpb.CuratorEndpoint]
+	// watches counts the Watch and WatchClusterDirectory calls received.
 	watches memory.Value[int]
 	// interval is the heartbeat interval the fake asks for.
 	interval time.Duration
@@ -67,6 +69,8 @@ func newFakeCurator() *fakeCurator {
 	f.statuses.Name = "fake-statuses"
 	f.heartbeats.Name = "fake-heartbeats"
 	f.watches.Name = "fake-watches"
+	f.directory.Name = "fake-directory"
+	f.directory.Set(nil)
 	f.nodes.Set(nil)
 	f.statuses.Set(nil)
 	f.heartbeats.Set(nil)
@@ -140,18 +144,7 @@ func (f *fakeCurator) Heartbeat(context.Context, *cpb.HeartbeatRequest) (*cpb.He
 // state, then changes (here, every matching node again, and tombstones for
 // the ones that went), until the test breaks the stream.
 func (f *fakeCurator) Watch(req *cpb.WatchRequest, srv cpb.CuratorService_WatchServer) error {
-	ctx, cancel := context.WithCancelCause(srv.Context())
-	defer cancel(nil)
-	f.mu.Lock()
-	f.streams[&cancel] = struct{}{}
-	f.watches.Set(latest(&f.watches) + 1)
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.streams, &cancel)
-		f.mu.Unlock()
-	}()
-
+	ctx := f.openStream(srv.Context())
 	w := f.nodes.Watch()
 	defer w.Close()
 	sent := map[string]bool{}
@@ -183,6 +176,42 @@ func (f *fakeCurator) Watch(req *cpb.WatchRequest, srv cpb.CuratorService_WatchS
 			return err
 		}
 	}
+}
+
+// WatchClusterDirectory streams f.directory, each of its values once,
+// until the test breaks the stream.
+func (f *fakeCurator) WatchClusterDirectory(_ *cpb.WatchClusterDirectoryRequest, srv cpb.CuratorService_WatchClusterDirectoryServer) error {
+	ctx := f.openStream(srv.Context())
+	w := f.directory.Watch()
+	defer w.Close()
+	for {
+		curators, err := w.Get(ctx)
+		if err != nil {
+			if errors.Is(context.Cause(ctx), errBroken) {
+				return status.Error(codes.Unavailable, errBroken.Error())
+			}
+			return err
+		}
+		if err := srv.Send(&cpb.WatchClusterDirectoryResponse{Directory: &cpb.ClusterDirectory{Curators: curators}}); err != nil {
+			return err
+		}
+	}
+}
+
+// openStream counts a new stream and returns its context, which
+// breakWatches cancels and which ends with the stream's.
+func (f *fakeCurator) openStream(streamCtx context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(streamCtx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streams[&cancel] = struct{}{}
+	f.watches.Set(latest(&f.watches) + 1)
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.streams, &cancel)
+	})
+	return ctx
 }
 
 // breakWatches ends every open Watch stream with UNAVAILABLE, as a curator

@@ -60,6 +60,7 @@ func TestRoleServerRun(t *testing.T) {
 		node(creds.NodeID, workerRoles, nil),
 		node("node-a", consensusRoles, running("192.0.2.10", 7835)),
 	})
+	f.directory.Set([]*cpb.CuratorEndpoint{{NodeId: "node-a", Address: "192.0.2.10", Port: 7835}})
 	d := newRecordingDial(t, f)
 	v := NewValues()
 	rs, err := New(testConfig(t, creds, d.Dial), v)

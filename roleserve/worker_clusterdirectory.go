@@ -2,9 +2,7 @@ package roleserve
 
 import (
 	"context"
-	"net/netip"
-	"slices"
-	"strings"
+	"fmt"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -17,7 +15,9 @@ import (
 
 // workerClusterDirectory keeps the list of the cluster's curators current,
 // for the membership's connection, and saves it with the cluster CA for the
-// next boot, when it is the only way back to the cluster.
+// next boot, when it is the only way back to the cluster. The curator says
+// who is a curator (WatchClusterDirectory): UP nodes that hold
+// ConsensusMember and report a running curator at a valid address.
 //
 // It reads the membership and writes the directory the membership reads:
 // the loop is broken at start, where the saved directory (or, on a node that
@@ -61,20 +61,29 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 	log.Info("watching the cluster's curators", zap.Stringer("because", why))
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	ca := m.Latest().Credentials.CACertificate.Raw
-	// A new membership closes the connection this stream runs on; the
-	// restart that follows watches through the new one.
-	req := &cpb.WatchRequest{Target: &cpb.WatchRequest_AllNodes{AllNodes: &cpb.AllNodes{}}}
-	return watchNodes(ctx, m.Latest().Curator, req, func(nodes map[string]*cpb.Node) error {
-		curators := curatorsOf(nodes)
+	// The curator sends a directory only when its curators change, so a
+	// role change of another node costs this node nothing. A new
+	// membership closes the connection this stream runs on; the restart
+	// that follows watches through the new one.
+	stream, err := cpb.NewCuratorServiceClient(m.Latest().Curator).WatchClusterDirectory(ctx, &cpb.WatchClusterDirectoryRequest{})
+	if err != nil {
+		return fmt.Errorf("watching the cluster directory: %w", err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("watching the cluster directory: %w", err)
+		}
+		curators := msg.GetDirectory().GetCurators()
 		if len(curators) == 0 {
 			// A curator is answering, so the cluster has one: an empty
 			// list only means no curator has reported its status yet.
 			// Saving it would leave the next boot with no way back.
-			return nil
+			continue
 		}
 		dir := &cpb.ClusterDirectory{Curators: curators, CaCertificate: ca}
 		if proto.Equal(dir, saved) {
-			return nil
+			continue
 		}
 		if err := w.saved.Save(dir); err != nil {
 			return err
@@ -82,27 +91,5 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 		log.Info("new cluster directory", zap.Stringer("directory", dir))
 		w.directory.Set(curators)
 		saved = dir
-		return nil
-	})
-}
-
-// curatorsOf lists the curators among nodes, in the order of the
-// ClusterDirectory message: UP nodes that hold ConsensusMember (given by
-// the curator, never self-reported) and report a running curator at a
-// valid address, by node ID.
-func curatorsOf(nodes map[string]*cpb.Node) []*cpb.CuratorEndpoint {
-	var eps []*cpb.CuratorEndpoint
-	for _, n := range nodes {
-		st := n.GetStatus()
-		if n.GetState() != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetConsensusMember() == nil || st.GetRunningCurator() == nil {
-			continue
-		}
-		addr, err := netip.ParseAddr(st.GetExternalAddress())
-		if err != nil || st.GetRunningCurator().GetPort() == 0 {
-			continue
-		}
-		eps = append(eps, &cpb.CuratorEndpoint{NodeId: n.GetId(), Address: addr.String(), Port: st.GetRunningCurator().GetPort()})
 	}
-	slices.SortFunc(eps, func(a, b *cpb.CuratorEndpoint) int { return strings.Compare(a.GetNodeId(), b.GetNodeId()) })
-	return eps
 }

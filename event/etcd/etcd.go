@@ -33,8 +33,14 @@
 // # Surviving etcd
 //
 // Each watcher lists its key or range, then watches from the revision after
-// the listing. When the watch breaks (the member restarts, loses its leader,
-// or the revision it resumes from was compacted away), the watcher lists
+// the listing. When the member loses its raft leader (an election, or a
+// member cut off from the others) etcd ends the watch after three election
+// timeouts; the watcher then resumes it from the revision it had, without
+// listing again and still counted as established (Health.Leaderless), for
+// up to LeaderlessGrace: from that revision etcd replays every change made
+// meanwhile, so nothing is missed. When the watch breaks
+// otherwise (the member restarts, the revision it resumes from was
+// compacted away) or stays leaderless beyond the grace, the watcher lists
 // again and compares the result with what it already knows: keys that changed
 // during the gap are delivered with their newest data, keys that disappeared
 // are delivered as deletions, and nothing is delivered twice. An update that
@@ -62,9 +68,11 @@
 package etcd
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -87,6 +95,10 @@ type Value[T any] struct {
 	Decode Decoder[T]
 	// Name identifies the value in logs and wake-up explanations.
 	Name string
+	// LeaderlessGrace is how long a watch whose etcd member lost its raft
+	// leader resumes from its revision, still established, before it is
+	// given up and the key re-read; 0 means DefaultLeaderlessGrace.
+	LeaderlessGrace time.Duration
 
 	book book
 }
@@ -102,6 +114,8 @@ type Range[T any] struct {
 	Decode Decoder[T]
 	// Name identifies the range in logs and wake-up explanations.
 	Name string
+	// LeaderlessGrace is as Value's.
+	LeaderlessGrace time.Duration
 
 	book book
 }
@@ -120,6 +134,14 @@ type Health struct {
 	// range) at when its watch was last (re)established: the watchers are
 	// at least this current.
 	Revision int64
+	// Leaderless is how many of the established watchers have a watch
+	// that broke because their etcd member lost its raft leader and that
+	// resume it from their revision once the member has one again
+	// (LeaderlessGrace).
+	Leaderless int
+	// Relists counts the times a watcher re-read the whole key or range
+	// because its watch broke (its first listing is not counted).
+	Relists int
 	// Err is why a watch last broke; nil once every watcher is connected
 	// again.
 	Err error
@@ -148,13 +170,13 @@ func NewPrefix[T any](cli *clientv3.Client, prefix string, decode Decoder[T]) *R
 // Watch returns a new watcher. It starts listing and watching etcd at once,
 // in a goroutine of its own that Close stops.
 func (v *Value[T]) Watch() event.Watcher[T] {
-	return &keyWatcher[T]{f: startFollower(v.Client, v.Key, "", &v.book), decode: v.Decode}
+	return &keyWatcher[T]{f: startFollower(v.Client, v.Key, "", cmp.Or(v.LeaderlessGrace, DefaultLeaderlessGrace), &v.book), decode: v.Decode}
 }
 
 // Watch returns a new watcher of the range. It starts listing and watching
 // etcd at once, in a goroutine of its own that Close stops.
 func (r *Range[T]) Watch() event.Watcher[*event.Snapshot[T]] {
-	return &rangeWatcher[T]{f: startFollower(r.Client, r.Start, r.End, &r.book), decode: r.Decode}
+	return &rangeWatcher[T]{f: startFollower(r.Client, r.Start, r.End, cmp.Or(r.LeaderlessGrace, DefaultLeaderlessGrace), &r.book), decode: r.Decode}
 }
 
 // Info reports the value's name, the newest revision its watchers have seen
@@ -179,6 +201,8 @@ type book struct {
 	mu          sync.Mutex // guards the rest
 	watchers    int
 	established int              // open watchers whose watch is established
+	leaderless  int              // established watchers resuming after their member lost its leader
+	relists     int              // re-listings after a broken watch
 	listedAt    int64            // newest revision a watcher (re)started from
 	lastErr     error            // why a watch last broke
 	decodedAt   map[string]int64 // revision of the newest decoding of a key
@@ -221,6 +245,23 @@ func (b *book) watchChanged(delta, est int, rev int64, err error) {
 	b.publishLocked()
 }
 
+// leaderlessChanged counts a watcher whose member lost (+1) or found
+// again (-1) its raft leader.
+func (b *book) leaderlessChanged(delta int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.leaderless += delta
+	b.publishLocked()
+}
+
+// relisted counts a re-listing after a broken watch.
+func (b *book) relisted() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.relists++
+	b.publishLocked()
+}
+
 // decoded records the outcome of decoding key's data of revision rev (err
 // nil for good data or a deletion), publishing Health when the set of
 // corrupt keys changes. A watcher that lags behind another cannot bring
@@ -256,6 +297,8 @@ func (b *book) publishLocked() {
 		Watchers:    b.watchers,
 		Established: b.established,
 		Connected:   b.watchers > 0 && b.established == b.watchers,
+		Leaderless:  b.leaderless,
+		Relists:     b.relists,
 		Revision:    b.listedAt,
 		Err:         b.lastErr,
 		Corrupt:     corrupt,

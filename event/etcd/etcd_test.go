@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,6 +381,77 @@ func TestLeaderChange(t *testing.T) {
 		last = d
 	}
 	c.restartMember(leader)
+}
+
+// A watch whose member lost its raft leader for longer than etcd lets a
+// watch live without one (three election timeouts) resumes from its
+// revision once the member has a leader again: it stays established
+// throughout (Connected never drops), nothing is re-read, and the changes
+// made after are delivered.
+func TestLeaderlessWatchResumes(t *testing.T) {
+	c := newCluster(t, 3)
+	watched := (c.leader(t) + 1) % 3
+	others := []int{(watched + 1) % 3, (watched + 2) % 3}
+	writer := c.client(t, others...)
+	put(t, writer, "/leaderless/a", "1")
+	r := NewPrefix(c.client(t, watched), "/leaderless/", decodeKV)
+	// Long enough for two members to restart on a loaded machine.
+	r.LeaderlessGrace = time.Minute
+	w := r.Watch()
+	defer w.Close()
+	if got := snapshotKV(get(t, w)); got != "/leaderless/a=1" {
+		t.Fatalf("first snapshot = %s", got)
+	}
+	health := r.Health().Watch()
+	defer health.Close()
+	h, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listedAt := h.Revision
+	// Every Health published from here on: Connected must never drop.
+	var dropped atomic.Bool
+	healthDone := make(chan struct{})
+	hctx, hcancel := context.WithCancel(testCtx(t))
+	go func() {
+		defer close(healthDone)
+		for {
+			h, err := health.Get(hctx)
+			if err != nil {
+				return
+			}
+			if !h.Connected {
+				dropped.Store(true)
+			}
+		}
+	}()
+	defer func() { hcancel(); <-healthDone }()
+
+	// The other two stop: the watched member has no leader until they
+	// come back, and etcd ends its watches meanwhile.
+	for _, i := range others {
+		c.stopMember(i)
+	}
+	if _, err := event.Get(testCtx(t), r.Health(), event.Filter(func(h Health) bool { return h.Leaderless == 1 })); err != nil {
+		t.Fatalf("the watch never lost its leader: %v", err)
+	}
+	for _, i := range others {
+		c.restartMember(i)
+	}
+	if _, err := event.Get(testCtx(t), r.Health(), event.Filter(func(h Health) bool { return h.Leaderless == 0 })); err != nil {
+		t.Fatalf("the watch never resumed: %v", err)
+	}
+	put(t, writer, "/leaderless/b", "1")
+	if got := snapshotKV(get(t, w)); got != "/leaderless/a=1,/leaderless/b=1" {
+		t.Fatalf("snapshot after the election = %s", got)
+	}
+	h, err = event.Get(testCtx(t), r.Health())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped.Load() || !h.Connected || h.Relists != 0 || h.Revision != listedAt {
+		t.Errorf("health after the election: %+v (Connected dropped: %t); want connected throughout, no re-listing, listed at %d", h, dropped.Load(), listedAt)
+	}
 }
 
 // waitSeen polls until v's watchers have seen revision rev.

@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/polis-os/polis/event"
@@ -32,7 +34,8 @@ type entry struct {
 // Ready possible without a goroutine per caller.
 type follower struct {
 	cli      *clientv3.Client
-	key, end string // end empty: one key
+	key, end string        // end empty: one key
+	grace    time.Duration // LeaderlessGrace
 	book     *book
 	cancel   context.CancelFunc
 	exited   chan struct{}
@@ -59,13 +62,14 @@ type follower struct {
 	wake chan struct{} // closed when there is something to Get or on Close
 }
 
-func startFollower(cli *clientv3.Client, key, end string, b *book) *follower {
+func startFollower(cli *clientv3.Client, key, end string, grace time.Duration, b *book) *follower {
 	b.watchChanged(1, 0, 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follower{
 		cli:     cli,
 		key:     key,
 		end:     end,
+		grace:   grace,
 		book:    b,
 		cancel:  cancel,
 		exited:  make(chan struct{}),
@@ -114,7 +118,13 @@ func (f *follower) listAndWatch(ctx context.Context, bo *backoff.ExponentialBack
 		return fmt.Errorf("listing %q: %w", f.key, err)
 	}
 	rev := resp.Header.Revision
+	f.mu.Lock()
+	again := f.listed
+	f.mu.Unlock()
 	f.reconcile(resp.Kvs, rev)
+	if again {
+		f.book.relisted()
+	}
 	f.book.sawRevision(rev)
 	if !f.established {
 		f.established = true
@@ -122,17 +132,85 @@ func (f *follower) listAndWatch(ctx context.Context, bo *backoff.ExponentialBack
 	}
 	bo.Reset()
 
+	// A watch that broke because the member lost its raft leader resumes
+	// from the revision the follower had, without a re-listing and still
+	// counted as established, for up to f.grace: etcd replays every
+	// change after that revision (one compacted away ends the watch, and
+	// the follower lists again), so the watcher misses nothing, and its
+	// readers (streams of the curator's clients) need not start over for
+	// an election.
+	var leaderless time.Time // when the member lost its leader; zero while it has one
+	defer func() {
+		if !leaderless.IsZero() {
+			f.book.leaderlessChanged(-1)
+		}
+	}()
+	for {
+		f.mu.Lock()
+		from := f.rev + 1
+		f.mu.Unlock()
+		err := f.watchFrom(ctx, from, opts, func() {
+			if !leaderless.IsZero() {
+				leaderless = time.Time{}
+				f.book.leaderlessChanged(-1)
+				bo.Reset()
+			}
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !errors.Is(err, rpctypes.ErrNoLeader) {
+			return err
+		}
+		if leaderless.IsZero() {
+			leaderless = time.Now()
+			f.book.leaderlessChanged(1)
+		}
+		if time.Since(leaderless) > f.grace {
+			return fmt.Errorf("%w (for %v)", err, f.grace)
+		}
+		select {
+		case <-time.After(min(bo.NextBackOff(), leaderlessRetry, time.Until(leaderless.Add(f.grace))+time.Millisecond)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// DefaultLeaderlessGrace is how long a watch whose etcd member lost its
+// raft leader keeps resuming from its revision, still established, before
+// the follower gives it up and re-lists. etcd itself ends such a watch
+// only after three election timeouts without a leader; an election on a
+// loaded machine can take that long, and a member cut off from the others
+// for longer than both is then reported as not Connected.
+const DefaultLeaderlessGrace = 5 * time.Second
+
+// leaderlessRetry bounds the pause between attempts to resume a watch
+// while its member has no leader, so that it resumes soon after an
+// election ends.
+const leaderlessRetry = 200 * time.Millisecond
+
+// watchFrom follows the watch from revision from until it breaks,
+// returning why; resumed is called at its first response.
+func (f *follower) watchFrom(ctx context.Context, from int64, opts []clientv3.OpOption, resumed func()) error {
 	// WithRequireLeader makes a watch on a member that lost its leader fail
-	// instead of going silent, so that the watcher moves elsewhere.
+	// instead of going silent, so that the watcher does not wait on a
+	// member cut off from the cluster for ever.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := f.cli.Watch(wctx, f.key, append(opts, clientv3.WithRev(rev+1))...)
+	wch := f.cli.Watch(wctx, f.key, append(opts, clientv3.WithRev(from), clientv3.WithCreatedNotify())...)
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return fmt.Errorf("watching %q: %w", f.key, err)
 		}
 		if wr.Canceled {
 			return fmt.Errorf("watching %q: watch cancelled by etcd", f.key)
+		}
+		resumed()
+		if wr.Created {
+			// Its header is etcd's revision now, which the events
+			// from revision from on have yet to reach.
+			continue
 		}
 		if len(wr.Events) > 0 {
 			f.apply(wr.Events)

@@ -1,13 +1,17 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/launch"
 	pctl "github.com/polis-os/polis/polisctl"
 	"github.com/polis-os/polis/roleserve"
@@ -27,6 +32,7 @@ var (
 	nodeCount   = flag.Int("scale.nodes", 1000, "simulated nodes")
 	window      = flag.Duration("scale.window", time.Minute, "how long the steady state is measured")
 	roleChanges = flag.Int("scale.role-changes", 100, "role changes timed in the steady state")
+	heartbeat   = flag.Duration("scale.heartbeat", 0, "the heartbeat interval the curators name (0: the curator's default)")
 )
 
 // BenchmarkThousandNodes runs the cluster described in the package doc
@@ -39,22 +45,39 @@ var (
 // every node watches again, heartbeats that failed.
 func BenchmarkThousandNodes(b *testing.B) {
 	for range b.N {
-		runScale(b)
+		r := runScale(b, scaleConfig{nodes: *nodeCount, window: *window, roleChanges: *roleChanges, heartbeat: *heartbeat})
+		for _, name := range slices.Sorted(maps.Keys(r)) {
+			b.ReportMetric(r[name], name)
+		}
 	}
 }
 
-func runScale(b *testing.B) {
+// scaleConfig is one run's size (the flags, for the benchmark).
+type scaleConfig struct {
+	nodes       int
+	window      time.Duration
+	roleChanges int
+	heartbeat   time.Duration // 0: the curator's default
+}
+
+// results are a run's figures by metric name, as the benchmark reports
+// them.
+type results map[string]float64
+
+func runScale(b testing.TB, cfg scaleConfig) results {
+	res := results{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	base := b.TempDir()
 	c, err := launch.Launch(ctx, launch.Options{
-		Nodes:            3,
-		ConsensusMembers: true,
-		BaseDir:          base,
-		Keep:             true,
-		Addresses:        subnets.Addrs(3),
-		StopTimeout:      20 * time.Second,
-		Progress:         io.Discard,
+		Nodes:             3,
+		ConsensusMembers:  true,
+		BaseDir:           base,
+		Keep:              true,
+		Addresses:         subnets.Addrs(3),
+		StopTimeout:       20 * time.Second,
+		HeartbeatInterval: cfg.heartbeat,
+		Progress:          io.Discard,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -71,7 +94,7 @@ func runScale(b *testing.B) {
 	defer owner.Close()
 	mgmt := cpb.NewManagementServiceClient(owner)
 
-	f := &fleet{dead: make([]atomic.Bool, len(c.Nodes))}
+	f := &fleet{dead: make([]atomic.Bool, len(c.Nodes)), interval: cmp.Or(cfg.heartbeat, curator.DefaultHeartbeatInterval)}
 	pids := map[int]int{}
 	for i, n := range c.Nodes {
 		f.curators = append(f.curators, netip.AddrPortFrom(n.Address, roleserve.DefaultCuratorPort))
@@ -84,10 +107,10 @@ func runScale(b *testing.B) {
 	leaderIdx := leader.Index - 1
 
 	start := time.Now()
-	if err := enrol(ctx, f, mgmt, f.curators[leaderIdx], *nodeCount); err != nil {
+	if err := enrol(ctx, f, mgmt, f.curators[leaderIdx], cfg.nodes); err != nil {
 		b.Fatal(err)
 	}
-	say("%d nodes registered, approved and committed in %v", *nodeCount, time.Since(start).Round(time.Millisecond))
+	say("%d nodes registered, approved and committed in %v", cfg.nodes, time.Since(start).Round(time.Millisecond))
 
 	runCtx, stopFleet := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -101,37 +124,38 @@ func runScale(b *testing.B) {
 	if err := waitUntil(ctx, 10*time.Minute, func() bool { return f.ready.Load() == int64(len(f.nodes)) }); err != nil {
 		b.Fatalf("waiting for every node's watches: %d of %d ready: %v", f.ready.Load(), len(f.nodes), err)
 	}
-	say("every node holds its two watches after %v", time.Since(start).Round(time.Millisecond))
+	say("every node holds its two streams after %v", time.Since(start).Round(time.Millisecond))
 	// Two intervals for every node to have heartbeated and the initial
 	// states to be long sent.
-	settle(ctx, 10*time.Second)
+	settle(ctx, 2*f.interval)
 
 	// The steady state.
 	from := time.Now()
 	cpu0 := cpuTimes(pids)
-	var mutation, toNode, afterAck, fanout []time.Duration
-	gap := *window / time.Duration(*roleChanges+1)
-	for i := range *roleChanges {
+	dir0 := f.directoryMsgs.Load()
+	var mutation, toNode, afterAck []time.Duration
+	gap := cfg.window / time.Duration(cfg.roleChanges+1)
+	for i := range cfg.roleChanges {
 		settle(ctx, gap)
-		rt, err := changeRole(ctx, f, mgmt, f.nodes[(i*37)%len(f.nodes)])
+		rt, err := changeRole(ctx, mgmt, f.nodes[(i*37)%len(f.nodes)])
 		if err != nil {
 			b.Fatal(err)
 		}
 		mutation, toNode, afterAck = append(mutation, rt.mutation), append(toNode, rt.toNode), append(afterAck, rt.afterAck)
-		fanout = append(fanout, rt.all...)
 	}
-	settle(ctx, time.Until(from.Add(*window)))
+	settle(ctx, time.Until(from.Add(cfg.window)))
 	to := time.Now()
 	cpu1 := cpuTimes(pids)
 	beats, perCurator, failed := f.beatsBetween(from, to)
 	metrics := scrapeAll(c)
+	dirMsgs := f.directoryMsgs.Load() - dir0
 
 	say("%d simulated nodes, 3 curators (each a polis-node process: etcd member, curator, node agent)", len(f.nodes))
 	say("steady state over %v (leader: curator %d):", to.Sub(from).Round(time.Millisecond), leaderIdx+1)
-	say("  heartbeats: %d, latency p50 %v p99 %v max %v; failed: %d", len(beats), pct(beats, 50), pct(beats, 99), pct(beats, 100), failed)
+	say("  heartbeats (interval %v): %d, latency p50 %v p99 %v max %v; failed: %d", f.interval, len(beats), pct(beats, 50), pct(beats, 99), pct(beats, 100), failed)
 	say("  %d role changes: the mutation (call to acknowledgement) p50 %v p99 %v", len(mutation), pct(mutation, 50), pct(mutation, 99))
 	say("    to its node's own Watch, from the call: p50 %v p99 %v max %v; from the acknowledgement: p50 %v p99 %v max %v", pct(toNode, 50), pct(toNode, 99), pct(toNode, 100), pct(afterAck, 50), pct(afterAck, 99), pct(afterAck, 100))
-	say("    to every all-nodes watcher (%d deliveries), from the call: p50 %v p99 %v max %v", len(fanout), pct(fanout, 50), pct(fanout, 99), pct(fanout, 100))
+	say("    directories sent to the %d nodes meanwhile (no curator changed): %d", len(f.nodes), dirMsgs)
 	for i := range c.Nodes {
 		role := "follower"
 		if i == leaderIdx {
@@ -143,14 +167,19 @@ func runScale(b *testing.B) {
 	}
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	say("  this process (the simulated nodes): %d goroutines, max RSS %d MiB, load average %s", runtime.NumGoroutine(), ru.Maxrss/1024, loadAverage())
+	say("  this process (the simulated nodes): %d goroutines, max RSS %d MiB; load average %s", runtime.NumGoroutine(), ru.Maxrss/1024, loadAverage())
 	f.sayEnded("sessions ended before the kill (retried on the same curator)")
-	b.ReportMetric(ms(pct(beats, 50)), "hb-p50-ms")
-	b.ReportMetric(ms(pct(beats, 99)), "hb-p99-ms")
-	b.ReportMetric(ms(pct(toNode, 99)), "role-p99-ms")
-	b.ReportMetric(ms(pct(afterAck, 99)), "role-ack-p99-ms")
-	b.ReportMetric(ms(pct(fanout, 99)), "fanout-p99-ms")
-	b.ReportMetric(100*float64(metrics[leaderIdx].openWatches)/float64(max(metrics.openWatches(), 1)), "leader-watch-%")
+	res["hb-p50-ms"] = ms(pct(beats, 50))
+	res["hb-p99-ms"] = ms(pct(beats, 99))
+	res["role-p50-ms"] = ms(pct(toNode, 50))
+	res["role-p99-ms"] = ms(pct(toNode, 99))
+	if l, err := strconv.ParseFloat(loadAverage(), 64); err == nil {
+		res["load-avg"] = l
+	}
+	res["role-ack-p99-ms"] = ms(pct(afterAck, 99))
+	res["directory-msgs"] = float64(dirMsgs)
+	res["curator-max-rss-MiB"] = float64(maxRSS(pids))
+	res["leader-watch-%"] = 100 * float64(metrics[leaderIdx].openWatches) / float64(max(metrics.openWatches(), 1))
 
 	// The leader's process killed. The nodes on the other curators keep
 	// their streams; those on the leader's move to the next curator.
@@ -168,12 +197,31 @@ func runScale(b *testing.B) {
 			homed++
 		}
 	}
+	raftLeader := -1
+	for i, m := range scrapeAll(c) {
+		if m.raftLeader {
+			raftLeader = i
+		}
+	}
+	// Fenced reads on each survivor, through a node's own connection,
+	// before, during and after the election the kill may cause.
+	reads := make([]*reader, len(c.Nodes))
+	for i := range c.Nodes {
+		if i != leaderIdx {
+			reads[i] = startReader(ctx, f, i)
+			defer reads[i].stop()
+		}
+	}
+	settle(ctx, time.Second)
 	moves0 := f.moves.Load()
 	killed := time.Now()
+	f.killedAt.Store(killed.UnixNano())
 	f.dead[leaderIdx].Store(true)
 	if err := c.Nodes[leaderIdx].Kill(); err != nil {
 		b.Fatal(err)
 	}
+	electedCh := make(chan time.Duration, 1)
+	go func() { electedCh <- waitRaftLeader(ctx, c, leaderIdx, killed) }()
 	rewatchedCh := make(chan time.Duration, 1)
 	go func() {
 		if err := waitUntil(ctx, 5*time.Minute, func() bool {
@@ -202,10 +250,20 @@ func runScale(b *testing.B) {
 	if rewatched < 0 {
 		b.Fatalf("after the kill: %d of %d nodes watch again", f.ready.Load(), len(f.nodes))
 	}
+	elected := <-electedCh
 	settle(ctx, 15*time.Second)
 	after, afterPer, afterFailed := f.beatsBetween(killed, time.Now())
 	metrics = scrapeAll(c)
-	say("leader (curator %d) killed with SIGKILL:", leaderIdx+1)
+	say("leader (curator %d) killed with SIGKILL; its etcd member led the raft: %t", leaderIdx+1, raftLeader == leaderIdx)
+	say("  a survivor's etcd member leads the raft %v after the kill", elected.Round(time.Millisecond))
+	for i, r := range reads {
+		if r == nil {
+			continue
+		}
+		n, longest, failedReads := r.around(killed)
+		say("  fenced reads (GetOwnerKey) at curator %d from 1 s before the kill: %d, the longest %v, failed %d", i+1, n, longest.Round(time.Millisecond), failedReads)
+		res[fmt.Sprintf("kill-read-max-s-%d", i+1)] = longest.Seconds()
+	}
 	say("  next mutation (a role change, through a leader-following connection) served after %v", mutationAfterKill.Round(time.Millisecond))
 	say("  health of the %d simulated nodes at the new leader, %v after the kill: %v", len(f.nodes), healthAt.Round(time.Millisecond), counts)
 	say("  the %d nodes of the killed curator watching again on the others after %v; reconnections: %d (the others' streams stayed)", homed, rewatched.Round(time.Millisecond), f.moves.Load()-moves0)
@@ -216,10 +274,16 @@ func runScale(b *testing.B) {
 		}
 		say("  curator %d: heartbeats %d, open Watch streams %d, RSS %d MiB", i+1, afterPer[i], metrics[i].openWatches, rssMiB(pids[i]))
 	}
+	say("  Watch streams ended by the leader change (sessions on the surviving curators that ended after the kill, 2 streams each): %d", f.survivorEnded.Load())
 	f.sayEnded("sessions ended in all")
-	b.ReportMetric(mutationAfterKill.Seconds(), "kill-mutation-s")
-	b.ReportMetric(rewatched.Seconds(), "kill-rewatch-s")
-	b.ReportMetric(float64(counts[cpb.NodeHealth_NODE_HEALTH_HEALTHY]), "kill-healthy-nodes")
+	res["kill-survivor-sessions-ended"] = float64(f.survivorEnded.Load())
+	res["kill-raft-elected-s"] = elected.Seconds()
+	res["kill-mutation-s"] = mutationAfterKill.Seconds()
+	res["kill-rewatch-s"] = rewatched.Seconds()
+	res["kill-healthy-nodes"] = float64(counts[cpb.NodeHealth_NODE_HEALTH_HEALTHY])
+	res["kill-curator-max-rss-MiB"] = float64(maxRSS(pids))
+	res["kill-hb-p99-ms"] = ms(pct(after, 99))
+	return res
 }
 
 // say prints a line of the report. Benchmarks' own log is cut after a few

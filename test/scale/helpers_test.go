@@ -112,47 +112,31 @@ type roleTiming struct {
 	// call to the change reaching the node's own Watch, afterAck from
 	// the acknowledgement to that (0 if it came first).
 	mutation, toNode, afterAck time.Duration
-	// all is, for each all-nodes watcher, from the call to the change
-	// reaching it.
-	all []time.Duration
 }
 
 // changeRole toggles KubernetesWorker on n and times it (roleTiming).
-func changeRole(ctx context.Context, f *fleet, mgmt cpb.ManagementServiceClient, n *simNode) (roleTiming, error) {
+func changeRole(ctx context.Context, mgmt cpb.ManagementServiceClient, n *simNode) (roleTiming, error) {
 	want := !n.worker.Load()
 	for len(n.roleSeen) > 0 {
 		<-n.roleSeen
 	}
-	p := &probe{id: n.id, worker: want, start: time.Now()}
-	f.probe.Store(p)
-	defer f.probe.Store(nil)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	start := time.Now()
 	if _, err := mgmt.UpdateNodeRoles(cctx, &cpb.UpdateNodeRolesRequest{NodeId: n.id, KubernetesWorker: proto.Bool(want)}); err != nil {
 		return roleTiming{}, fmt.Errorf("UpdateNodeRoles: %w", err)
 	}
 	acked := time.Now()
-	var seen time.Time
-	for seen.IsZero() {
+	for {
 		select {
 		case at := <-n.roleSeen:
 			if n.worker.Load() == want {
-				seen = at
+				return roleTiming{mutation: acked.Sub(start), toNode: at.Sub(start), afterAck: max(at.Sub(acked), 0)}, nil
 			}
 		case <-cctx.Done():
 			return roleTiming{}, fmt.Errorf("the role change did not reach node %s: %w", n.id, cctx.Err())
 		}
 	}
-	if err := waitUntil(cctx, 30*time.Second, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.arrived) >= len(f.nodes)
-	}); err != nil {
-		return roleTiming{}, fmt.Errorf("the role change reached %d of %d all-nodes watchers: %w", len(p.arrived), len(f.nodes), err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return roleTiming{mutation: acked.Sub(p.start), toNode: seen.Sub(p.start), afterAck: max(seen.Sub(acked), 0), all: slices.Clone(p.arrived)}, nil
 }
 
 // healthCounts lists the nodes and counts the simulated ones by health.
@@ -243,8 +227,16 @@ func rssMiB(pid int) int64 {
 	return 0
 }
 
-// curatorMetrics is what a curator's node says about its curator's calls.
-type curatorMetrics struct{ openWatches int }
+// curatorMetrics is what a curator's node says about its curator's calls
+// and its etcd member.
+type curatorMetrics struct {
+	openWatches int
+	// raftLeader is whether its etcd member leads the raft, hasLeader
+	// whether it knows of a leader.
+	raftLeader, hasLeader bool
+	// answered is whether /metrics answered at all.
+	answered bool
+}
 
 type metricsList []curatorMetrics
 
@@ -257,7 +249,8 @@ func (m metricsList) openWatches() int {
 }
 
 // scrapeAll reads each node's /metrics (plain HTTP on loopback): the Watch
-// streams its curator has open are those started and not yet handled.
+// and WatchClusterDirectory streams its curator has open are those started
+// and not yet handled; its etcd member says whether it leads the raft.
 func scrapeAll(c *launch.Cluster) metricsList {
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
 	out := make(metricsList, len(c.Nodes))
@@ -267,11 +260,18 @@ func scrapeAll(c *launch.Cluster) metricsList {
 			continue
 		}
 		var started, handled float64
+		out[i].answered = true
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.Contains(line, `grpc_method="Watch"`) {
+			switch line {
+			case "etcd_server_is_leader 1":
+				out[i].raftLeader = true
+			case "etcd_server_has_leader 1":
+				out[i].hasLeader = true
+			}
+			if !strings.Contains(line, `grpc_method="Watch"`) && !strings.Contains(line, `grpc_method="WatchClusterDirectory"`) {
 				continue
 			}
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -303,3 +303,96 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// reader makes fenced reads (GetOwnerKey: SERVE_ANY, fenced on a quorum
+// read, then a quorum read of its own) at one curator, one after the
+// other, through its own connection with a simulated node's certificate,
+// and keeps how long each took.
+type reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	reads []read
+}
+
+type read struct {
+	at     time.Time
+	took   time.Duration
+	failed bool
+}
+
+func startReader(ctx context.Context, f *fleet, curator int) *reader {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &reader{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		conn, err := grpc.NewClient(f.curators[curator].String(), grpc.WithTransportCredentials(credentials.NewTLS(f.nodes[curator].tls)))
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		cur := cpb.NewCuratorServiceClient(conn)
+		for ctx.Err() == nil {
+			start := time.Now()
+			cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := cur.GetOwnerKey(cctx, &cpb.GetOwnerKeyRequest{})
+			ccancel()
+			if ctx.Err() != nil {
+				return
+			}
+			r.mu.Lock()
+			r.reads = append(r.reads, read{at: start, took: time.Since(start), failed: err != nil})
+			r.mu.Unlock()
+			settle(ctx, 20*time.Millisecond) // the pace of reads, not synchronisation
+		}
+	}()
+	return r
+}
+
+func (r *reader) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// around counts the reads started from a second before t on, the longest
+// of them and the failed ones.
+func (r *reader) around(t time.Time) (n int, longest time.Duration, failed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rd := range r.reads {
+		if rd.at.Before(t.Add(-time.Second)) {
+			continue
+		}
+		n++
+		longest = max(longest, rd.took)
+		if rd.failed {
+			failed++
+		}
+	}
+	return n, longest, failed
+}
+
+// waitRaftLeader polls the nodes but killed until one's etcd member leads
+// the raft, and returns how long after the kill it saw that (to the
+// polling's 100 ms).
+func waitRaftLeader(ctx context.Context, c *launch.Cluster, killed int, at time.Time) time.Duration {
+	for ctx.Err() == nil && time.Since(at) < 5*time.Minute {
+		for i, m := range scrapeAll(c) {
+			if i != killed && m.raftLeader {
+				return time.Since(at)
+			}
+		}
+		settle(ctx, 100*time.Millisecond) // polling interval, not synchronisation
+	}
+	return -1
+}
+
+// maxRSS is the largest resident set of the processes, in MiB.
+func maxRSS(pids map[int]int) int64 {
+	var m int64
+	for _, pid := range pids {
+		m = max(m, rssMiB(pid))
+	}
+	return m
+}

@@ -54,31 +54,23 @@ type fleet struct {
 	// ended counts why sessions ended, by error message; guarded by mu.
 	ended map[string]int
 
-	// probe is the role change under way, for the all-nodes watchers to
-	// time its arrival.
-	probe atomic.Pointer[probe]
+	// directoryMsgs counts the directories received after the initial
+	// ones: a directory goes out only when a curator changes.
+	directoryMsgs atomic.Int64
+	// interval is the heartbeat interval the nodes start with, before
+	// the curator names one.
+	interval time.Duration
+	// killedAt is when a curator was killed (Unix nanoseconds, 0 before);
+	// survivorEnded counts the sessions on other curators that ended
+	// after it: streams a leader change ended.
+	killedAt      atomic.Int64
+	survivorEnded atomic.Int64
 }
 
 type beat struct {
 	at      time.Time
 	took    time.Duration
 	curator int
-}
-
-// probe times one record change's arrival at every all-nodes watcher.
-type probe struct {
-	id     string
-	worker bool
-	start  time.Time
-
-	mu      sync.Mutex
-	arrived []time.Duration
-}
-
-func (p *probe) arrive(now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.arrived = append(p.arrived, now.Sub(p.start))
 }
 
 func newSimNode(key ed25519.PrivateKey, cert *x509.Certificate, v *identity.Verifier) (*simNode, error) {
@@ -104,6 +96,9 @@ func (f *fleet) run(ctx context.Context, n *simNode) {
 			return
 		}
 		f.sessionEnded(err)
+		if !f.dead[home].Load() && f.killedAt.Load() != 0 {
+			f.survivorEnded.Add(1)
+		}
 		if !f.dead[home].Load() {
 			select {
 			case <-ctx.Done():
@@ -138,7 +133,8 @@ func (f *fleet) sessionEnded(err error) {
 	f.ended[msg]++
 }
 
-// session is one connection's life: heartbeats and the two watches, until
+// session is one connection's life: heartbeats and the two streams (the
+// node's own record, the cluster directory), until
 // one of them fails (or ctx ends).
 func (f *fleet) session(ctx context.Context, n *simNode, curator int) error {
 	conn, err := grpc.NewClient(f.curators[curator].String(), grpc.WithTransportCredentials(credentials.NewTLS(n.tls)))
@@ -169,7 +165,7 @@ func (f *fleet) session(ctx context.Context, n *simNode, curator int) error {
 	}()
 	go func() {
 		defer wg.Done()
-		cancel(f.watchAll(ctx, cur, markReady))
+		cancel(f.watchDirectory(ctx, cur, markReady))
 	}()
 	wg.Wait()
 	if counted {
@@ -185,7 +181,7 @@ func (f *fleet) session(ctx context.Context, n *simNode, curator int) error {
 func (f *fleet) heartbeat(ctx context.Context, cur cpb.CuratorServiceClient, curator int) {
 	// Real nodes start at unrelated moments: spread the first beats over
 	// an interval, then keep the pace the curator names.
-	wait := time.Duration(rand.Int64N(int64(5 * time.Second)))
+	wait := time.Duration(rand.Int64N(int64(f.interval)))
 	for {
 		select {
 		case <-ctx.Done():
@@ -243,26 +239,21 @@ func (f *fleet) watchSelf(ctx context.Context, n *simNode, cur cpb.CuratorServic
 	}
 }
 
-func (f *fleet) watchAll(ctx context.Context, cur cpb.CuratorServiceClient, ready func()) error {
-	s, err := cur.Watch(ctx, &cpb.WatchRequest{Target: &cpb.WatchRequest_AllNodes{AllNodes: &cpb.AllNodes{}}})
+// watchDirectory holds the stream a real node's clusterdirectory worker
+// holds, counting the directories that arrive after the first.
+func (f *fleet) watchDirectory(ctx context.Context, cur cpb.CuratorServiceClient, ready func()) error {
+	s, err := cur.WatchClusterDirectory(ctx, &cpb.WatchClusterDirectoryRequest{})
 	if err != nil {
 		return err
 	}
-	for {
-		m, err := s.Recv()
-		if err != nil {
+	for first := true; ; first = false {
+		if _, err := s.Recv(); err != nil {
 			return fmt.Errorf("directory watch: %w", err)
 		}
-		now := time.Now()
-		if p := f.probe.Load(); p != nil && !m.InitialStateComplete {
-			for _, rec := range m.Nodes {
-				if rec.Id == p.id && (rec.GetRoles().GetKubernetesWorker() != nil) == p.worker {
-					p.arrive(now)
-				}
-			}
-		}
-		if m.InitialStateComplete {
+		if first {
 			ready()
+		} else {
+			f.directoryMsgs.Add(1)
 		}
 	}
 }

@@ -226,6 +226,93 @@ func (x *WatchResponse) GetInitialStateComplete() bool {
 	return false
 }
 
+// WatchClusterDirectoryRequest is empty: every node sees the same
+// directory.
+type WatchClusterDirectoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClusterDirectoryRequest) Reset() {
+	*x = WatchClusterDirectoryRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClusterDirectoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClusterDirectoryRequest) ProtoMessage() {}
+
+func (x *WatchClusterDirectoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClusterDirectoryRequest.ProtoReflect.Descriptor instead.
+func (*WatchClusterDirectoryRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+}
+
+// WatchClusterDirectoryResponse is one directory of a
+// WatchClusterDirectory stream: complete, never a change to the previous
+// one.
+type WatchClusterDirectoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The directory. Its curators may be empty while no curator has
+	// reported where it serves yet (a cluster that was just bootstrapped).
+	Directory     *ClusterDirectory `protobuf:"bytes,1,opt,name=directory,proto3" json:"directory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClusterDirectoryResponse) Reset() {
+	*x = WatchClusterDirectoryResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClusterDirectoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClusterDirectoryResponse) ProtoMessage() {}
+
+func (x *WatchClusterDirectoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClusterDirectoryResponse.ProtoReflect.Descriptor instead.
+func (*WatchClusterDirectoryResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchClusterDirectoryResponse) GetDirectory() *ClusterDirectory {
+	if x != nil {
+		return x.Directory
+	}
+	return nil
+}
+
 // NodeTombstone reports that a node's record was deleted.
 type NodeTombstone struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -237,7 +324,7 @@ type NodeTombstone struct {
 
 func (x *NodeTombstone) Reset() {
 	*x = NodeTombstone{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +336,7 @@ func (x *NodeTombstone) String() string {
 func (*NodeTombstone) ProtoMessage() {}
 
 func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +349,7 @@ func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTombstone.ProtoReflect.Descriptor instead.
 func (*NodeTombstone) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeTombstone) GetNodeId() string {
@@ -284,7 +371,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +383,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +396,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateNodeStatusRequest) GetStatus() *NodeStatus {
@@ -328,7 +415,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +427,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +440,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
 }
 
 // HeartbeatRequest is empty: the caller's certificate says which node is
@@ -366,7 +453,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +465,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +478,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
 }
 
 // HeartbeatResponse tells the node when to send the next heartbeat.
@@ -406,7 +493,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +505,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +518,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatResponse) GetInterval() *durationpb.Duration {
@@ -451,7 +538,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +550,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +563,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
 }
 
 // RenewCertificateResponse carries the calling node's fresh certificate.
@@ -496,7 +583,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +595,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +608,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenewCertificateResponse) GetNodeCertificate() []byte {
@@ -560,7 +647,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +659,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +672,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterRequest) GetRegisterTicket() []byte {
@@ -613,7 +700,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +712,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +725,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -657,7 +744,7 @@ type CommitRegistrationRequest struct {
 
 func (x *CommitRegistrationRequest) Reset() {
 	*x = CommitRegistrationRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +756,7 @@ func (x *CommitRegistrationRequest) String() string {
 func (*CommitRegistrationRequest) ProtoMessage() {}
 
 func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +769,7 @@ func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationRequest.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
 }
 
 // CommitRegistrationResponse carries the credentials of a node that is now
@@ -700,7 +787,7 @@ type CommitRegistrationResponse struct {
 
 func (x *CommitRegistrationResponse) Reset() {
 	*x = CommitRegistrationResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +799,7 @@ func (x *CommitRegistrationResponse) String() string {
 func (*CommitRegistrationResponse) ProtoMessage() {}
 
 func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +812,7 @@ func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationResponse.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommitRegistrationResponse) GetNodeCertificate() []byte {
@@ -751,7 +838,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +850,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +863,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
 }
 
 // JoinResponse carries what a rebooted node needs to take part again.
@@ -792,7 +879,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +891,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +904,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JoinResponse) GetNodeCertificate() []byte {
@@ -843,7 +930,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +942,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +955,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
 }
 
 // GetLeaderResponse names the leader and the curator that answered.
@@ -886,7 +973,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +985,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +998,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -937,7 +1024,7 @@ type WatchLeaderRequest struct {
 
 func (x *WatchLeaderRequest) Reset() {
 	*x = WatchLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1036,7 @@ func (x *WatchLeaderRequest) String() string {
 func (*WatchLeaderRequest) ProtoMessage() {}
 
 func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1049,7 @@ func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
 }
 
 // WatchLeaderResponse is one view of the leadership in a WatchLeader
@@ -980,7 +1067,7 @@ type WatchLeaderResponse struct {
 
 func (x *WatchLeaderResponse) Reset() {
 	*x = WatchLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1079,7 @@ func (x *WatchLeaderResponse) String() string {
 func (*WatchLeaderResponse) ProtoMessage() {}
 
 func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1092,7 @@ func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1031,7 +1118,7 @@ type GetCACertificateRequest struct {
 
 func (x *GetCACertificateRequest) Reset() {
 	*x = GetCACertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1130,7 @@ func (x *GetCACertificateRequest) String() string {
 func (*GetCACertificateRequest) ProtoMessage() {}
 
 func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1143,7 @@ func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
 }
 
 // GetCACertificateResponse carries the cluster CA certificate.
@@ -1070,7 +1157,7 @@ type GetCACertificateResponse struct {
 
 func (x *GetCACertificateResponse) Reset() {
 	*x = GetCACertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1169,7 @@ func (x *GetCACertificateResponse) String() string {
 func (*GetCACertificateResponse) ProtoMessage() {}
 
 func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1182,7 @@ func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
@@ -1114,7 +1201,7 @@ type GetOwnerKeyRequest struct {
 
 func (x *GetOwnerKeyRequest) Reset() {
 	*x = GetOwnerKeyRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1213,7 @@ func (x *GetOwnerKeyRequest) String() string {
 func (*GetOwnerKeyRequest) ProtoMessage() {}
 
 func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1226,7 @@ func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
 }
 
 // GetOwnerKeyResponse carries the current owner key.
@@ -1153,7 +1240,7 @@ type GetOwnerKeyResponse struct {
 
 func (x *GetOwnerKeyResponse) Reset() {
 	*x = GetOwnerKeyResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1252,7 @@ func (x *GetOwnerKeyResponse) String() string {
 func (*GetOwnerKeyResponse) ProtoMessage() {}
 
 func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1265,7 @@ func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
@@ -1205,7 +1292,7 @@ type IssueKubeletCredentialsRequest struct {
 
 func (x *IssueKubeletCredentialsRequest) Reset() {
 	*x = IssueKubeletCredentialsRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1304,7 @@ func (x *IssueKubeletCredentialsRequest) String() string {
 func (*IssueKubeletCredentialsRequest) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1317,7 @@ func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *IssueKubeletCredentialsRequest) GetClientKeySpki() []byte {
@@ -1272,7 +1359,7 @@ type IssueKubeletCredentialsResponse struct {
 
 func (x *IssueKubeletCredentialsResponse) Reset() {
 	*x = IssueKubeletCredentialsResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1371,7 @@ func (x *IssueKubeletCredentialsResponse) String() string {
 func (*IssueKubeletCredentialsResponse) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1384,7 @@ func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *IssueKubeletCredentialsResponse) GetClientCertificate() []byte {
@@ -1349,7 +1436,10 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\rWatchResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.polis.curator.v1.NodeR\x05nodes\x12H\n" +
 	"\x0fnode_tombstones\x18\x02 \x03(\v2\x1f.polis.curator.v1.NodeTombstoneR\x0enodeTombstones\x124\n" +
-	"\x16initial_state_complete\x18\x03 \x01(\bR\x14initialStateComplete\"(\n" +
+	"\x16initial_state_complete\x18\x03 \x01(\bR\x14initialStateComplete\"\x1e\n" +
+	"\x1cWatchClusterDirectoryRequest\"a\n" +
+	"\x1dWatchClusterDirectoryResponse\x12@\n" +
+	"\tdirectory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\tdirectory\"(\n" +
 	"\rNodeTombstone\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"O\n" +
 	"\x17UpdateNodeStatusRequest\x124\n" +
@@ -1399,10 +1489,10 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
 	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x91\n" +
-	"\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x98\v\n" +
 	"\x0eCuratorService\x12T\n" +
-	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
+	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12\x84\x01\n" +
+	"\x15WatchClusterDirectory\x12..polis.curator.v1.WatchClusterDirectoryRequest\x1a/.polis.curator.v1.WatchClusterDirectoryResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12b\n" +
 	"\tHeartbeat\x12\".polis.curator.v1.HeartbeatRequest\x1a#.polis.curator.v1.HeartbeatResponse\"\f\xe2\xa6\x19\b\b\x04\x18\x02 \x01(\x01\x12s\n" +
 	"\x10RenewCertificate\x12).polis.curator.v1.RenewCertificateRequest\x1a*.polis.curator.v1.RenewCertificateResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12[\n" +
@@ -1430,84 +1520,89 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*WatchRequest)(nil),                    // 0: polis.curator.v1.WatchRequest
 	(*AllNodes)(nil),                        // 1: polis.curator.v1.AllNodes
 	(*WatchResponse)(nil),                   // 2: polis.curator.v1.WatchResponse
-	(*NodeTombstone)(nil),                   // 3: polis.curator.v1.NodeTombstone
-	(*UpdateNodeStatusRequest)(nil),         // 4: polis.curator.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),        // 5: polis.curator.v1.UpdateNodeStatusResponse
-	(*HeartbeatRequest)(nil),                // 6: polis.curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),               // 7: polis.curator.v1.HeartbeatResponse
-	(*RenewCertificateRequest)(nil),         // 8: polis.curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),        // 9: polis.curator.v1.RenewCertificateResponse
-	(*RegisterRequest)(nil),                 // 10: polis.curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),                // 11: polis.curator.v1.RegisterResponse
-	(*CommitRegistrationRequest)(nil),       // 12: polis.curator.v1.CommitRegistrationRequest
-	(*CommitRegistrationResponse)(nil),      // 13: polis.curator.v1.CommitRegistrationResponse
-	(*JoinRequest)(nil),                     // 14: polis.curator.v1.JoinRequest
-	(*JoinResponse)(nil),                    // 15: polis.curator.v1.JoinResponse
-	(*GetLeaderRequest)(nil),                // 16: polis.curator.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),               // 17: polis.curator.v1.GetLeaderResponse
-	(*WatchLeaderRequest)(nil),              // 18: polis.curator.v1.WatchLeaderRequest
-	(*WatchLeaderResponse)(nil),             // 19: polis.curator.v1.WatchLeaderResponse
-	(*GetCACertificateRequest)(nil),         // 20: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),        // 21: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),              // 22: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),             // 23: polis.curator.v1.GetOwnerKeyResponse
-	(*IssueKubeletCredentialsRequest)(nil),  // 24: polis.curator.v1.IssueKubeletCredentialsRequest
-	(*IssueKubeletCredentialsResponse)(nil), // 25: polis.curator.v1.IssueKubeletCredentialsResponse
-	(*Node)(nil),                            // 26: polis.curator.v1.Node
-	(*NodeStatus)(nil),                      // 27: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),             // 28: google.protobuf.Duration
+	(*WatchClusterDirectoryRequest)(nil),    // 3: polis.curator.v1.WatchClusterDirectoryRequest
+	(*WatchClusterDirectoryResponse)(nil),   // 4: polis.curator.v1.WatchClusterDirectoryResponse
+	(*NodeTombstone)(nil),                   // 5: polis.curator.v1.NodeTombstone
+	(*UpdateNodeStatusRequest)(nil),         // 6: polis.curator.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),        // 7: polis.curator.v1.UpdateNodeStatusResponse
+	(*HeartbeatRequest)(nil),                // 8: polis.curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 9: polis.curator.v1.HeartbeatResponse
+	(*RenewCertificateRequest)(nil),         // 10: polis.curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),        // 11: polis.curator.v1.RenewCertificateResponse
+	(*RegisterRequest)(nil),                 // 12: polis.curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),                // 13: polis.curator.v1.RegisterResponse
+	(*CommitRegistrationRequest)(nil),       // 14: polis.curator.v1.CommitRegistrationRequest
+	(*CommitRegistrationResponse)(nil),      // 15: polis.curator.v1.CommitRegistrationResponse
+	(*JoinRequest)(nil),                     // 16: polis.curator.v1.JoinRequest
+	(*JoinResponse)(nil),                    // 17: polis.curator.v1.JoinResponse
+	(*GetLeaderRequest)(nil),                // 18: polis.curator.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),               // 19: polis.curator.v1.GetLeaderResponse
+	(*WatchLeaderRequest)(nil),              // 20: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),             // 21: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),         // 22: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),        // 23: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),              // 24: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),             // 25: polis.curator.v1.GetOwnerKeyResponse
+	(*IssueKubeletCredentialsRequest)(nil),  // 26: polis.curator.v1.IssueKubeletCredentialsRequest
+	(*IssueKubeletCredentialsResponse)(nil), // 27: polis.curator.v1.IssueKubeletCredentialsResponse
+	(*Node)(nil),                            // 28: polis.curator.v1.Node
 	(*ClusterDirectory)(nil),                // 29: polis.curator.v1.ClusterDirectory
-	(*CuratorEndpoint)(nil),                 // 30: polis.curator.v1.CuratorEndpoint
-	(*KubernetesAPIServer)(nil),             // 31: polis.curator.v1.KubernetesAPIServer
+	(*NodeStatus)(nil),                      // 30: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),             // 31: google.protobuf.Duration
+	(*CuratorEndpoint)(nil),                 // 32: polis.curator.v1.CuratorEndpoint
+	(*KubernetesAPIServer)(nil),             // 33: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	26, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
-	3,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	27, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	28, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	27, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	29, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	29, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	30, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 10: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 11: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	31, // 12: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	0,  // 13: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
-	4,  // 14: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
-	6,  // 15: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
-	8,  // 16: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
-	10, // 17: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
-	12, // 18: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
-	14, // 19: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	16, // 20: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	18, // 21: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
-	20, // 22: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	24, // 23: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
-	22, // 24: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
-	2,  // 25: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	5,  // 26: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	7,  // 27: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	9,  // 28: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	11, // 29: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	13, // 30: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	15, // 31: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	17, // 32: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	19, // 33: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
-	21, // 34: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	25, // 35: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
-	23, // 36: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	28, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	5,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
+	29, // 3: polis.curator.v1.WatchClusterDirectoryResponse.directory:type_name -> polis.curator.v1.ClusterDirectory
+	30, // 4: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	31, // 5: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	30, // 6: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	29, // 7: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	29, // 8: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	32, // 9: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	32, // 10: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	32, // 11: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	32, // 12: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	33, // 13: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	0,  // 14: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
+	3,  // 15: polis.curator.v1.CuratorService.WatchClusterDirectory:input_type -> polis.curator.v1.WatchClusterDirectoryRequest
+	6,  // 16: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
+	8,  // 17: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
+	10, // 18: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
+	12, // 19: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
+	14, // 20: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
+	16, // 21: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
+	18, // 22: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	20, // 23: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	22, // 24: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	26, // 25: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
+	24, // 26: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	2,  // 27: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	4,  // 28: polis.curator.v1.CuratorService.WatchClusterDirectory:output_type -> polis.curator.v1.WatchClusterDirectoryResponse
+	7,  // 29: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	9,  // 30: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	11, // 31: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	13, // 32: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	15, // 33: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	17, // 34: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	19, // 35: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	21, // 36: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	23, // 37: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	27, // 38: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
+	25, // 39: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	27, // [27:40] is the sub-list for method output_type
+	14, // [14:27] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_curator_proto_init() }
@@ -1527,7 +1622,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

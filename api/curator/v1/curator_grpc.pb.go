@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	CuratorService_Watch_FullMethodName                   = "/polis.curator.v1.CuratorService/Watch"
+	CuratorService_WatchClusterDirectory_FullMethodName   = "/polis.curator.v1.CuratorService/WatchClusterDirectory"
 	CuratorService_UpdateNodeStatus_FullMethodName        = "/polis.curator.v1.CuratorService/UpdateNodeStatus"
 	CuratorService_Heartbeat_FullMethodName               = "/polis.curator.v1.CuratorService/Heartbeat"
 	CuratorService_RenewCertificate_FullMethodName        = "/polis.curator.v1.CuratorService/RenewCertificate"
@@ -48,14 +49,26 @@ type CuratorServiceClient interface {
 	// current state, then every change, deletions included. See
 	// WatchResponse for the order of messages. The stream ends only with an
 	// error: when the caller cancels it, or with UNAVAILABLE when the curator
-	// serving it steps down or shuts down; the caller then watches again and
-	// receives the full state anew (records are state, not a log of changes,
-	// so nothing is lost by watching again).
+	// serving it shuts down or stops following etcd (its etcd member cut off
+	// from the others for longer than an election takes; a change of the
+	// curator leader or of etcd's raft leader does not end it); the caller
+	// then watches again and receives the full state anew (records are
+	// state, not a log of changes, so nothing is lost by watching again).
 	//
-	// Every node may watch every node, to learn the cluster's curators and
-	// the other nodes' roles; a node's consensus join data is only sent to
-	// the node itself.
+	// Every node may watch every node, to learn the other nodes' roles
+	// (nodes learn the curators from WatchClusterDirectory); a node's
+	// consensus join data is only sent to the node itself.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// WatchClusterDirectory streams the cluster directory (the curators and
+	// where they serve, with the cluster CA): first the directory as it is,
+	// holding every write acknowledged before the call, then a new one each
+	// time the curators or their endpoints change, and only then. It is what
+	// a node needs to keep reaching the cluster; unlike a Watch of all nodes,
+	// a change to an ordinary node's record (its roles, its status) sends
+	// nothing on it, so such a change goes to the node's own Watch alone, not
+	// to every node of the cluster. The stream ends as Watch does, and also
+	// when the caller is decommissioned or deleted.
+	WatchClusterDirectory(ctx context.Context, in *WatchClusterDirectoryRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchClusterDirectoryResponse], error)
 	// UpdateNodeStatus replaces the calling node's status with the given
 	// one. Nodes call it whenever something in their status changes (a new
 	// address, a curator started or stopped, a reboot).
@@ -209,6 +222,25 @@ func (c *curatorServiceClient) Watch(ctx context.Context, in *WatchRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CuratorService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
+func (c *curatorServiceClient) WatchClusterDirectory(ctx context.Context, in *WatchClusterDirectoryRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchClusterDirectoryResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CuratorService_ServiceDesc.Streams[1], CuratorService_WatchClusterDirectory_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchClusterDirectoryRequest, WatchClusterDirectoryResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchClusterDirectoryClient = grpc.ServerStreamingClient[WatchClusterDirectoryResponse]
+
 func (c *curatorServiceClient) UpdateNodeStatus(ctx context.Context, in *UpdateNodeStatusRequest, opts ...grpc.CallOption) (*UpdateNodeStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateNodeStatusResponse)
@@ -281,7 +313,7 @@ func (c *curatorServiceClient) GetLeader(ctx context.Context, in *GetLeaderReque
 
 func (c *curatorServiceClient) WatchLeader(ctx context.Context, in *WatchLeaderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLeaderResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &CuratorService_ServiceDesc.Streams[1], CuratorService_WatchLeader_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &CuratorService_ServiceDesc.Streams[2], CuratorService_WatchLeader_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -343,14 +375,26 @@ type CuratorServiceServer interface {
 	// current state, then every change, deletions included. See
 	// WatchResponse for the order of messages. The stream ends only with an
 	// error: when the caller cancels it, or with UNAVAILABLE when the curator
-	// serving it steps down or shuts down; the caller then watches again and
-	// receives the full state anew (records are state, not a log of changes,
-	// so nothing is lost by watching again).
+	// serving it shuts down or stops following etcd (its etcd member cut off
+	// from the others for longer than an election takes; a change of the
+	// curator leader or of etcd's raft leader does not end it); the caller
+	// then watches again and receives the full state anew (records are
+	// state, not a log of changes, so nothing is lost by watching again).
 	//
-	// Every node may watch every node, to learn the cluster's curators and
-	// the other nodes' roles; a node's consensus join data is only sent to
-	// the node itself.
+	// Every node may watch every node, to learn the other nodes' roles
+	// (nodes learn the curators from WatchClusterDirectory); a node's
+	// consensus join data is only sent to the node itself.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// WatchClusterDirectory streams the cluster directory (the curators and
+	// where they serve, with the cluster CA): first the directory as it is,
+	// holding every write acknowledged before the call, then a new one each
+	// time the curators or their endpoints change, and only then. It is what
+	// a node needs to keep reaching the cluster; unlike a Watch of all nodes,
+	// a change to an ordinary node's record (its roles, its status) sends
+	// nothing on it, so such a change goes to the node's own Watch alone, not
+	// to every node of the cluster. The stream ends as Watch does, and also
+	// when the caller is decommissioned or deleted.
+	WatchClusterDirectory(*WatchClusterDirectoryRequest, grpc.ServerStreamingServer[WatchClusterDirectoryResponse]) error
 	// UpdateNodeStatus replaces the calling node's status with the given
 	// one. Nodes call it whenever something in their status changes (a new
 	// address, a curator started or stopped, a reboot).
@@ -488,6 +532,9 @@ type UnimplementedCuratorServiceServer struct{}
 func (UnimplementedCuratorServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
+func (UnimplementedCuratorServiceServer) WatchClusterDirectory(*WatchClusterDirectoryRequest, grpc.ServerStreamingServer[WatchClusterDirectoryResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchClusterDirectory not implemented")
+}
 func (UnimplementedCuratorServiceServer) UpdateNodeStatus(context.Context, *UpdateNodeStatusRequest) (*UpdateNodeStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateNodeStatus not implemented")
 }
@@ -552,6 +599,17 @@ func _CuratorService_Watch_Handler(srv interface{}, stream grpc.ServerStream) er
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CuratorService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
+func _CuratorService_WatchClusterDirectory_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchClusterDirectoryRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CuratorServiceServer).WatchClusterDirectory(m, &grpc.GenericServerStream[WatchClusterDirectoryRequest, WatchClusterDirectoryResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchClusterDirectoryServer = grpc.ServerStreamingServer[WatchClusterDirectoryResponse]
 
 func _CuratorService_UpdateNodeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateNodeStatusRequest)
@@ -796,6 +854,11 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _CuratorService_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchClusterDirectory",
+			Handler:       _CuratorService_WatchClusterDirectory_Handler,
 			ServerStreams: true,
 		},
 		{

@@ -1,0 +1,93 @@
+package curator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The quorum read behind a fence (nodeCache.fenced) lists every node key
+// sorted by revision: its cost grows with the cluster. Reading it once per
+// call broke at 5,000 nodes: the 10,000 streams the nodes open at once
+// queued 10,000 such reads, which took longer than fenceTimeout, so the
+// calls failed and were retried, and the streams never all opened. A
+// fence only needs a read issued after its call arrived, so every call
+// waiting for a read shares the next one: at most one read is in flight
+// per curator, and a call waits for at most two of them.
+
+// fenceRead is the result of one quorum read for fences: how many node
+// keys etcd held, the newest revision any was written at, and etcd's
+// revision.
+type fenceRead struct {
+	done        chan struct{} // closed once the fields are set
+	keys        int
+	newest, rev int64
+	err         error
+}
+
+// fenceBatch hands out fence reads. The zero value is ready.
+type fenceBatch struct {
+	mu sync.Mutex
+	// next is the read calls join: not issued yet, so it is issued after
+	// every call that joined it arrived.
+	next *fenceRead
+	// reading is whether a goroutine issues reads (issue).
+	reading bool
+	// issued counts the reads issued (tests check the sharing with it).
+	issued atomic.Int64
+}
+
+// read returns a fence read issued after the call, shared with the other
+// calls waiting at the same time.
+func (b *fenceBatch) read(ctx context.Context, cli *clientv3.Client) (*fenceRead, error) {
+	b.mu.Lock()
+	r := b.next
+	if r == nil {
+		r = &fenceRead{done: make(chan struct{})}
+		b.next = r
+		if !b.reading {
+			b.reading = true
+			go b.issue(cli)
+		}
+	}
+	b.mu.Unlock()
+	select {
+	case <-r.done:
+		return r, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// issue makes the reads calls joined, one after the other, until none is
+// waiting. A read is shared, so it runs on its own deadline, not a
+// caller's.
+func (b *fenceBatch) issue(cli *clientv3.Client) {
+	for {
+		b.mu.Lock()
+		r := b.next
+		b.next = nil
+		if r == nil {
+			b.reading = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.issued.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
+		resp, err := cli.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		cancel()
+		if err != nil {
+			r.err = err
+		} else {
+			if len(resp.Kvs) > 0 {
+				r.newest = resp.Kvs[0].ModRevision
+			}
+			r.keys, r.rev = int(resp.Count), resp.Header.Revision
+		}
+		close(r.done)
+	}
+}
