@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -135,6 +136,39 @@ func readPodNetwork(ctx context.Context, kv clientv3.KV) (*cpb.PodNetwork, error
 
 // podRangeKey is the key that says who has range r.
 func podRangeKey(r netip.Prefix) string { return podRangePrefix + r.String() }
+
+// PodRangesPrefix is where, in the curator's etcd namespace, the pod
+// ranges given out are kept: one key per range, the node's ID its value.
+// Readers outside the curator (kube/controller, which gives the Kubernetes
+// Nodes the same ranges) read them with PodRanges and watch the prefix.
+const PodRangesPrefix = podRangePrefix
+
+// PodRanges reads the pod ranges given out, by node ID, and the etcd
+// revision they were read at (to watch PodRangesPrefix from). kv is a
+// client of the curator's namespace.
+func PodRanges(ctx context.Context, kv clientv3.KV) (map[string]netip.Prefix, int64, error) {
+	resp, err := kv.Get(ctx, podRangePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the pod ranges: %w", err)
+	}
+	out := make(map[string]netip.Prefix, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if r, ok := ParsePodRangeKey(kv.Key); ok {
+			out[string(kv.Value)] = r
+		}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// ParsePodRangeKey is the range a key under PodRangesPrefix stands for.
+func ParsePodRangeKey(key []byte) (netip.Prefix, bool) {
+	s, ok := strings.CutPrefix(string(key), podRangePrefix)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	r, err := netip.ParsePrefix(s)
+	return r, err == nil
+}
 
 // errPodRangesExhausted is wrapped by choosePodRange when every range is
 // given out.
