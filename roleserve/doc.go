@@ -42,6 +42,10 @@
 //	kubernetesworker  localRoles, membership, localLabels    kubernetesWorker; produces the
 //	                                                         kubelet's status
 //
+//	membership ──► clusternet ──► localPodRange ──► kubernetesworker
+//	  (SetWireGuardKey,  │
+//	   WatchNetworkPeers) └─────► networkPeers (the routes to other nodes' Pods)
+//
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials over every curator it knows of (the
 // local curator, when one serves on this node, and the directory), which
@@ -104,6 +108,16 @@
 // (keys made on the node) and renews them at half their life. Each
 // status tells what runs (and whether the apiserver is ready, whether the
 // Node is Ready) and why a held role is not run: no bundle, no runtime
-// (process mode), no cgroup v2, waiting for a curator; statuspush
-// reports both to the curator as NodeStatus.kubernetes.
+// (process mode), no cgroup v2, waiting for a curator or for the node's
+// pod range; statuspush reports both to the curator as
+// NodeStatus.kubernetes.
+//
+// The pod network: the clusternet worker publishes the public half of
+// the node's WireGuard key (the private half made and kept on the node's
+// data disk, clusternet.LoadOrCreateKey) and follows the curator's
+// WatchNetworkPeers stream into localPodRange (the node's own range,
+// which the curator gives with KubernetesWorker; the kubernetesworker
+// worker waits for it and hands it to the CNI configuration and the
+// kubelet) and networkPeers (every other worker's address, range and key,
+// for whatever programs the routes, package clusternet).
 package roleserve

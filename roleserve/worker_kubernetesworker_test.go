@@ -130,9 +130,14 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 	} {
 		w := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Bundle: tc.bundle, Runtime: tc.runtime}, kubeAddr)
 		w.cgroupV2 = func(string) bool { return tc.cgroupV2 }
-		if got := w.blocked(tc.held, tc.m, tc.labels); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+		if got := w.blocked(tc.held, tc.m, tc.labels, testPodRange); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
 			t.Errorf("%s: note %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	noRange := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr)
+	noRange.cgroupV2 = func(string) bool { return true }
+	if got := noRange.blocked(true, m, labels, netip.Prefix{}); got != notePodRange {
+		t.Errorf("no pod range yet: note %q, want %q", got, notePodRange)
 	}
 
 	// Through the worker's run: the status, and nothing more.
@@ -145,6 +150,7 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 	}
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(netip.Prefix{})
 	v.LocalRoles.Set(workerRoles)
 	st := waitFor(t, &v.KubernetesWorker, "the role held", func(s *KubernetesWorkerStatus) bool { return s != nil && s.Held })
 	if st.Note != noteNoRuntime || st.ContainerdRunning || st.KubeletRunning || st.NodeReady {
@@ -181,6 +187,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	supervisor.TestHarness(t, w.run)
 	v.Membership.Set(m)
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
+	v.LocalPodRange.Set(testPodRange)
 	v.LocalRoles.Set(workerRoles)
 
 	waitFor(t, &v.KubernetesWorker, "the curator's refusal", func(s *KubernetesWorkerStatus) bool {
@@ -227,6 +234,10 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), `user: "system:node:`+creds.NodeID+`"`) {
 		t.Errorf("kubeconfig %s: %v", kc, err)
 	}
+	// Pods get addresses from the node's own range.
+	if cni, err := os.ReadFile(filepath.Join(rt.RunDir, "cni", "10-polis.conflist")); err != nil || !strings.Contains(string(cni), testPodRange.String()) {
+		t.Errorf("CNI configuration %s does not name the node's range %s: %v", cni, testPodRange, err)
+	}
 
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
@@ -238,3 +249,6 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
 	}
 }
+
+// testPodRange is the pod range the tests' curator gave the node.
+var testPodRange = netip.MustParsePrefix("10.244.7.0/24")

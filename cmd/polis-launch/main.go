@@ -21,8 +21,10 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -67,6 +69,15 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		o.Images = append(o.Images, im)
 		return nil
 	})
+	fs.Func("pod-range", "the cluster's pod range, out of which each worker node gets its own (default: "+curator.DefaultPodRange.String()+"); it must not overlap the nodes' network", func(v string) error {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return fmt.Errorf("want a prefix such as %s: %w", curator.DefaultPodRange, err)
+		}
+		o.PodRange = p
+		return nil
+	})
+	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+")")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err

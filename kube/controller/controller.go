@@ -146,6 +146,23 @@ func Start(ctx context.Context, cfg Config, st *consensus.Status) (*controlplane
 	if err := supervisor.Run(ctx, "controlplane", runner.Run); err != nil {
 		return nil, err
 	}
+	curatorNS, err := st.ClientFor(PKIUser)
+	if err != nil {
+		return nil, err
+	}
+	supervisor.Cleanup(ctx, func() { curatorNS.Close() })
+	// A fresh certificate for every run of it: one that fails (or
+	// outlives half the certificate's life) is started again by its
+	// supervisor through this closure.
+	if err := supervisor.Run(ctx, "podcidr", func(ctx context.Context) error {
+		pc, err := newPodCIDRs(cluster, server, curatorNS, runner.Status())
+		if err != nil {
+			return err
+		}
+		return pc.run(ctx)
+	}); err != nil {
+		return nil, err
+	}
 	log.Info("Kubernetes control plane started", zap.String("server", server), zap.String("etcd_prefix", conn.Prefix), zap.String("dir", cfg.Dir))
 	return runner, nil
 }

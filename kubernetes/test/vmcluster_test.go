@@ -21,6 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/kube/bundle"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/launch/demoimage"
@@ -145,6 +148,18 @@ func TestVMClusterRunsPods(t *testing.T) {
 	for _, p := range list.Items {
 		if _, ok := workers[p.Spec.NodeName]; !ok && p.Status.Phase == corev1.PodRunning {
 			t.Errorf("Pod %s runs on %s, not on a worker", p.Name, p.Spec.NodeName)
+		}
+	}
+	// Each Pod has an address in its own node's pod range, which the
+	// curator gave that node alone.
+	ranges := podRanges(t, bin, config)
+	if a, b := ranges[nodes.Items[0].Name], ranges[nodes.Items[1].Name]; !a.IsValid() || !b.IsValid() || a.Overlaps(b) {
+		t.Errorf("the workers' pod ranges %v and %v: want two ranges apart", a, b)
+	}
+	for _, p := range list.Items {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if r := ranges[p.Spec.NodeName]; err != nil || !r.Contains(ip) {
+			t.Errorf("Pod %s on %s has address %q, not in the node's pod range %v", p.Name, p.Spec.NodeName, p.Status.PodIP, r)
 		}
 	}
 
@@ -272,4 +287,25 @@ func createDemoDeployment(ctx context.Context, t *testing.T, cs *kubernetes.Clie
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the demo Deployment: %v", err)
 	}
+}
+
+// podRanges are the nodes' pod ranges as the curator gave them, by node
+// ID.
+func podRanges(t *testing.T, bin, config string) map[string]netip.Prefix {
+	t.Helper()
+	var resp cpb.ListNodesResponse
+	if err := protojson.Unmarshal([]byte(polisctlRun(t, bin, config, "node", "list", "-o", "json")), &resp); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]netip.Prefix{}
+	for _, n := range resp.Nodes {
+		if r := n.GetNetwork().GetPodRange(); r != "" {
+			p, err := netip.ParsePrefix(r)
+			if err != nil {
+				t.Fatalf("node %s: pod range %q: %v", n.Id, r, err)
+			}
+			out[n.Id] = p
+		}
+	}
+	return out
 }

@@ -22,6 +22,259 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SetWireGuardKeyRequest carries the calling node's WireGuard public key.
+type SetWireGuardKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The public half of the node's WireGuard (Curve25519) key, 32 bytes.
+	// Required.
+	WireguardPublicKey []byte `protobuf:"bytes,1,opt,name=wireguard_public_key,json=wireguardPublicKey,proto3" json:"wireguard_public_key,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SetWireGuardKeyRequest) Reset() {
+	*x = SetWireGuardKeyRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWireGuardKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWireGuardKeyRequest) ProtoMessage() {}
+
+func (x *SetWireGuardKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWireGuardKeyRequest.ProtoReflect.Descriptor instead.
+func (*SetWireGuardKeyRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetWireGuardKeyRequest) GetWireguardPublicKey() []byte {
+	if x != nil {
+		return x.WireguardPublicKey
+	}
+	return nil
+}
+
+// SetWireGuardKeyResponse is empty: the key is stored.
+type SetWireGuardKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWireGuardKeyResponse) Reset() {
+	*x = SetWireGuardKeyResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWireGuardKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWireGuardKeyResponse) ProtoMessage() {}
+
+func (x *SetWireGuardKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWireGuardKeyResponse.ProtoReflect.Descriptor instead.
+func (*SetWireGuardKeyResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{1}
+}
+
+// WatchNetworkPeersRequest is empty: the caller's certificate names the
+// node whose peers are watched.
+type WatchNetworkPeersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNetworkPeersRequest) Reset() {
+	*x = WatchNetworkPeersRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNetworkPeersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNetworkPeersRequest) ProtoMessage() {}
+
+func (x *WatchNetworkPeersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNetworkPeersRequest.ProtoReflect.Descriptor instead.
+func (*WatchNetworkPeersRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{2}
+}
+
+// WatchNetworkPeersResponse is the calling node's pod network as it is now.
+type WatchNetworkPeersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's own pod range (NodeNetwork.pod_range); empty while it has
+	// none.
+	PodRange string `protobuf:"bytes,1,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
+	// Every other node whose pods the caller must reach, by node ID.
+	Peers         []*NetworkPeer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNetworkPeersResponse) Reset() {
+	*x = WatchNetworkPeersResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNetworkPeersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNetworkPeersResponse) ProtoMessage() {}
+
+func (x *WatchNetworkPeersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNetworkPeersResponse.ProtoReflect.Descriptor instead.
+func (*WatchNetworkPeersResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WatchNetworkPeersResponse) GetPodRange() string {
+	if x != nil {
+		return x.PodRange
+	}
+	return ""
+}
+
+func (x *WatchNetworkPeersResponse) GetPeers() []*NetworkPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// NetworkPeer is another worker node on the pod network.
+type NetworkPeer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The peer's node ID.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The peer's external address (NodeStatus.external_address): the
+	// WireGuard endpoint and the next hop towards its pods.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The peer's pod range.
+	PodRange string `protobuf:"bytes,3,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
+	// The peer's WireGuard public key, 32 bytes; empty until it published
+	// one.
+	WireguardPublicKey []byte `protobuf:"bytes,4,opt,name=wireguard_public_key,json=wireguardPublicKey,proto3" json:"wireguard_public_key,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *NetworkPeer) Reset() {
+	*x = NetworkPeer{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPeer) ProtoMessage() {}
+
+func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPeer.ProtoReflect.Descriptor instead.
+func (*NetworkPeer) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NetworkPeer) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetPodRange() string {
+	if x != nil {
+		return x.PodRange
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetWireguardPublicKey() []byte {
+	if x != nil {
+		return x.WireguardPublicKey
+	}
+	return nil
+}
+
 // WatchRequest says which nodes to watch.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,7 +291,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +303,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +316,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{0}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchRequest) GetTarget() isWatchRequest_Target {
@@ -120,7 +373,7 @@ type AllNodes struct {
 
 func (x *AllNodes) Reset() {
 	*x = AllNodes{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -132,7 +385,7 @@ func (x *AllNodes) String() string {
 func (*AllNodes) ProtoMessage() {}
 
 func (x *AllNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -145,7 +398,7 @@ func (x *AllNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllNodes.ProtoReflect.Descriptor instead.
 func (*AllNodes) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{1}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchResponse is one message of a Watch stream.
@@ -177,7 +430,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +442,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +455,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{2}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchResponse) GetNodes() []*Node {
@@ -237,7 +490,7 @@ type NodeTombstone struct {
 
 func (x *NodeTombstone) Reset() {
 	*x = NodeTombstone{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +502,7 @@ func (x *NodeTombstone) String() string {
 func (*NodeTombstone) ProtoMessage() {}
 
 func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +515,7 @@ func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTombstone.ProtoReflect.Descriptor instead.
 func (*NodeTombstone) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NodeTombstone) GetNodeId() string {
@@ -284,7 +537,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +549,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +562,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateNodeStatusRequest) GetStatus() *NodeStatus {
@@ -328,7 +581,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +593,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +606,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
 }
 
 // HeartbeatRequest is empty: the caller's certificate says which node is
@@ -366,7 +619,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +631,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +644,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
 }
 
 // HeartbeatResponse tells the node when to send the next heartbeat.
@@ -406,7 +659,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +671,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +684,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HeartbeatResponse) GetInterval() *durationpb.Duration {
@@ -451,7 +704,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +716,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +729,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
 }
 
 // RenewCertificateResponse carries the calling node's fresh certificate.
@@ -496,7 +749,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +761,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +774,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewCertificateResponse) GetNodeCertificate() []byte {
@@ -560,7 +813,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +825,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +838,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterRequest) GetRegisterTicket() []byte {
@@ -613,7 +866,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +878,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +891,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -657,7 +910,7 @@ type CommitRegistrationRequest struct {
 
 func (x *CommitRegistrationRequest) Reset() {
 	*x = CommitRegistrationRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +922,7 @@ func (x *CommitRegistrationRequest) String() string {
 func (*CommitRegistrationRequest) ProtoMessage() {}
 
 func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +935,7 @@ func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationRequest.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
 }
 
 // CommitRegistrationResponse carries the credentials of a node that is now
@@ -700,7 +953,7 @@ type CommitRegistrationResponse struct {
 
 func (x *CommitRegistrationResponse) Reset() {
 	*x = CommitRegistrationResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +965,7 @@ func (x *CommitRegistrationResponse) String() string {
 func (*CommitRegistrationResponse) ProtoMessage() {}
 
 func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +978,7 @@ func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationResponse.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitRegistrationResponse) GetNodeCertificate() []byte {
@@ -751,7 +1004,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1016,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1029,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
 }
 
 // JoinResponse carries what a rebooted node needs to take part again.
@@ -792,7 +1045,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1057,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1070,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JoinResponse) GetNodeCertificate() []byte {
@@ -843,7 +1096,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +1108,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +1121,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
 }
 
 // GetLeaderResponse names the leader and the curator that answered.
@@ -886,7 +1139,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1151,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1164,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -937,7 +1190,7 @@ type WatchLeaderRequest struct {
 
 func (x *WatchLeaderRequest) Reset() {
 	*x = WatchLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1202,7 @@ func (x *WatchLeaderRequest) String() string {
 func (*WatchLeaderRequest) ProtoMessage() {}
 
 func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1215,7 @@ func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
 }
 
 // WatchLeaderResponse is one view of the leadership in a WatchLeader
@@ -980,7 +1233,7 @@ type WatchLeaderResponse struct {
 
 func (x *WatchLeaderResponse) Reset() {
 	*x = WatchLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1245,7 @@ func (x *WatchLeaderResponse) String() string {
 func (*WatchLeaderResponse) ProtoMessage() {}
 
 func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1258,7 @@ func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1031,7 +1284,7 @@ type GetCACertificateRequest struct {
 
 func (x *GetCACertificateRequest) Reset() {
 	*x = GetCACertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1296,7 @@ func (x *GetCACertificateRequest) String() string {
 func (*GetCACertificateRequest) ProtoMessage() {}
 
 func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1309,7 @@ func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
 }
 
 // GetCACertificateResponse carries the cluster CA certificate.
@@ -1070,7 +1323,7 @@ type GetCACertificateResponse struct {
 
 func (x *GetCACertificateResponse) Reset() {
 	*x = GetCACertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1335,7 @@ func (x *GetCACertificateResponse) String() string {
 func (*GetCACertificateResponse) ProtoMessage() {}
 
 func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1348,7 @@ func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
@@ -1114,7 +1367,7 @@ type GetOwnerKeyRequest struct {
 
 func (x *GetOwnerKeyRequest) Reset() {
 	*x = GetOwnerKeyRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1379,7 @@ func (x *GetOwnerKeyRequest) String() string {
 func (*GetOwnerKeyRequest) ProtoMessage() {}
 
 func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1392,7 @@ func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
 }
 
 // GetOwnerKeyResponse carries the current owner key.
@@ -1153,7 +1406,7 @@ type GetOwnerKeyResponse struct {
 
 func (x *GetOwnerKeyResponse) Reset() {
 	*x = GetOwnerKeyResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1418,7 @@ func (x *GetOwnerKeyResponse) String() string {
 func (*GetOwnerKeyResponse) ProtoMessage() {}
 
 func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1431,7 @@ func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
@@ -1205,7 +1458,7 @@ type IssueKubeletCredentialsRequest struct {
 
 func (x *IssueKubeletCredentialsRequest) Reset() {
 	*x = IssueKubeletCredentialsRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1470,7 @@ func (x *IssueKubeletCredentialsRequest) String() string {
 func (*IssueKubeletCredentialsRequest) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1483,7 @@ func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *IssueKubeletCredentialsRequest) GetClientKeySpki() []byte {
@@ -1272,7 +1525,7 @@ type IssueKubeletCredentialsResponse struct {
 
 func (x *IssueKubeletCredentialsResponse) Reset() {
 	*x = IssueKubeletCredentialsResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1537,7 @@ func (x *IssueKubeletCredentialsResponse) String() string {
 func (*IssueKubeletCredentialsResponse) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1550,7 @@ func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *IssueKubeletCredentialsResponse) GetClientCertificate() []byte {
@@ -1339,7 +1592,19 @@ var File_polis_curator_v1_curator_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\n" +
-	"\x1epolis/curator/v1/curator.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"n\n" +
+	"\x1epolis/curator/v1/curator.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"J\n" +
+	"\x16SetWireGuardKeyRequest\x120\n" +
+	"\x14wireguard_public_key\x18\x01 \x01(\fR\x12wireguardPublicKey\"\x19\n" +
+	"\x17SetWireGuardKeyResponse\"\x1a\n" +
+	"\x18WatchNetworkPeersRequest\"m\n" +
+	"\x19WatchNetworkPeersResponse\x12\x1b\n" +
+	"\tpod_range\x18\x01 \x01(\tR\bpodRange\x123\n" +
+	"\x05peers\x18\x02 \x03(\v2\x1d.polis.curator.v1.NetworkPeerR\x05peers\"\x8f\x01\n" +
+	"\vNetworkPeer\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1b\n" +
+	"\tpod_range\x18\x03 \x01(\tR\bpodRange\x120\n" +
+	"\x14wireguard_public_key\x18\x04 \x01(\fR\x12wireguardPublicKey\"n\n" +
 	"\fWatchRequest\x12\x19\n" +
 	"\anode_id\x18\x01 \x01(\tH\x00R\x06nodeId\x129\n" +
 	"\tall_nodes\x18\x02 \x01(\v2\x1a.polis.curator.v1.AllNodesH\x00R\ballNodesB\b\n" +
@@ -1399,8 +1664,7 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
 	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x91\n" +
-	"\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\xfd\v\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
 	"\x10UpdateNodeStatus\x12).polis.curator.v1.UpdateNodeStatusRequest\x1a*.polis.curator.v1.UpdateNodeStatusResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12b\n" +
@@ -1416,7 +1680,9 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x01\x12\x88\x01\n" +
 	"\x17IssueKubeletCredentials\x120.polis.curator.v1.IssueKubeletCredentialsRequest\x1a1.polis.curator.v1.IssueKubeletCredentialsResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12d\n" +
-	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02\x12p\n" +
+	"\x0fSetWireGuardKey\x12(.polis.curator.v1.SetWireGuardKeyRequest\x1a).polis.curator.v1.SetWireGuardKeyResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12x\n" +
+	"\x11WatchNetworkPeers\x12*.polis.curator.v1.WatchNetworkPeersRequest\x1a+.polis.curator.v1.WatchNetworkPeersResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x020\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_curator_proto_rawDescOnce sync.Once
@@ -1430,84 +1696,94 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
-	(*WatchRequest)(nil),                    // 0: polis.curator.v1.WatchRequest
-	(*AllNodes)(nil),                        // 1: polis.curator.v1.AllNodes
-	(*WatchResponse)(nil),                   // 2: polis.curator.v1.WatchResponse
-	(*NodeTombstone)(nil),                   // 3: polis.curator.v1.NodeTombstone
-	(*UpdateNodeStatusRequest)(nil),         // 4: polis.curator.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),        // 5: polis.curator.v1.UpdateNodeStatusResponse
-	(*HeartbeatRequest)(nil),                // 6: polis.curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),               // 7: polis.curator.v1.HeartbeatResponse
-	(*RenewCertificateRequest)(nil),         // 8: polis.curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),        // 9: polis.curator.v1.RenewCertificateResponse
-	(*RegisterRequest)(nil),                 // 10: polis.curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),                // 11: polis.curator.v1.RegisterResponse
-	(*CommitRegistrationRequest)(nil),       // 12: polis.curator.v1.CommitRegistrationRequest
-	(*CommitRegistrationResponse)(nil),      // 13: polis.curator.v1.CommitRegistrationResponse
-	(*JoinRequest)(nil),                     // 14: polis.curator.v1.JoinRequest
-	(*JoinResponse)(nil),                    // 15: polis.curator.v1.JoinResponse
-	(*GetLeaderRequest)(nil),                // 16: polis.curator.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),               // 17: polis.curator.v1.GetLeaderResponse
-	(*WatchLeaderRequest)(nil),              // 18: polis.curator.v1.WatchLeaderRequest
-	(*WatchLeaderResponse)(nil),             // 19: polis.curator.v1.WatchLeaderResponse
-	(*GetCACertificateRequest)(nil),         // 20: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),        // 21: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),              // 22: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),             // 23: polis.curator.v1.GetOwnerKeyResponse
-	(*IssueKubeletCredentialsRequest)(nil),  // 24: polis.curator.v1.IssueKubeletCredentialsRequest
-	(*IssueKubeletCredentialsResponse)(nil), // 25: polis.curator.v1.IssueKubeletCredentialsResponse
-	(*Node)(nil),                            // 26: polis.curator.v1.Node
-	(*NodeStatus)(nil),                      // 27: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),             // 28: google.protobuf.Duration
-	(*ClusterDirectory)(nil),                // 29: polis.curator.v1.ClusterDirectory
-	(*CuratorEndpoint)(nil),                 // 30: polis.curator.v1.CuratorEndpoint
-	(*KubernetesAPIServer)(nil),             // 31: polis.curator.v1.KubernetesAPIServer
+	(*SetWireGuardKeyRequest)(nil),          // 0: polis.curator.v1.SetWireGuardKeyRequest
+	(*SetWireGuardKeyResponse)(nil),         // 1: polis.curator.v1.SetWireGuardKeyResponse
+	(*WatchNetworkPeersRequest)(nil),        // 2: polis.curator.v1.WatchNetworkPeersRequest
+	(*WatchNetworkPeersResponse)(nil),       // 3: polis.curator.v1.WatchNetworkPeersResponse
+	(*NetworkPeer)(nil),                     // 4: polis.curator.v1.NetworkPeer
+	(*WatchRequest)(nil),                    // 5: polis.curator.v1.WatchRequest
+	(*AllNodes)(nil),                        // 6: polis.curator.v1.AllNodes
+	(*WatchResponse)(nil),                   // 7: polis.curator.v1.WatchResponse
+	(*NodeTombstone)(nil),                   // 8: polis.curator.v1.NodeTombstone
+	(*UpdateNodeStatusRequest)(nil),         // 9: polis.curator.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),        // 10: polis.curator.v1.UpdateNodeStatusResponse
+	(*HeartbeatRequest)(nil),                // 11: polis.curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 12: polis.curator.v1.HeartbeatResponse
+	(*RenewCertificateRequest)(nil),         // 13: polis.curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),        // 14: polis.curator.v1.RenewCertificateResponse
+	(*RegisterRequest)(nil),                 // 15: polis.curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),                // 16: polis.curator.v1.RegisterResponse
+	(*CommitRegistrationRequest)(nil),       // 17: polis.curator.v1.CommitRegistrationRequest
+	(*CommitRegistrationResponse)(nil),      // 18: polis.curator.v1.CommitRegistrationResponse
+	(*JoinRequest)(nil),                     // 19: polis.curator.v1.JoinRequest
+	(*JoinResponse)(nil),                    // 20: polis.curator.v1.JoinResponse
+	(*GetLeaderRequest)(nil),                // 21: polis.curator.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),               // 22: polis.curator.v1.GetLeaderResponse
+	(*WatchLeaderRequest)(nil),              // 23: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),             // 24: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),         // 25: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),        // 26: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),              // 27: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),             // 28: polis.curator.v1.GetOwnerKeyResponse
+	(*IssueKubeletCredentialsRequest)(nil),  // 29: polis.curator.v1.IssueKubeletCredentialsRequest
+	(*IssueKubeletCredentialsResponse)(nil), // 30: polis.curator.v1.IssueKubeletCredentialsResponse
+	(*Node)(nil),                            // 31: polis.curator.v1.Node
+	(*NodeStatus)(nil),                      // 32: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),             // 33: google.protobuf.Duration
+	(*ClusterDirectory)(nil),                // 34: polis.curator.v1.ClusterDirectory
+	(*CuratorEndpoint)(nil),                 // 35: polis.curator.v1.CuratorEndpoint
+	(*KubernetesAPIServer)(nil),             // 36: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
-	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	26, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
-	3,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	27, // 3: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	28, // 4: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	27, // 5: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	29, // 6: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	29, // 7: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	30, // 8: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 9: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 10: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	30, // 11: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	31, // 12: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	0,  // 13: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
-	4,  // 14: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
-	6,  // 15: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
-	8,  // 16: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
-	10, // 17: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
-	12, // 18: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
-	14, // 19: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	16, // 20: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	18, // 21: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
-	20, // 22: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	24, // 23: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
-	22, // 24: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
-	2,  // 25: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	5,  // 26: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	7,  // 27: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	9,  // 28: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	11, // 29: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	13, // 30: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	15, // 31: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	17, // 32: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	19, // 33: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
-	21, // 34: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	25, // 35: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
-	23, // 36: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	4,  // 0: polis.curator.v1.WatchNetworkPeersResponse.peers:type_name -> polis.curator.v1.NetworkPeer
+	6,  // 1: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
+	31, // 2: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	8,  // 3: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
+	32, // 4: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	33, // 5: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	32, // 6: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	34, // 7: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	34, // 8: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	35, // 9: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	35, // 10: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	35, // 11: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	35, // 12: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	36, // 13: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	5,  // 14: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
+	9,  // 15: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
+	11, // 16: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
+	13, // 17: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
+	15, // 18: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
+	17, // 19: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
+	19, // 20: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
+	21, // 21: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	23, // 22: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	25, // 23: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	29, // 24: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
+	27, // 25: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	0,  // 26: polis.curator.v1.CuratorService.SetWireGuardKey:input_type -> polis.curator.v1.SetWireGuardKeyRequest
+	2,  // 27: polis.curator.v1.CuratorService.WatchNetworkPeers:input_type -> polis.curator.v1.WatchNetworkPeersRequest
+	7,  // 28: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	10, // 29: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	12, // 30: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	14, // 31: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	16, // 32: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	18, // 33: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	20, // 34: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	22, // 35: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	24, // 36: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	26, // 37: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	30, // 38: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
+	28, // 39: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	1,  // 40: polis.curator.v1.CuratorService.SetWireGuardKey:output_type -> polis.curator.v1.SetWireGuardKeyResponse
+	3,  // 41: polis.curator.v1.CuratorService.WatchNetworkPeers:output_type -> polis.curator.v1.WatchNetworkPeersResponse
+	28, // [28:42] is the sub-list for method output_type
+	14, // [14:28] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_curator_proto_init() }
@@ -1517,7 +1793,7 @@ func file_polis_curator_v1_curator_proto_init() {
 	}
 	file_polis_curator_v1_authz_proto_init()
 	file_polis_curator_v1_common_proto_init()
-	file_polis_curator_v1_curator_proto_msgTypes[0].OneofWrappers = []any{
+	file_polis_curator_v1_curator_proto_msgTypes[5].OneofWrappers = []any{
 		(*WatchRequest_NodeId)(nil),
 		(*WatchRequest_AllNodes)(nil),
 	}
@@ -1527,7 +1803,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
