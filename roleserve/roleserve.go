@@ -116,7 +116,7 @@ func New(cfg Config, v *Values) (*RoleServer, error) {
 	add("heartbeat", newWorkerHeartbeat(g, v).run)
 	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
 	add("kubernetes", newWorkerKubernetes(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
-	add("kubernetesworker", newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
+	add("kubernetesworker", newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress, cfg.WireGuardKeyFile).run)
 	add("clusternet", newWorkerClusterNet(g, v, cfg.WireGuardKeyFile).run)
 	// The graph is fixed once the workers are built: a worker that reads
 	// what nobody writes would wait forever, so refuse to start at all.

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -106,28 +108,41 @@ type workerKubernetesWorker struct {
 	// retry is renewRetry; tests shorten it.
 	retry   time.Duration
 	started bool
+	// keyFile keeps the node's WireGuard private key (the clusternet
+	// worker made it and published its public half).
+	keyFile string
+	// runPodNetwork connects this node's Pods to the peers' (clusternet.Run)
+	// and clearPodNetwork undoes it when the role goes (clusternet.Clear):
+	// test seams, since the real ones program the machine's network.
+	runPodNetwork   func(ctx context.Context, c clusternet.Config) error
+	clearPodNetwork func() error
 
 	localRoles  event.ValueWatch[*cpb.Roles]         // reads
 	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
 	localLabels event.ValueWatch[map[string]string]  // reads (at registration)
 	podRange    event.ValueWatch[netip.Prefix]       // reads (the CNI range)
+	peers       event.ValueWatch[[]clusternet.Peer]  // reads (by clusternet.Run)
 	status      event.Value[*KubernetesWorkerStatus] // writes
 }
 
-func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr) *workerKubernetesWorker {
+func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr, keyFile string) *workerKubernetesWorker {
 	const name = "kubernetesworker"
 	Produces(g, name, kubelet.StatusName)
 	return &workerKubernetesWorker{
-		g:           g,
-		cfg:         cfg,
-		address:     address,
-		cgroupV2:    hasCgroupV2,
-		retry:       renewRetry,
-		localRoles:  Reads[*cpb.Roles](g, name, &v.LocalRoles),
-		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
-		localLabels: Reads[map[string]string](g, name, &v.LocalLabels),
-		podRange:    Reads[netip.Prefix](g, name, &v.LocalPodRange),
-		status:      Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
+		g:               g,
+		cfg:             cfg,
+		address:         address,
+		cgroupV2:        hasCgroupV2,
+		retry:           renewRetry,
+		keyFile:         keyFile,
+		runPodNetwork:   clusternet.Run,
+		clearPodNetwork: func() error { return clusternet.Clear(clusternet.Config{}) },
+		peers:           Reads[[]clusternet.Peer](g, name, &v.NetworkPeers),
+		localRoles:      Reads[*cpb.Roles](g, name, &v.LocalRoles),
+		membership:      Reads[*ClusterMembership](g, name, &v.Membership),
+		localLabels:     Reads[map[string]string](g, name, &v.LocalLabels),
+		podRange:        Reads[netip.Prefix](g, name, &v.LocalPodRange),
+		status:          Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
 	}
 }
 
@@ -241,10 +256,27 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		st := &KubernetesWorkerStatus{Held: held}
 		if held {
 			st.Note = noteStopped
+		} else if err := w.clearPodNetwork(); err != nil {
+			// The routes and the WireGuard device stay across an
+			// agent's restart (Pods keep talking); only a role that
+			// is gone takes them away.
+			log.Warn("removing the pod network's routes and device", zap.Error(err))
 		}
 		w.status.Set(st)
 	})
 	if err := supervisor.Run(ctx, "node", runner.Run); err != nil {
+		return err
+	}
+	// The routes to the other workers' Pods, over WireGuard: beside the
+	// kubelet, for as long as it runs, with the node's own range (a
+	// changed range ends this run below).
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		return fmt.Errorf("the pod network: %w", err)
+	}
+	netStatus := &memory.Value[*clusternet.Status]{Name: "podNetwork"}
+	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, Peers: w.peers, Status: netStatus}
+	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
