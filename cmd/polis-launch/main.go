@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return nil
 	})
 	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+")")
+	capture := fs.String("capture", "", "with --vm: write every frame that crosses the cluster switch to this file, as pcap (for tcpdump or Wireshark; mode 0600, since it holds whatever the nodes send in clear)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,10 +97,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
 		}
-		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir} // addresses from its network
+		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture} // addresses from its network
 	} else {
-		if set["accel"] {
-			return errors.New("--accel is for --vm only")
+		for _, f := range []string{"accel", "capture"} {
+			if set[f] {
+				return fmt.Errorf("--%s is for --vm only", f)
+			}
 		}
 		for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
 			o.Addresses = append(o.Addresses, a)

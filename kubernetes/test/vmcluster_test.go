@@ -75,7 +75,10 @@ func TestVMClusterRunsPods(t *testing.T) {
 	printed := runLaunch(t, bin, root, vmTimeout, "--vm", "--kubernetes", "--image", "demo="+imageDir, "--nodes", "3",
 		// One etcd member (node 1): under TCG, raft among three VMs makes
 		// every write of the apiserver's bootstrap slower still.
-		"--consensus-members=false", "--dir", dir, "--keep")
+		"--consensus-members=false", "--dir", dir, "--keep",
+		// The wire, for checkPodToPod: pod traffic between nodes must
+		// not cross it in clear.
+		"--capture", filepath.Join(dir, "wire.pcap"))
 	t.Logf("polis-launch: cluster ready, both workers' Nodes Ready, %v after it started", time.Since(start).Round(time.Second))
 	m := proxyLine.FindStringSubmatch(printed)
 	if m == nil {
@@ -185,6 +188,8 @@ func TestVMClusterRunsPods(t *testing.T) {
 			t.Errorf("kubectl exec %s -- %s get http://localhost:8080/: %q, want hello from %s", p.Name, demoimage.Entrypoint, out, p.Name)
 		}
 	}
+	// Pod to Pod across the workers, encrypted on the wire.
+	checkPodToPod(t, kubectl, list.Items, filepath.Join(dir, "wire.pcap"))
 }
 
 // linkBundle puts the Kubernetes bundle the launcher used (the system
