@@ -184,7 +184,8 @@
 // said otherwise), given by UpdateNodeRoles in the write that gives the
 // role and kept until the node's record is deleted (podnetwork.go: one
 // key per range, created in that write, so no two curators ever give a
-// range twice). A node publishes the public half of its WireGuard key
+// range twice); each new leader gives one to any worker recorded without
+// (a cluster from before pod ranges). A node publishes the public half of its WireGuard key
 // (SetWireGuardKey) and follows its peers (WatchNetworkPeers, served from
 // the node cache like Watch): every other UP worker with its address,
 // range and key, the whole list again whenever a record changes it.

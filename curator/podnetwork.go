@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/kube/controlplane"
+	"github.com/polis-os/polis/supervisor"
 )
 
 // The pod network: every node that holds KubernetesWorker gets its own pod
@@ -139,26 +143,10 @@ func podRangeKey(r netip.Prefix) string { return podRangePrefix + r.String() }
 
 // PodRangesPrefix is where, in the curator's etcd namespace, the pod
 // ranges given out are kept: one key per range, the node's ID its value.
-// Readers outside the curator (kube/controller, which gives the Kubernetes
-// Nodes the same ranges) read them with PodRanges and watch the prefix.
+// kube/controller, which gives the Kubernetes Nodes the same ranges, reads
+// and watches them there (told by the role server, since it sits below
+// the curator).
 const PodRangesPrefix = podRangePrefix
-
-// PodRanges reads the pod ranges given out, by node ID, and the etcd
-// revision they were read at (to watch PodRangesPrefix from). kv is a
-// client of the curator's namespace.
-func PodRanges(ctx context.Context, kv clientv3.KV) (map[string]netip.Prefix, int64, error) {
-	resp, err := kv.Get(ctx, podRangePrefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading the pod ranges: %w", err)
-	}
-	out := make(map[string]netip.Prefix, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		if r, ok := ParsePodRangeKey(kv.Key); ok {
-			out[string(kv.Value)] = r
-		}
-	}
-	return out, resp.Header.Revision, nil
-}
 
 // ParsePodRangeKey is the range a key under PodRangesPrefix stands for.
 func ParsePodRangeKey(key []byte) (netip.Prefix, bool) {
@@ -265,3 +253,76 @@ func checkNodeNetwork(nn *cpb.NodeNetwork) error {
 
 // wireGuardKeySize is the size of a WireGuard (Curve25519) key.
 const wireGuardKeySize = 32
+
+// podRangesTimeout bounds one term's look for workers without a range.
+const podRangesTimeout = time.Minute
+
+// runPodRanges gives, once per leader term, a pod range to every node
+// that holds KubernetesWorker without one: a record written before pod
+// ranges existed (an upgraded cluster), or by hand. UpdateNodeRoles gives
+// the range with the role, so this finds nothing in a cluster that always
+// had them. A pool with no range left is logged, not retried: the node
+// waits for its range, and says so in its status.
+//
+//	reads:  s.leader, node records
+//	writes: node records' pod ranges, podRangePrefix
+func (s *Service) runPodRanges(ctx context.Context) error {
+	var in event.Inputs
+	defer in.Close()
+	leader := event.Input(&in, &s.leader, nil)
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	var done *leaderState
+	for {
+		if _, err := in.Wait(ctx); err != nil {
+			return err
+		}
+		l := leader.Latest()
+		if l == nil || l == done {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, podRangesTimeout)
+		err := s.givePodRanges(rctx, l)
+		cancel()
+		if errors.Is(err, ErrNotLeader) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("giving pod ranges to workers without one: %w", err)
+		}
+		done = l
+	}
+}
+
+func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
+	snap, err := s.nodes.fenced(ctx)
+	if err != nil {
+		return err
+	}
+	log := supervisor.Logger(ctx)
+	for id, n := range snap.nodes {
+		if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+			continue
+		}
+		// Serialised with UpdateNodeRoles, like every change of roles.
+		l.membership.Lock()
+		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+			if n == nil {
+				return nil, nil, nil, nil
+			}
+			cmps, ops, err := givePodRange(ctx, s.cfg.Client, n)
+			return n, cmps, ops, err
+		})
+		l.membership.Unlock()
+		if status.Code(err) == codes.ResourceExhausted {
+			log.Error("a worker node has no pod range, and none is left", zap.String("node", id), zap.Error(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if next != nil {
+			log.Info("gave a worker node without one a pod range", zap.String("node", id), zap.String("podRange", next.GetNetwork().GetPodRange()))
+		}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -348,5 +349,24 @@ func TestPeerOf(t *testing.T) {
 		if p := peerOf(n); p != nil {
 			t.Errorf("peerOf(a node with %s) = %v, want none", what, p)
 		}
+	}
+}
+
+// A worker recorded without a range (before pod ranges existed) gets one
+// from the next leader term, without anyone asking.
+func TestPodRangesGivenByNewLeader(t *testing.T) {
+	c := newTestCluster(t)
+	old := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	old.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	c.putNode(old)
+	term, err := event.Get(ctxT(t), &c.curator.leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new term, as after losing the leadership and winning it back.
+	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, statusWrites: map[string]time.Time{}})
+	c.waitCachedNode(old.Id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() == "10.244.0.0/24" })
+	if owners := c.podRangeOwners(); owners["10.244.0.0/24"] != old.Id {
+		t.Errorf("ranges given out %v, want 10.244.0.0/24 to %s", owners, old.Id)
 	}
 }

@@ -79,6 +79,7 @@ func NewValues() *Values {
 	v.LocalLabels.Name = "localLabels"
 	v.ConsensusSnapshots.Name = "consensusSnapshots"
 	v.LocalPodRange.Name = "localPodRange"
+	v.LocalPodRange.Equal = func(a, b netip.Prefix) bool { return a == b }
 	v.NetworkPeers.Name = "networkPeers"
 	v.NetworkPeers.Equal = func(a, b []clusternet.Peer) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
 	v.ConsensusSnapshots.Equal = func(a, b []*cpb.ConsensusSnapshot) bool {

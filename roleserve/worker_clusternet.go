@@ -90,7 +90,7 @@ func (w *workerClusterNet) run(ctx context.Context) error {
 			return stopIfDecommissioned(ctx, fmt.Errorf("watching the network peers: %w", err))
 		}
 		own, peers := parseNetworkPeers(ctx, msg)
-		log.Info("network peers", zap.Stringer("podRange", own), zap.Int("peers", len(peers)))
+		log.Info("network peers", zap.String("podRange", prefixOrNone(own)), zap.Int("peers", len(peers)))
 		w.podRange.Set(own)
 		w.peers.Set(peers)
 	}
@@ -148,4 +148,12 @@ func parsePeer(p *cpb.NetworkPeer) (clusternet.Peer, error) {
 		}
 	}
 	return peer, nil
+}
+
+// prefixOrNone is p for logs, "none" for the zero Prefix.
+func prefixOrNone(p netip.Prefix) string {
+	if !p.IsValid() {
+		return "none"
+	}
+	return p.String()
 }

@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/kube/controlplane"
 	"github.com/polis-os/polis/kube/pki"
@@ -55,16 +54,17 @@ const podCIDRCertLifetime = 24 * time.Hour
 type podCIDRs struct {
 	hc     *http.Client
 	server string
-	// ranges reads the curator's namespace.
-	ranges clientv3.KV
-	watch  clientv3.Watcher
+	// cli reads the curator's namespace, where source says the ranges
+	// are.
+	cli    *clientv3.Client
+	source PodRangeSource
 	status event.ValueWatch[*controlplane.Status]
 	// renew is when the run ends to issue a fresh certificate.
 	renew time.Time
 }
 
 // newPodCIDRs issues the client certificate and returns the runnable.
-func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, status event.ValueWatch[*controlplane.Status]) (*podCIDRs, error) {
+func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, source PodRangeSource, status event.ValueWatch[*controlplane.Status]) (*podCIDRs, error) {
 	now := time.Now()
 	pair, err := cluster.IssueClient(podCIDRUser, []string{"system:masters"}, now)
 	if err != nil {
@@ -82,8 +82,8 @@ func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, stat
 	return &podCIDRs{
 		hc:     &http.Client{Transport: tr},
 		server: server,
-		ranges: cli,
-		watch:  cli,
+		cli:    cli,
+		source: source,
 		status: status,
 		renew:  now.Add(podCIDRCertLifetime / 2),
 	}, nil
@@ -133,11 +133,11 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ranges, rev, err := curator.PodRanges(ctx, p.ranges)
+	ranges, rev, err := p.readRanges(ctx)
 	if err != nil {
 		return err
 	}
-	rangeEvents := p.watch.Watch(clientv3.WithRequireLeader(ctx), curator.PodRangesPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	rangeEvents := p.cli.Watch(clientv3.WithRequireLeader(ctx), p.source.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	nodes, rv, err := p.listNodes(ctx)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 				return fmt.Errorf("watching the pod ranges: %v", wr.Err())
 			}
 			for _, ev := range wr.Events {
-				r, ok := curator.ParsePodRangeKey(ev.Kv.Key)
+				r, ok := p.source.Range(ev.Kv.Key)
 				if !ok {
 					continue
 				}
@@ -204,6 +204,22 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// readRanges reads the pod ranges given out, by node ID, and the etcd
+// revision they were read at.
+func (p *podCIDRs) readRanges(ctx context.Context) (map[string]netip.Prefix, int64, error) {
+	resp, err := p.cli.Get(ctx, p.source.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the pod ranges: %w", err)
+	}
+	out := make(map[string]netip.Prefix, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if r, ok := p.source.Range(kv.Key); ok {
+			out[string(kv.Value)] = r
+		}
+	}
+	return out, resp.Header.Revision, nil
 }
 
 // listNodes lists the Nodes and the resource version to watch from.
