@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 
 	"golang.org/x/crypto/curve25519"
 
@@ -52,11 +53,20 @@ func newPrivateKey() (Key, error) {
 	return k, nil
 }
 
+// keyMu serialises LoadOrCreateKey.
+var keyMu sync.Mutex
+
 // LoadOrCreateKey returns the node's WireGuard private key kept at path,
 // making one (and writing it with mode 0600, atomically) on first use. A
 // file that exists but does not hold a key is an error, never overwritten:
 // peers know this node by the key's public half.
+//
+// Calls are serialised within the process: the agent's workers that need
+// the key (publishing it, programming the device) may ask at the same
+// time on a node's first boot, and must not each make a different one.
 func LoadOrCreateKey(path string) (Key, error) {
+	keyMu.Lock()
+	defer keyMu.Unlock()
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:

@@ -87,6 +87,9 @@ var authzMatrix = map[string]map[callerKind]bool{
 	cpb.CuratorService_RenewCertificate_FullMethodName:      onlyUpNode,
 	// A node for itself alone; the handler then wants KubernetesWorker.
 	cpb.CuratorService_IssueKubeletCredentials_FullMethodName: onlyUpNode,
+	// A node's own key and its own view of the pod network.
+	cpb.CuratorService_SetWireGuardKey_FullMethodName:   onlyUpNode,
+	cpb.CuratorService_WatchNetworkPeers_FullMethodName: onlyUpNode,
 
 	cpb.ManagementService_GetClusterInfo_FullMethodName:       onlyOwner,
 	cpb.ManagementService_ListNodes_FullMethodName:            onlyOwner,

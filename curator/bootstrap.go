@@ -30,6 +30,11 @@ type BootstrapParams struct {
 	// snapshots; nil means the defaults (consensus.DefaultSnapshotInterval
 	// and DefaultSnapshotKeep).
 	SnapshotPolicy *cpb.SnapshotPolicy
+	// PodNetwork is the cluster's pod range and the size of each worker
+	// node's share of it; nil means the defaults (DefaultPodRange,
+	// DefaultNodePodPrefixLength). It is stored with the defaults filled
+	// in, so a later change of the defaults leaves the cluster as it is.
+	PodNetwork *cpb.PodNetwork
 }
 
 // ErrBootstrapMismatch is returned by Bootstrap when the store already holds
@@ -64,7 +69,14 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	if err := CheckSnapshotPolicy(p.SnapshotPolicy); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
-	ops := []clientv3.Op{}
+	if err := CheckPodNetwork(p.PodNetwork); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	pods, err := proto.Marshal(withPodNetworkDefaults(p.PodNetwork))
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	ops := []clientv3.Op{clientv3.OpPut(podNetworkKey, string(pods))}
 	if p.SnapshotPolicy != nil {
 		policy, err := proto.Marshal(p.SnapshotPolicy)
 		if err != nil {

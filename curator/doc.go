@@ -184,6 +184,19 @@
 // accept no other server certificate, and the cluster directory lists only
 // consensus members. docs/threat-model.md has the whole picture.
 //
+// # The pod network
+//
+// Each node that holds KubernetesWorker has its own pod range out of the
+// cluster's (PodNetwork, chosen at bootstrap, DefaultPodRange unless
+// said otherwise), given by UpdateNodeRoles in the write that gives the
+// role and kept until the node's record is deleted (podnetwork.go: one
+// key per range, created in that write, so no two curators ever give a
+// range twice); each new leader gives one to any worker recorded without
+// (a cluster from before pod ranges). A node publishes the public half of its WireGuard key
+// (SetWireGuardKey) and follows its peers (WatchNetworkPeers, served from
+// the node cache like Watch): every other UP worker with its address,
+// range and key, the whole list again whenever a record changes it.
+//
 // # The cluster's Kubernetes PKI
 //
 // The curator keeps the Kubernetes PKI (kube/pki: the Kubernetes CA and

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -514,11 +515,20 @@ func directoryOf(snap *nodeSnapshot, caCert []byte) *cpb.ClusterDirectory {
 // caller as they are, and failures of the store become UNAVAILABLE, which
 // clients retry (at the new leader, if leadership moved).
 func (r *rpcServer) changeNode(ctx context.Context, id string, change func(n *cpb.Node) (*cpb.Node, error)) (*cpb.Node, error) {
-	var refusal error
-	n, err := updateNode(ctx, leaderFrom(ctx).leadership, r.s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, error) {
+	return r.changeNodeTxn(ctx, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 		next, err := change(n)
+		return next, nil, nil, err
+	})
+}
+
+// changeNodeTxn is changeNode for a change that writes more than the
+// record (see updateNodeTxn).
+func (r *rpcServer) changeNodeTxn(ctx context.Context, id string, change func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error)) (*cpb.Node, error) {
+	var refusal error
+	n, err := updateNodeTxn(ctx, leaderFrom(ctx).leadership, r.s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+		next, cmps, ops, err := change(n)
 		refusal = err
-		return next, err
+		return next, cmps, ops, err
 	})
 	switch {
 	case err == nil:

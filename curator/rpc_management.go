@@ -52,7 +52,11 @@ func (r *rpcServer) GetClusterInfo(ctx context.Context, _ *cpb.GetClusterInfoReq
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "%v", err)
 	}
-	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir, LastRecovery: rec, ConsensusSnapshots: policy}, nil
+	pods, err := readPodNetwork(ctx, r.s.cfg.Client)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	return &cpb.GetClusterInfoResponse{ClusterDirectory: dir, LastRecovery: rec, ConsensusSnapshots: policy, PodNetwork: pods}, nil
 }
 
 // ListNodes serves from the node cache, the same view that authorises
@@ -219,23 +223,33 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	// refused is the change's own refusal: then, unlike after a failed
 	// write, the record is known to be unchanged.
 	var refused error
-	next, err := r.changeNode(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, error) {
+	next, err := r.changeNodeTxn(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 		roles, err := planRoles(n, req)
 		if err != nil {
 			refused = err
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if roles.ConsensusMember != nil && n.GetRoles().GetConsensusMember() == nil {
 			if joinData == nil {
 				// Only if the record changed behind the lock's back (an
 				// operator editing etcd): refuse rather than guess.
 				refused = status.Errorf(codes.Aborted, "node %s: its roles changed during the request; try again", n.Id)
-				return nil, refused
+				return nil, nil, nil, refused
 			}
 			roles.ConsensusMember = &cpb.ConsensusMemberRole{JoinData: joinData}
 		}
 		n.Roles = roles
-		return n, nil
+		// A new worker gets its pod range in the write that gives the
+		// role, so no node ever holds KubernetesWorker without one.
+		cmps, ops, err := givePodRange(ctx, r.s.cfg.Client, n)
+		if err != nil {
+			if _, ok := status.FromError(err); !ok {
+				err = leaderWriteError(err)
+			}
+			refused = err
+			return nil, nil, nil, err
+		}
+		return n, cmps, ops, nil
 	})
 	if err != nil {
 		if joinData != nil && refused != nil && err == refused {
@@ -576,6 +590,10 @@ func (r *rpcServer) DeleteNode(ctx context.Context, req *cpb.DeleteNodeRequest) 
 		key := nodeKey(req.NodeId)
 		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
 		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if release, ok := releasePodRangeOp(n); ok {
+			// Back to the pool in the same write (podnetwork.go).
+			ops = append(ops, release)
+		}
 		if n.State == cpb.NodeState_NODE_STATE_DECOMMISSIONED {
 			// Its key is retired for good, in the same write: the record
 			// no longer says "decommissioned", so this must (see

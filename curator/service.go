@@ -164,6 +164,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "recovery", s.runRecovery); err != nil {
 		return err
 	}
+	if err := supervisor.Run(ctx, "podranges", s.runPodRanges); err != nil {
+		return err
+	}
 	if err := supervisor.Run(ctx, "certificate", func(ctx context.Context) error { return s.renewCertificate(ctx, ca, serving, addr.Addr()) }); err != nil {
 		return err
 	}

@@ -126,6 +126,18 @@ func putNodeOp(n *cpb.Node) (clientv3.Op, error) {
 // update is not allowed (then nothing is written). A missing node is
 // reported to change as nil.
 func updateNode(ctx context.Context, l *Leadership, kv clientv3.KV, id string, change func(n *cpb.Node) (*cpb.Node, error)) (*cpb.Node, error) {
+	return updateNodeTxn(ctx, l, kv, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+		next, err := change(n)
+		return next, nil, nil, err
+	})
+}
+
+// updateNodeTxn is updateNode for a change that writes more than the
+// record: change also returns conditions and writes that go into the
+// record's transaction (a pod range's key, podnetwork.go). When a
+// condition fails, the change is made again from a fresh read, like a
+// conflict on the record.
+func updateNodeTxn(ctx context.Context, l *Leadership, kv clientv3.KV, id string, change func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error)) (*cpb.Node, error) {
 	for {
 		cur, rev, err := getNode(ctx, kv, id)
 		if err != nil {
@@ -135,19 +147,19 @@ func updateNode(ctx context.Context, l *Leadership, kv clientv3.KV, id string, c
 		if cur != nil {
 			arg = proto.Clone(cur).(*cpb.Node)
 		}
-		next, err := change(arg)
+		next, cmps, ops, err := change(arg)
 		if err != nil {
 			return nil, err
 		}
-		if next == nil || (cur != nil && proto.Equal(cur, next)) {
+		if next == nil || (cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
 			return cur, nil
 		}
 		op, err := putNodeOp(next)
 		if err != nil {
 			return nil, err
 		}
-		cmp := clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev)
-		_, ok, err := l.Txn(ctx, []clientv3.Cmp{cmp}, []clientv3.Op{op}, nil)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev))
+		_, ok, err := l.Txn(ctx, cmps, append(ops, op), nil)
 		if err != nil {
 			return nil, err
 		}

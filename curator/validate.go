@@ -240,6 +240,9 @@ func checkNodeRecord(n *cpb.Node) error {
 	if err := checkLabels(n.Labels); err != nil {
 		return fmt.Errorf("node record %s: %w", n.Id, err)
 	}
+	if err := checkNodeNetwork(n.Network); err != nil {
+		return fmt.Errorf("node record %s: %w", n.Id, err)
+	}
 	if n.Health != cpb.NodeHealth_NODE_HEALTH_UNSPECIFIED || n.TimeSinceHeartbeat != nil {
 		return fmt.Errorf("node record %s: health is judged, never stored", n.Id)
 	}

@@ -22,6 +22,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/nodeapi"
@@ -100,6 +101,12 @@ type Options struct {
 	// means one next to the running executable, else the one kube/bundle
 	// builds (a quarter of an hour the first time, seconds after).
 	KubernetesBundle string
+	// PodRange is the cluster's pod range, out of which each worker node
+	// gets a range of PodNodePrefixLength; the zero Prefix and 0 mean the
+	// curator's defaults (curator.DefaultPodRange, a /24 each). It must
+	// not overlap the nodes' addresses (the VM network).
+	PodRange            netip.Prefix
+	PodNodePrefixLength int
 }
 
 func (o *Options) setDefaults() error {
@@ -165,8 +172,48 @@ func (o *Options) setDefaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if err := o.checkPodNetwork(); err != nil {
+		return err
+	}
 	if len(o.Images) > 0 && (o.VM == nil || !o.Kubernetes) {
 		return errors.New("launch: images (Options.Images) are served to the nodes of a VM cluster with Kubernetes only")
+	}
+	return nil
+}
+
+// podNetwork is the pod network the first node bootstraps with; nil for
+// the curator's defaults.
+func (o *Options) podNetwork() *cpb.PodNetwork {
+	if !o.PodRange.IsValid() && o.PodNodePrefixLength == 0 {
+		return nil
+	}
+	p := &cpb.PodNetwork{NodePrefixLength: uint32(o.PodNodePrefixLength)}
+	if o.PodRange.IsValid() {
+		p.ClusterRange = o.PodRange.String()
+	}
+	return p
+}
+
+// checkPodNetwork refuses a pod network the curator would refuse, or one
+// over the nodes' own addresses, whose traffic would be routed to Pods.
+func (o *Options) checkPodNetwork() error {
+	if o.PodNodePrefixLength < 0 {
+		return fmt.Errorf("launch: pod node prefix length %d is negative", o.PodNodePrefixLength)
+	}
+	if err := curator.CheckPodNetwork(o.podNetwork()); err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	r := o.PodRange
+	if !r.IsValid() {
+		r = curator.DefaultPodRange
+	}
+	if o.VM != nil && r.Overlaps(o.VM.Network) {
+		return fmt.Errorf("launch: pod range %s overlaps the VM network %s", r, o.VM.Network)
+	}
+	for _, a := range o.Addresses {
+		if r.Contains(a) {
+			return fmt.Errorf("launch: pod range %s holds node address %s", r, a)
+		}
 	}
 	return nil
 }
@@ -344,7 +391,10 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	}
 	c.ownerKey = ownerKey
 	if err := writeParameters(first, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
-		ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: ownerKey.Public().(ed25519.PublicKey)},
+		ClusterBootstrap: &nodev1.ClusterBootstrap{
+			OwnerPublicKey:              ownerKey.Public().(ed25519.PublicKey),
+			InitialClusterConfiguration: &nodev1.ClusterConfiguration{PodNetwork: c.opts.podNetwork()},
+		},
 	}}); err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{LogFormat: "xml"}, "want console or json"},
 		{Options{Kubernetes: true, Images: []Image{{Ref: "demo", Path: "x"}}}, "VM cluster with Kubernetes only"},
 		{Options{VM: &VMOptions{}, Images: []Image{{Ref: "demo", Path: "x"}}}, "VM cluster with Kubernetes only"},
+		{Options{VM: &VMOptions{}, PodRange: netip.MustParsePrefix("10.77.0.0/16")}, "overlaps the VM network 10.77.0.0/24"},
+		{Options{PodRange: netip.MustParsePrefix("10.96.0.0/16")}, "overlaps the Kubernetes service range"},
+		{Options{PodNodePrefixLength: 30}, "node prefix length 30"},
 	} {
 		if err := tc.o.setDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)

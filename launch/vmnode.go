@@ -42,6 +42,11 @@ type VMOptions struct {
 	// boots a probe VM under KVM and uses KVM only if it runs (see
 	// vm.ProbeKVM).
 	Accel string
+	// CaptureFile, if set, receives every frame that crosses the cluster
+	// switch, as pcap (vm.Capture): what the machines send each other on
+	// the wire, for tcpdump or Wireshark, and for tests that check what
+	// crosses in clear.
+	CaptureFile string
 }
 
 // DefaultVMNetwork is the cluster network of a VM launch.
@@ -50,9 +55,10 @@ var DefaultVMNetwork = netip.MustParsePrefix("10.77.0.0/24")
 // vmNetwork is what a VM cluster's nodes are plugged into: the switch,
 // the launcher's host port on it, and the proxy into it.
 type vmNetwork struct {
-	sw    *vm.Switch
-	host  *vm.HostPort
-	proxy *vm.Proxy
+	sw      *vm.Switch
+	host    *vm.HostPort
+	proxy   *vm.Proxy
+	capture *vm.Capture // nil without VMOptions.CaptureFile
 }
 
 // hostMAC is the MAC of the launcher's port on the switch.
@@ -156,19 +162,36 @@ func (c *Cluster) startVMNetwork() error {
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
+	var capture *vm.Capture
+	if o.CaptureFile != "" {
+		// Before anything is plugged in: the capture holds the wire
+		// from its first frame.
+		if capture, err = vm.StartCapture(sw, o.CaptureFile); err != nil {
+			sw.Close()
+			return fmt.Errorf("launch: %w", err)
+		}
+		c.progress("capturing every frame on the cluster switch into %s (pcap)", o.CaptureFile)
+	}
+	closeCapture := func() {
+		if capture != nil {
+			capture.Close()
+		}
+	}
 	hostAddr := netip.PrefixFrom(hostAddress(o.Network), o.Network.Bits())
 	host, err := vm.AttachHost(sw, hostAddr, hostMAC)
 	if err != nil {
+		closeCapture()
 		sw.Close()
 		return fmt.Errorf("launch: %w", err)
 	}
 	proxy, err := vm.ServeProxy(host, o.Network)
 	if err != nil {
 		host.Close()
+		closeCapture()
 		sw.Close()
 		return fmt.Errorf("launch: %w", err)
 	}
-	c.vmnet = &vmNetwork{sw: sw, host: host, proxy: proxy}
+	c.vmnet = &vmNetwork{sw: sw, host: host, proxy: proxy, capture: capture}
 	// polisctl, the launcher's own calls included, goes through the proxy
 	// its configuration names.
 	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
@@ -183,7 +206,11 @@ func (c *Cluster) closeVMNetwork() error {
 	if c.vmnet == nil {
 		return nil
 	}
-	return errors.Join(c.closeRegistry(), c.vmnet.proxy.Close(), c.vmnet.host.Close(), c.vmnet.sw.Close())
+	var capture error
+	if c.vmnet.capture != nil {
+		capture = c.vmnet.capture.Close()
+	}
+	return errors.Join(c.closeRegistry(), c.vmnet.proxy.Close(), c.vmnet.host.Close(), capture, c.vmnet.sw.Close())
 }
 
 // vmImage returns the node image, building it if needed.

@@ -256,6 +256,7 @@ func (n *Node) Run(ctx context.Context) error {
 				NodeKey:        pub,
 				NodeStatus:     n.status(),
 				SnapshotPolicy: c.ClusterBootstrap.GetInitialClusterConfiguration().GetConsensusSnapshots(),
+				PodNetwork:     c.ClusterBootstrap.GetInitialClusterConfiguration().GetPodNetwork(),
 			}
 			en.localCurator = true
 		case *nodev1.NodeParameters_ClusterRegister:
@@ -285,6 +286,9 @@ func (n *Node) Run(ctx context.Context) error {
 		},
 		RolesFile:     n.root.Data.Roles,
 		DirectoryFile: n.root.ESP.ClusterDirectory,
+		// Beside the node's own key, in its private directory: peers
+		// know the node by this key's public half, across reboots.
+		WireGuardKeyFile: filepath.Join(n.root.Data.Node.Path, "wireguard.key"),
 	}, n.values)
 	if err != nil {
 		return err

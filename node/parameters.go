@@ -227,6 +227,9 @@ func ValidateParameters(p *nodev1.NodeParameters) error {
 		if err := curator.CheckSnapshotPolicy(c.ClusterBootstrap.GetInitialClusterConfiguration().GetConsensusSnapshots()); err != nil {
 			return fmt.Errorf("cluster_bootstrap.initial_cluster_configuration.consensus_snapshots: %w", err)
 		}
+		if err := curator.CheckPodNetwork(c.ClusterBootstrap.GetInitialClusterConfiguration().GetPodNetwork()); err != nil {
+			return fmt.Errorf("cluster_bootstrap.initial_cluster_configuration.pod_network: %w", err)
+		}
 	case *nodev1.NodeParameters_ClusterRegister:
 		r := c.ClusterRegister
 		if n := len(r.GetRegisterTicket()); n == 0 {

@@ -116,6 +116,10 @@ func TestValidateParameters(t *testing.T) {
 			OwnerPublicKey:              make([]byte, ed25519.PublicKeySize),
 			InitialClusterConfiguration: &nodev1.ClusterConfiguration{ConsensusSnapshots: &cpb.SnapshotPolicy{Keep: 1000}},
 		}}}, "consensus_snapshots: snapshot policy: keep 1000"},
+		"pod range over services": {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{
+			OwnerPublicKey:              make([]byte, ed25519.PublicKeySize),
+			InitialClusterConfiguration: &nodev1.ClusterConfiguration{PodNetwork: &cpb.PodNetwork{ClusterRange: "10.96.0.0/16"}},
+		}}}, "pod_network: pod network: cluster range 10.96.0.0/16 overlaps the Kubernetes service range"},
 	} {
 		if err := ValidateParameters(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error about %s", name, err, tc.want)

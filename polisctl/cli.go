@@ -352,6 +352,7 @@ later commands find the cluster after its control plane has moved.`,
 					return err
 				}
 				writeSnapshotPolicy(cmd.OutOrStdout(), resp.ConsensusSnapshots)
+				writePodNetwork(cmd.OutOrStdout(), resp.PodNetwork)
 				return writeRecovery(cmd.OutOrStdout(), resp.LastRecovery)
 			})
 		},

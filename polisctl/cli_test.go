@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,8 +141,8 @@ func TestCLI(t *testing.T) {
 		t.Errorf("a refused owner left %s: %v", stranger.config, err)
 	}
 
-	if out := r.ok("cluster", "info"); !strings.Contains(out, fp) {
-		t.Errorf("cluster info does not show the CA fingerprint %s:\n%s", fp, out)
+	if out := r.ok("cluster", "info"); !strings.Contains(out, fp) || !strings.Contains(out, "Pod network:              10.244.0.0/14, a /24 for each worker node\n") {
+		t.Errorf("cluster info does not show the CA fingerprint %s and the default pod network:\n%s", fp, out)
 	}
 
 	// The table has its header and the first node, UP, consensus member.
@@ -194,6 +195,10 @@ func TestCLI(t *testing.T) {
 	}
 	if out := r.ok("node", "remove-role", first.NodeID, "kubernetes-worker"); !strings.Contains(out, "now holds: consensus-member\n") {
 		t.Errorf("remove-role: %q", out)
+	}
+	// The worker role gave the node a pod range, which it keeps.
+	if out := r.ok("node", "describe", first.NodeID); !regexp.MustCompile(`Pod range: +10\.244\.0\.0/24\n`).MatchString(out) {
+		t.Errorf("node describe after the worker role does not show its pod range:\n%s", out)
 	}
 
 	// Bad input is named, with the way out.

@@ -2,6 +2,7 @@ package polisctl
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -209,11 +210,24 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	if n.GetRoles().GetKubernetesWorker() != nil {
 		row("Kubernetes worker", dash(st.GetKubernetes().GetWorkerNote()))
 	}
+	if nn := n.GetNetwork(); nn != nil || n.GetRoles().GetKubernetesWorker() != nil {
+		row("Pod range", dash(nn.GetPodRange()))
+		row("WireGuard public key", wireGuardKey(nn.GetWireguardPublicKey()))
+	}
 	if st.GetTimestamp() != nil {
 		row("Status reported", st.GetTimestamp().AsTime().UTC().Format(time.RFC3339))
 	}
 	row("Labels", dash(formatLabels(n.Labels)))
 	return tw.Flush()
+}
+
+// wireGuardKey is a WireGuard public key in WireGuard's own form
+// (base64), as wg(8) shows it; "-" while the node has published none.
+func wireGuardKey(k []byte) string {
+	if len(k) == 0 {
+		return "-"
+	}
+	return base64.StdEncoding.EncodeToString(k)
 }
 
 // kubernetesController says what a node holding KubernetesController runs

@@ -17,6 +17,14 @@ func writeSnapshotPolicy(w io.Writer, p *cpb.SnapshotPolicy) {
 	fmt.Fprintf(w, "Consensus snapshots:      every %s, the last %d kept on each member's disk\n", p.GetInterval().AsDuration(), p.GetKeep())
 }
 
+// writePodNetwork is cluster info's line for the pod network.
+func writePodNetwork(w io.Writer, p *cpb.PodNetwork) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "Pod network:              %s, a /%d for each worker node\n", p.GetClusterRange(), p.GetNodePrefixLength())
+}
+
 // snapshotRows are node describe's lines for the periodic snapshots a
 // consensus member keeps, newest first: a heading row, then one
 // continuation row (empty key) per snapshot.

@@ -39,8 +39,12 @@
 //	                  kubernetesWorker, consensusSnapshots
 //	kubernetes        localRoles, localControlPlane, the     kubernetes; produces the
 //	                  consensus status                       control plane's status
-//	kubernetesworker  localRoles, membership, localLabels    kubernetesWorker; produces the
-//	                                                         kubelet's status
+//	kubernetesworker  localRoles, membership, localLabels,   kubernetesWorker; produces the
+//	                  localPodRange, networkPeers            kubelet's status
+//
+//	membership ──► clusternet ──► localPodRange ──► kubernetesworker
+//	  (SetWireGuardKey,  │                              ▲ (clusternet.Run:
+//	   WatchNetworkPeers) └─────► networkPeers ─────────┘  routes, WireGuard)
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials over every curator it knows of (the
@@ -106,6 +110,21 @@
 // (keys made on the node) and renews them at half their life. Each
 // status tells what runs (and whether the apiserver is ready, whether the
 // Node is Ready) and why a held role is not run: no bundle, no runtime
-// (process mode), no cgroup v2, waiting for a curator; statuspush
-// reports both to the curator as NodeStatus.kubernetes.
+// (process mode), no cgroup v2, waiting for a curator or for the node's
+// pod range; statuspush reports both to the curator as
+// NodeStatus.kubernetes.
+//
+// The pod network: the clusternet worker publishes the public half of
+// the node's WireGuard key (the private half made and kept on the node's
+// data disk, clusternet.LoadOrCreateKey) and follows the curator's
+// WatchNetworkPeers stream into localPodRange (the node's own range,
+// which the curator gives with KubernetesWorker; the kubernetesworker
+// worker waits for it and hands it to the CNI configuration and the
+// kubelet) and networkPeers (every other worker's address, range and key).
+// While it runs the kubelet, the kubernetesworker worker also runs
+// clusternet.Run over networkPeers: a WireGuard device with one peer per
+// other worker and a route to each one's pod range through it, so that
+// Pods reach Pods on every node, encrypted between nodes. The device and
+// routes outlive an agent's restart (Pods keep talking) and are removed
+// when the role goes (clusternet.Clear).
 package roleserve

@@ -32,6 +32,10 @@ type Config struct {
 	// DirectoryFile keeps the cluster directory (localstorage's
 	// ESP.ClusterDirectory).
 	DirectoryFile localstorage.File
+	// WireGuardKeyFile keeps the node's WireGuard private key, made on
+	// first use (clusternet.LoadOrCreateKey): on the data disk, in a
+	// private directory, since peers know the node by its public half.
+	WireGuardKeyFile string
 	// Dial is the test seam of the membership worker (see DialFunc); nil
 	// means client.New, which production always uses.
 	Dial DialFunc
@@ -66,6 +70,9 @@ func (c *Config) validate() error {
 	}
 	if c.DirectoryFile.Path == "" {
 		errs = append(errs, errors.New("DirectoryFile is required"))
+	}
+	if c.WireGuardKeyFile == "" {
+		errs = append(errs, errors.New("WireGuardKeyFile is required"))
 	}
 	if err := c.Kubernetes.validate(); err != nil {
 		errs = append(errs, err)
@@ -112,7 +119,8 @@ func New(cfg Config, v *Values) (*RoleServer, error) {
 	add("heartbeat", newWorkerHeartbeat(g, v).run)
 	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
 	add("kubernetes", newWorkerKubernetes(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
-	add("kubernetesworker", newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
+	add("kubernetesworker", newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress, cfg.WireGuardKeyFile).run)
+	add("clusternet", newWorkerClusterNet(g, v, cfg.WireGuardKeyFile).run)
 	// The graph is fixed once the workers are built: a worker that reads
 	// what nobody writes would wait forever, so refuse to start at all.
 	if err := g.Check(externalValues...); err != nil {

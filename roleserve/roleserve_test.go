@@ -1,6 +1,7 @@
 package roleserve
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,11 +11,12 @@ import (
 
 func testConfig(t *testing.T, creds *Credentials, dial DialFunc) Config {
 	return Config{
-		Node:          testNode,
-		ControlPlane:  ControlPlaneConfig{NodeKey: creds.Key, EtcdDir: t.TempDir()},
-		RolesFile:     rolesFile(t),
-		DirectoryFile: directoryFile(t),
-		Dial:          dial,
+		Node:             testNode,
+		ControlPlane:     ControlPlaneConfig{NodeKey: creds.Key, EtcdDir: t.TempDir()},
+		RolesFile:        rolesFile(t),
+		DirectoryFile:    directoryFile(t),
+		WireGuardKeyFile: filepath.Join(t.TempDir(), "wireguard.key"),
+		Dial:             dial,
 	}
 }
 
@@ -29,10 +31,11 @@ func TestRoleServerGraph(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 	const want = `clusterdirectory: reads membership; writes directory
+clusternet: reads membership; writes localPodRange, networkPeers
 controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
-kubernetesworker: reads localLabels, localRoles, membership; writes kube.kubelet.status, kubernetesWorker
+kubernetesworker: reads localLabels, localPodRange, localRoles, membership, networkPeers; writes kube.kubelet.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localLabels, localRoles
 statuspush: reads consensusSnapshots, kubernetes, kubernetesWorker, localCurator, membership; writes nothing
@@ -44,7 +47,7 @@ statuspush: reads consensusSnapshots, kubernetes, kubernetesWorker, localCurator
 
 func TestRoleServerConfig(t *testing.T) {
 	_, err := New(Config{}, NewValues())
-	for _, field := range []string{"ExternalAddress", "NodeKey", "EtcdDir", "RolesFile", "DirectoryFile"} {
+	for _, field := range []string{"ExternalAddress", "NodeKey", "EtcdDir", "RolesFile", "DirectoryFile", "WireGuardKeyFile"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("New with an empty config: %v, want it to name %s", err, field)
 		}

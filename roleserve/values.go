@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
@@ -54,6 +55,14 @@ type Values struct {
 	// member keeps on its disk, newest first, as the node reports them;
 	// nil while it runs none.
 	ConsensusSnapshots memory.Value[[]*cpb.ConsensusSnapshot]
+	// LocalPodRange is this node's pod range, as the curator gave it; the
+	// zero Prefix while the node has none (it never held
+	// KubernetesWorker) or the curator has not answered yet.
+	LocalPodRange memory.Value[netip.Prefix]
+	// NetworkPeers are the other worker nodes whose Pods this node
+	// reaches, by node ID (curator WatchNetworkPeers). Unset until the
+	// curator has been asked.
+	NetworkPeers memory.Value[[]clusternet.Peer]
 }
 
 // NewValues returns the role server's values, named for logs and the graph.
@@ -69,6 +78,10 @@ func NewValues() *Values {
 	v.KubernetesWorker.Name = "kubernetesWorker"
 	v.LocalLabels.Name = "localLabels"
 	v.ConsensusSnapshots.Name = "consensusSnapshots"
+	v.LocalPodRange.Name = "localPodRange"
+	v.LocalPodRange.Equal = func(a, b netip.Prefix) bool { return a == b }
+	v.NetworkPeers.Name = "networkPeers"
+	v.NetworkPeers.Equal = func(a, b []clusternet.Peer) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
 	v.ConsensusSnapshots.Equal = func(a, b []*cpb.ConsensusSnapshot) bool {
 		return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *cpb.ConsensusSnapshot) bool { return proto.Equal(x, y) })
 	}

@@ -13,6 +13,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/kube/controller"
 	"github.com/polis-os/polis/kube/controlplane"
@@ -58,7 +59,8 @@ func (c *KubernetesConfig) validate() error {
 // controller is the control plane's assembly configuration on the node at
 // address.
 func (c *KubernetesConfig) controller(address netip.Addr) controller.Config {
-	return controller.Config{Bundle: c.Bundle, Dir: c.Dir, Address: address, Port: c.APIServerPort}
+	return controller.Config{Bundle: c.Bundle, Dir: c.Dir, Address: address, Port: c.APIServerPort,
+		PodRanges: controller.PodRangeSource{Prefix: curator.PodRangesPrefix, Range: curator.ParsePodRangeKey}}
 }
 
 const (

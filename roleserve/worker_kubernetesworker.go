@@ -17,7 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -78,6 +80,7 @@ const (
 	noteNoKubelet   = "not available: this node agent was started without a Kubernetes bundle, which holds the kubelet"
 	noteNoCurator   = "starting: waiting for a curator to issue the kubelet's credentials"
 	noteNoLabels    = "starting: waiting for the node's labels from the curator"
+	notePodRange    = "starting: waiting for the node's pod range from the curator"
 	noteCredentials = "starting: asking the curator for the kubelet's credentials: "
 	noteStarting    = "starting"
 )
@@ -105,26 +108,41 @@ type workerKubernetesWorker struct {
 	// retry is renewRetry; tests shorten it.
 	retry   time.Duration
 	started bool
+	// keyFile keeps the node's WireGuard private key (the clusternet
+	// worker made it and published its public half).
+	keyFile string
+	// runPodNetwork connects this node's Pods to the peers' (clusternet.Run)
+	// and clearPodNetwork undoes it when the role goes (clusternet.Clear):
+	// test seams, since the real ones program the machine's network.
+	runPodNetwork   func(ctx context.Context, c clusternet.Config) error
+	clearPodNetwork func() error
 
 	localRoles  event.ValueWatch[*cpb.Roles]         // reads
 	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
 	localLabels event.ValueWatch[map[string]string]  // reads (at registration)
+	podRange    event.ValueWatch[netip.Prefix]       // reads (the CNI range)
+	peers       event.ValueWatch[[]clusternet.Peer]  // reads (by clusternet.Run)
 	status      event.Value[*KubernetesWorkerStatus] // writes
 }
 
-func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr) *workerKubernetesWorker {
+func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr, keyFile string) *workerKubernetesWorker {
 	const name = "kubernetesworker"
 	Produces(g, name, kubelet.StatusName)
 	return &workerKubernetesWorker{
-		g:           g,
-		cfg:         cfg,
-		address:     address,
-		cgroupV2:    hasCgroupV2,
-		retry:       renewRetry,
-		localRoles:  Reads[*cpb.Roles](g, name, &v.LocalRoles),
-		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
-		localLabels: Reads[map[string]string](g, name, &v.LocalLabels),
-		status:      Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
+		g:               g,
+		cfg:             cfg,
+		address:         address,
+		cgroupV2:        hasCgroupV2,
+		retry:           renewRetry,
+		keyFile:         keyFile,
+		runPodNetwork:   clusternet.Run,
+		clearPodNetwork: func() error { return clusternet.Clear(clusternet.Config{}) },
+		peers:           Reads[[]clusternet.Peer](g, name, &v.NetworkPeers),
+		localRoles:      Reads[*cpb.Roles](g, name, &v.LocalRoles),
+		membership:      Reads[*ClusterMembership](g, name, &v.Membership),
+		localLabels:     Reads[map[string]string](g, name, &v.LocalLabels),
+		podRange:        Reads[netip.Prefix](g, name, &v.LocalPodRange),
+		status:          Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
 	}
 }
 
@@ -150,15 +168,16 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)
 	labels := Input(in, w.localLabels, nil)
+	podRange := Input(in, w.podRange, nil)
 	for {
 		why, err := in.Wait(ctx)
 		if err != nil {
 			return err
 		}
 		st := &KubernetesWorkerStatus{Held: roles.Latest().GetKubernetesWorker() != nil}
-		if st.Note = w.blocked(st.Held, m.Latest(), labels.Latest()); st.Held && st.Note == "" {
-			log.Info("running the Kubernetes node", zap.Stringer("because", why))
-			return w.runNode(ctx, m.Latest(), labels.Latest())
+		if st.Note = w.blocked(st.Held, m.Latest(), labels.Latest(), podRange.Latest()); st.Held && st.Note == "" {
+			log.Info("running the Kubernetes node", zap.Stringer("because", why), zap.Stringer("podRange", podRange.Latest()))
+			return w.runNode(ctx, m.Latest(), labels.Latest(), podRange.Latest())
 		}
 		log.Info("not running the Kubernetes node", zap.Stringer("because", why), zap.Bool("held", st.Held), zap.String("note", st.Note))
 		w.status.Set(st)
@@ -168,7 +187,7 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 
 // blocked says why a held KubernetesWorker cannot run now; "" if it can
 // (or is not held).
-func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels map[string]string) string {
+func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels map[string]string, podRange netip.Prefix) string {
 	rt := w.cfg.Runtime
 	switch {
 	case !held:
@@ -183,6 +202,10 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 		return noteNoCurator
 	case labels == nil:
 		return noteNoLabels
+	case !podRange.IsValid():
+		// The curator gives it with the role; Pods need it before the
+		// kubelet starts.
+		return notePodRange
 	}
 	return ""
 }
@@ -190,7 +213,7 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 // runNode asks the curator for credentials, runs the Kubernetes node as a
 // child ("node") and reports its status until the role goes; it then
 // returns errKubernetesWorkerStop.
-func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string) error {
+func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string, podRange netip.Prefix) error {
 	log := supervisor.Logger(ctx)
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
@@ -214,6 +237,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		Cgroup:        rt.Cgroup,
 		NodeName:      issued.nodeName,
 		NodeIP:        w.address,
+		PodCIDR:       podRange,
 		Labels:        kubelet.NodeLabels(labels),
 		Credentials:   issued.creds,
 		APIServers:    issued.servers,
@@ -232,10 +256,27 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		st := &KubernetesWorkerStatus{Held: held}
 		if held {
 			st.Note = noteStopped
+		} else if err := w.clearPodNetwork(); err != nil {
+			// The routes and the WireGuard device stay across an
+			// agent's restart (Pods keep talking); only a role that
+			// is gone takes them away.
+			log.Warn("removing the pod network's routes and device", zap.Error(err))
 		}
 		w.status.Set(st)
 	})
 	if err := supervisor.Run(ctx, "node", runner.Run); err != nil {
+		return err
+	}
+	// The routes to the other workers' Pods, over WireGuard: beside the
+	// kubelet, for as long as it runs, with the node's own range (a
+	// changed range ends this run below).
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		return fmt.Errorf("the pod network: %w", err)
+	}
+	netStatus := &memory.Value[*clusternet.Status]{Name: "podNetwork"}
+	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, Peers: w.peers, Status: netStatus}
+	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -245,6 +286,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)
 	runnerStatus := Input(in, runner.Status(), nil)
+	podRanges := Input(in, w.podRange, nil)
 	renewAt, lastAsked := issued.renewAt, time.Now()
 	for {
 		// With no apiserver answering, the list may be stale (controller
@@ -265,6 +307,12 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		if roles.Latest().GetKubernetesWorker() == nil {
 			held = false
 			log.Info("KubernetesWorker removed", zap.Stringer("because", why))
+			return errKubernetesWorkerStop
+		}
+		if podRanges.Latest() != podRange {
+			// Only a record deleted and made again changes it; the
+			// Pods' addresses and the CNI configuration must follow.
+			log.Info("the pod range changed", zap.Stringer("from", podRange), zap.Stringer("to", podRanges.Latest()))
 			return errKubernetesWorkerStop
 		}
 		w.status.Set(workerStatus(runnerStatus.Latest()))

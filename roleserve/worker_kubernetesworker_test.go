@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
@@ -128,23 +130,29 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 		{"no labels yet", true, rt, true, "/k", m, nil, noteNoLabels},
 		{"all there", true, rt, true, "/k", m, labels, ""},
 	} {
-		w := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Bundle: tc.bundle, Runtime: tc.runtime}, kubeAddr)
+		w := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Bundle: tc.bundle, Runtime: tc.runtime}, kubeAddr, "")
 		w.cgroupV2 = func(string) bool { return tc.cgroupV2 }
-		if got := w.blocked(tc.held, tc.m, tc.labels); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+		if got := w.blocked(tc.held, tc.m, tc.labels, testPodRange); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
 			t.Errorf("%s: note %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	noRange := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, "")
+	noRange.cgroupV2 = func(string) bool { return true }
+	if got := noRange.blocked(true, m, labels, netip.Prefix{}); got != notePodRange {
+		t.Errorf("no pod range yet: note %q, want %q", got, notePodRange)
 	}
 
 	// Through the worker's run: the status, and nothing more.
 	v := NewValues()
 	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{}, kubeAddr)
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	supervisor.TestHarness(t, w.run)
 	if st := waitFor(t, &v.KubernetesWorker, "nil before the roles", func(*KubernetesWorkerStatus) bool { return true }); st != nil {
 		t.Errorf("status %v before the roles are known", st)
 	}
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(netip.Prefix{})
 	v.LocalRoles.Set(workerRoles)
 	st := waitFor(t, &v.KubernetesWorker, "the role held", func(s *KubernetesWorkerStatus) bool { return s != nil && s.Held })
 	if st.Note != noteNoRuntime || st.ContainerdRunning || st.KubeletRunning || st.NodeReady {
@@ -175,12 +183,24 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	rt, bundle, log := testRuntime(t)
 	v := NewValues()
 	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr)
+	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, keyFile)
 	w.cgroupV2 = func(string) bool { return true }
 	w.retry = 500 * time.Millisecond
+	// The pod network, as clusternet.Run would get it: its config, and
+	// whether it was cleared.
+	netCfgs := make(chan clusternet.Config, 1)
+	var cleared atomic.Int32
+	w.runPodNetwork = func(ctx context.Context, c clusternet.Config) error {
+		netCfgs <- c
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	w.clearPodNetwork = func() error { cleared.Add(1); return nil }
 	supervisor.TestHarness(t, w.run)
 	v.Membership.Set(m)
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
+	v.LocalPodRange.Set(testPodRange)
 	v.LocalRoles.Set(workerRoles)
 
 	waitFor(t, &v.KubernetesWorker, "the curator's refusal", func(s *KubernetesWorkerStatus) bool {
@@ -227,9 +247,35 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), `user: "system:node:`+creds.NodeID+`"`) {
 		t.Errorf("kubeconfig %s: %v", kc, err)
 	}
+	// Pods get addresses from the node's own range.
+	if cni, err := os.ReadFile(filepath.Join(rt.RunDir, "cni", "10-polis.conflist")); err != nil || !strings.Contains(string(cni), testPodRange.String()) {
+		t.Errorf("CNI configuration %s does not name the node's range %s: %v", cni, testPodRange, err)
+	}
+
+	// The pod network runs beside the kubelet, with the node's own
+	// address, range and WireGuard key, and the peers' value.
+	select {
+	case c := <-netCfgs:
+		key, err := clusternet.LoadOrCreateKey(keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey != key || c.Peers == nil {
+			t.Errorf("the pod network runs with range %v, address %v, key from the key file: %v, peers given: %v; want %v, %v, true, true",
+				c.PodCIDR, c.Address, c.PrivateKey == key, c.Peers != nil, testPodRange, kubeAddr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the pod network was never started beside the kubelet")
+	}
+	if n := cleared.Load(); n != 0 {
+		t.Errorf("the pod network was cleared %d times while the role is held", n)
+	}
 
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
+	if n := cleared.Load(); n != 1 {
+		t.Errorf("the pod network was cleared %d times once the role went, want once", n)
+	}
 	data, err = os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
@@ -238,3 +284,6 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
 	}
 }
+
+// testPodRange is the pod range the tests' curator gave the node.
+var testPodRange = netip.MustParsePrefix("10.244.7.0/24")

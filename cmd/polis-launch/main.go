@@ -21,8 +21,10 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -67,6 +69,16 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		o.Images = append(o.Images, im)
 		return nil
 	})
+	fs.Func("pod-range", "the cluster's pod range, out of which each worker node gets its own (default: "+curator.DefaultPodRange.String()+"); it must not overlap the nodes' network", func(v string) error {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return fmt.Errorf("want a prefix such as %s: %w", curator.DefaultPodRange, err)
+		}
+		o.PodRange = p
+		return nil
+	})
+	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+")")
+	capture := fs.String("capture", "", "with --vm: write every frame that crosses the cluster switch to this file, as pcap (for tcpdump or Wireshark; mode 0600, since it holds whatever the nodes send in clear)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,10 +97,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
 		}
-		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir} // addresses from its network
+		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture} // addresses from its network
 	} else {
-		if set["accel"] {
-			return errors.New("--accel is for --vm only")
+		for _, f := range []string{"accel", "capture"} {
+			if set[f] {
+				return fmt.Errorf("--%s is for --vm only", f)
+			}
 		}
 		for a, i := first, 0; i < o.Nodes; a, i = a.Next(), i+1 {
 			o.Addresses = append(o.Addresses, a)

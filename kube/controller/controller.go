@@ -59,6 +59,20 @@ type Config struct {
 	Port uint16
 	// StopGrace: DefaultStopGrace if 0.
 	StopGrace time.Duration
+	// PodRanges is where the curator keeps the nodes' pod ranges, which
+	// the Nodes' spec.podCIDR follow (podcidr.go); zero: no podCIDR is
+	// set.
+	PodRanges PodRangeSource
+}
+
+// PodRangeSource is the curator's record of the nodes' pod ranges in its
+// etcd namespace (PKIUser): one key per range under Prefix, the node ID
+// its value. The curator says how (curator.PodRangesPrefix,
+// curator.ParsePodRangeKey); this package, below the curator, is told.
+type PodRangeSource struct {
+	Prefix string
+	// Range is the range a key under Prefix stands for.
+	Range func(key []byte) (netip.Prefix, bool)
 }
 
 // Validate says what is wrong with c, if anything.
@@ -145,6 +159,25 @@ func Start(ctx context.Context, cfg Config, st *consensus.Status) (*controlplane
 	}
 	if err := supervisor.Run(ctx, "controlplane", runner.Run); err != nil {
 		return nil, err
+	}
+	if cfg.PodRanges.Prefix != "" {
+		curatorNS, err := st.ClientFor(PKIUser)
+		if err != nil {
+			return nil, err
+		}
+		supervisor.Cleanup(ctx, func() { curatorNS.Close() })
+		// A fresh certificate for every run of it: one that fails (or
+		// outlives half the certificate's life) is started again by its
+		// supervisor through this closure.
+		if err := supervisor.Run(ctx, "podcidr", func(ctx context.Context) error {
+			pc, err := newPodCIDRs(cluster, server, curatorNS, cfg.PodRanges, runner.Status())
+			if err != nil {
+				return err
+			}
+			return pc.run(ctx)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	log.Info("Kubernetes control plane started", zap.String("server", server), zap.String("etcd_prefix", conn.Prefix), zap.String("dir", cfg.Dir))
 	return runner, nil

@@ -14,8 +14,10 @@
 //     node's address, kubeconfigs of the controller-manager and scheduler);
 //  3. start, as children of the caller's runnable, the etcd proxy that
 //     confines the apiserver to the consensus namespace "kubernetes" on a
-//     private unix socket (kube/etcdproxy), and the control-plane runner
-//     (kube/controlplane).
+//     private unix socket (kube/etcdproxy), the control-plane runner
+//     (kube/controlplane), and "podcidr", which sets each Node's
+//     spec.podCIDR to the pod range the curator gave that node
+//     (podcidr.go: who writes it and why).
 //
 // Stop order: when the caller's run ends, the supervisor cancels both
 // children at once. An apiserver whose etcd is already gone hangs in its

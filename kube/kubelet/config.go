@@ -34,7 +34,10 @@ const (
 	CgroupMount = "/sys/fs/cgroup"
 )
 
-// DefaultPodCIDR is the node-local range pods get addresses from.
+// DefaultPodCIDR is the range Pods get addresses from when Config.PodCIDR
+// is not given (tests). Nodes of a cluster are always given their own
+// range by the curator instead: one range on every node would give Pods
+// on different nodes the same addresses.
 var DefaultPodCIDR = netip.MustParsePrefix("10.88.0.0/16")
 
 // Config is what a Runner needs. Zero fields with a default get it.
@@ -82,8 +85,10 @@ type Config struct {
 	ProxyPort uint16
 	// KubeletPort: DefaultKubeletPort if 0.
 	KubeletPort uint16
-	// PodCIDR is the node-local range of pod addresses; DefaultPodCIDR if
-	// invalid (zero).
+	// PodCIDR is the node's pod range, which its Pods get addresses from
+	// (the CNI configuration) and the kubelet is told (podCIDR); the
+	// curator gives each worker node its own. DefaultPodCIDR if invalid
+	// (zero).
 	PodCIDR netip.Prefix
 	// ResolvConf is the resolv.conf the kubelet gives pods with the
 	// Default DNS policy; empty: none.

@@ -48,8 +48,10 @@
 //
 // It does not decide whether the node runs a kubelet (the kubernetes
 // worker, roleserve, does), obtain or renew certificates (the worker asks
-// the curator and calls Renew), route pod traffic between nodes (every
-// node's pods get addresses from the same node-local range), or prepare
-// the machine (cgroup v2, modules, sysctls, mounts: PID 1, node/pid1).
-// Pods get no NAT to the outside and no host ports (see cniConfig).
+// the curator and calls Renew), choose the node's pod range (the curator
+// gives each worker its own, Config.PodCIDR, which the CNI configuration
+// hands out and the kubelet is told), route pod traffic between nodes
+// (package clusternet), or prepare the machine (cgroup v2, modules,
+// sysctls, mounts: PID 1, node/pid1). Pods get no NAT to the outside;
+// host ports need the nft binary (see cniConfig).
 package kubelet

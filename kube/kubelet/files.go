@@ -116,11 +116,15 @@ func hostsTOML(endpoint string) []byte {
 }
 
 // cniConfig is the pod network: a bridge on the node with addresses from
-// PodCIDR (host-local), the node its gateway, and the loopback device of
-// each pod. No masquerading and no host ports (portmap): both program the
-// firewall through an iptables or nft binary, which the node does not
-// carry; pods reach the node and each other on it, and the apiserver
-// reaches them through the kubelet (logs, exec).
+// PodCIDR (host-local; the node's own range, which the curator gave it,
+// so no two nodes' Pods share an address), the node its gateway and every
+// Pod's default route, the loopback device of each pod, and host ports
+// (portmap, nftables backend). Pods reach the node and each other on it;
+// Pods on other nodes through the node, which routes each other node's
+// range to it (package clusternet). portmap passes a Pod without host
+// ports through untouched; one with host ports needs the nft binary,
+// which it names when missing. No masquerading: Pod addresses are
+// routed, not hidden.
 func (c Config) cniConfig() []byte {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
@@ -135,6 +139,7 @@ func (c Config) cniConfig() []byte {
 				},
 			},
 			map[string]any{"type": "loopback"},
+			map[string]any{"type": "portmap", "backend": "nftables", "capabilities": map[string]bool{"portMappings": true}},
 		},
 	}
 	data, _ := json.MarshalIndent(conf, "", "  ") // plain maps: never fails

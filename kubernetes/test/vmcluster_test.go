@@ -21,6 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/kube/bundle"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/launch/demoimage"
@@ -72,7 +75,10 @@ func TestVMClusterRunsPods(t *testing.T) {
 	printed := runLaunch(t, bin, root, vmTimeout, "--vm", "--kubernetes", "--image", "demo="+imageDir, "--nodes", "3",
 		// One etcd member (node 1): under TCG, raft among three VMs makes
 		// every write of the apiserver's bootstrap slower still.
-		"--consensus-members=false", "--dir", dir, "--keep")
+		"--consensus-members=false", "--dir", dir, "--keep",
+		// The wire, for checkPodToPod: pod traffic between nodes must
+		// not cross it in clear.
+		"--capture", filepath.Join(dir, "wire.pcap"))
 	t.Logf("polis-launch: cluster ready, both workers' Nodes Ready, %v after it started", time.Since(start).Round(time.Second))
 	m := proxyLine.FindStringSubmatch(printed)
 	if m == nil {
@@ -147,6 +153,18 @@ func TestVMClusterRunsPods(t *testing.T) {
 			t.Errorf("Pod %s runs on %s, not on a worker", p.Name, p.Spec.NodeName)
 		}
 	}
+	// Each Pod has an address in its own node's pod range, which the
+	// curator gave that node alone.
+	ranges := podRanges(t, bin, config)
+	if a, b := ranges[nodes.Items[0].Name], ranges[nodes.Items[1].Name]; !a.IsValid() || !b.IsValid() || a.Overlaps(b) {
+		t.Errorf("the workers' pod ranges %v and %v: want two ranges apart", a, b)
+	}
+	for _, p := range list.Items {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if r := ranges[p.Spec.NodeName]; err != nil || !r.Contains(ip) {
+			t.Errorf("Pod %s on %s has address %q, not in the node's pod range %v", p.Name, p.Spec.NodeName, p.Status.PodIP, r)
+		}
+	}
 
 	// kubectl logs and exec, through the apiserver to the kubelets.
 	kubectl := func(args ...string) string {
@@ -170,6 +188,8 @@ func TestVMClusterRunsPods(t *testing.T) {
 			t.Errorf("kubectl exec %s -- %s get http://localhost:8080/: %q, want hello from %s", p.Name, demoimage.Entrypoint, out, p.Name)
 		}
 	}
+	// Pod to Pod across the workers, encrypted on the wire.
+	checkPodToPod(t, kubectl, list.Items, filepath.Join(dir, "wire.pcap"))
 }
 
 // linkBundle puts the Kubernetes bundle the launcher used (the system
@@ -272,4 +292,25 @@ func createDemoDeployment(ctx context.Context, t *testing.T, cs *kubernetes.Clie
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the demo Deployment: %v", err)
 	}
+}
+
+// podRanges are the nodes' pod ranges as the curator gave them, by node
+// ID.
+func podRanges(t *testing.T, bin, config string) map[string]netip.Prefix {
+	t.Helper()
+	var resp cpb.ListNodesResponse
+	if err := protojson.Unmarshal([]byte(polisctlRun(t, bin, config, "node", "list", "-o", "json")), &resp); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]netip.Prefix{}
+	for _, n := range resp.Nodes {
+		if r := n.GetNetwork().GetPodRange(); r != "" {
+			p, err := netip.ParsePrefix(r)
+			if err != nil {
+				t.Fatalf("node %s: pod range %q: %v", n.Id, r, err)
+			}
+			out[n.Id] = p
+		}
+	}
+	return out
 }

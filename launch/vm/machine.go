@@ -219,9 +219,13 @@ func (c *Config) args() []string {
 }
 
 // kernelCommandLine is the kernel's command line: the console, reboot on
-// panic, and the settings PID 1 reads (pid1.AgentFlags says why there).
+// panic, no timer check, and the settings PID 1 reads (pid1.AgentFlags
+// says why there). no_timer_check: under TCG on a loaded host, the
+// kernel's early check that the IO-APIC timer ticks can miss the ticks of
+// a slow virtual CPU, and it panics ("IO-APIC + timer doesn't work!"),
+// which was seen with eight VMs' worth of load on two cores.
 func (c *Config) kernelCommandLine() []string {
-	l := []string{"console=ttyS0", "panic=-1", "quiet", pid1.AddressParameter + "=" + c.Address.String()}
+	l := []string{"console=ttyS0", "panic=-1", "quiet", "no_timer_check", pid1.AddressParameter + "=" + c.Address.String()}
 	for _, f := range c.AgentFlags {
 		l = append(l, pid1.ParameterPrefix+f)
 	}

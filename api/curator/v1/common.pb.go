@@ -253,8 +253,11 @@ type Node struct {
 	// HEARTBEAT_TIMEOUT; unset otherwise, and always in CuratorService.Watch
 	// (see health).
 	TimeSinceHeartbeat *durationpb.Duration `protobuf:"bytes,8,opt,name=time_since_heartbeat,json=timeSinceHeartbeat,proto3" json:"time_since_heartbeat,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The node's place on the cluster's pod network: its pod range and the
+	// public half of its WireGuard key. Unset until the node has either.
+	Network       *NodeNetwork `protobuf:"bytes,9,opt,name=network,proto3" json:"network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -343,6 +346,135 @@ func (x *Node) GetTimeSinceHeartbeat() *durationpb.Duration {
 	return nil
 }
 
+func (x *Node) GetNetwork() *NodeNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+// NodeNetwork is a node's place on the cluster's pod network.
+type NodeNetwork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's pod range, in CIDR form ("10.244.3.0/24"): the curator
+	// gives it out of the cluster's pod range (PodNetwork) when the node
+	// first holds KubernetesWorker, in the same transaction that records the
+	// role, and no other node has it until this node's record is deleted.
+	// It stays when the role is taken away and given again, and across
+	// reboots. Empty while the node never held KubernetesWorker.
+	PodRange string `protobuf:"bytes,1,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
+	// The public half of the node's WireGuard key, 32 bytes, as the node
+	// published it (CuratorService.SetWireGuardKey); empty until then. The
+	// private half never leaves the node.
+	WireguardPublicKey []byte `protobuf:"bytes,2,opt,name=wireguard_public_key,json=wireguardPublicKey,proto3" json:"wireguard_public_key,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *NodeNetwork) Reset() {
+	*x = NodeNetwork{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeNetwork) ProtoMessage() {}
+
+func (x *NodeNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeNetwork.ProtoReflect.Descriptor instead.
+func (*NodeNetwork) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NodeNetwork) GetPodRange() string {
+	if x != nil {
+		return x.PodRange
+	}
+	return ""
+}
+
+func (x *NodeNetwork) GetWireguardPublicKey() []byte {
+	if x != nil {
+		return x.WireguardPublicKey
+	}
+	return nil
+}
+
+// PodNetwork is the cluster's pod network: the range out of which every
+// worker node gets its own pod range. It is chosen at bootstrap and never
+// changes.
+type PodNetwork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster's pod range, an IPv4 prefix in CIDR form with no host bits
+	// set ("10.244.0.0/14"). It must not overlap the Kubernetes service
+	// range, loopback, link-local or multicast addresses.
+	ClusterRange string `protobuf:"bytes,1,opt,name=cluster_range,json=clusterRange,proto3" json:"cluster_range,omitempty"`
+	// The prefix length of each node's pod range ("24": 256 addresses per
+	// node); longer than the cluster range's, at most 28.
+	NodePrefixLength uint32 `protobuf:"varint,2,opt,name=node_prefix_length,json=nodePrefixLength,proto3" json:"node_prefix_length,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PodNetwork) Reset() {
+	*x = PodNetwork{}
+	mi := &file_polis_curator_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodNetwork) ProtoMessage() {}
+
+func (x *PodNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodNetwork.ProtoReflect.Descriptor instead.
+func (*PodNetwork) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PodNetwork) GetClusterRange() string {
+	if x != nil {
+		return x.ClusterRange
+	}
+	return ""
+}
+
+func (x *PodNetwork) GetNodePrefixLength() uint32 {
+	if x != nil {
+		return x.NodePrefixLength
+	}
+	return 0
+}
+
 // Roles are the roles a node holds. Each role is a message whose presence
 // means the node holds it; the message carries whatever the node needs to
 // perform it. A node runs the services of exactly the roles set here and
@@ -363,7 +495,7 @@ type Roles struct {
 
 func (x *Roles) Reset() {
 	*x = Roles{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +507,7 @@ func (x *Roles) String() string {
 func (*Roles) ProtoMessage() {}
 
 func (x *Roles) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +520,7 @@ func (x *Roles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Roles.ProtoReflect.Descriptor instead.
 func (*Roles) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{1}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Roles) GetConsensusMember() *ConsensusMemberRole {
@@ -430,7 +562,7 @@ type ConsensusMemberRole struct {
 
 func (x *ConsensusMemberRole) Reset() {
 	*x = ConsensusMemberRole{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +574,7 @@ func (x *ConsensusMemberRole) String() string {
 func (*ConsensusMemberRole) ProtoMessage() {}
 
 func (x *ConsensusMemberRole) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +587,7 @@ func (x *ConsensusMemberRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusMemberRole.ProtoReflect.Descriptor instead.
 func (*ConsensusMemberRole) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{2}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConsensusMemberRole) GetJoinData() *ConsensusJoinData {
@@ -489,7 +621,7 @@ type ConsensusJoinData struct {
 
 func (x *ConsensusJoinData) Reset() {
 	*x = ConsensusJoinData{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +633,7 @@ func (x *ConsensusJoinData) String() string {
 func (*ConsensusJoinData) ProtoMessage() {}
 
 func (x *ConsensusJoinData) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +646,7 @@ func (x *ConsensusJoinData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusJoinData.ProtoReflect.Descriptor instead.
 func (*ConsensusJoinData) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConsensusJoinData) GetCaCertificate() []byte {
@@ -558,7 +690,7 @@ type ConsensusPeer struct {
 
 func (x *ConsensusPeer) Reset() {
 	*x = ConsensusPeer{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +702,7 @@ func (x *ConsensusPeer) String() string {
 func (*ConsensusPeer) ProtoMessage() {}
 
 func (x *ConsensusPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +715,7 @@ func (x *ConsensusPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusPeer.ProtoReflect.Descriptor instead.
 func (*ConsensusPeer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{4}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConsensusPeer) GetName() string {
@@ -610,7 +742,7 @@ type KubernetesControllerRole struct {
 
 func (x *KubernetesControllerRole) Reset() {
 	*x = KubernetesControllerRole{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +754,7 @@ func (x *KubernetesControllerRole) String() string {
 func (*KubernetesControllerRole) ProtoMessage() {}
 
 func (x *KubernetesControllerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +767,7 @@ func (x *KubernetesControllerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesControllerRole.ProtoReflect.Descriptor instead.
 func (*KubernetesControllerRole) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{5}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 // KubernetesWorkerRole marks a node that runs Kubernetes workloads. It
@@ -648,7 +780,7 @@ type KubernetesWorkerRole struct {
 
 func (x *KubernetesWorkerRole) Reset() {
 	*x = KubernetesWorkerRole{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +792,7 @@ func (x *KubernetesWorkerRole) String() string {
 func (*KubernetesWorkerRole) ProtoMessage() {}
 
 func (x *KubernetesWorkerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +805,7 @@ func (x *KubernetesWorkerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesWorkerRole.ProtoReflect.Descriptor instead.
 func (*KubernetesWorkerRole) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
 // NodeStatus is what a node reports about itself. Each report replaces the
@@ -717,7 +849,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +861,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +874,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeStatus) GetExternalAddress() string {
@@ -824,7 +956,7 @@ type ConsensusSnapshot struct {
 
 func (x *ConsensusSnapshot) Reset() {
 	*x = ConsensusSnapshot{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +968,7 @@ func (x *ConsensusSnapshot) String() string {
 func (*ConsensusSnapshot) ProtoMessage() {}
 
 func (x *ConsensusSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +981,7 @@ func (x *ConsensusSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusSnapshot.ProtoReflect.Descriptor instead.
 func (*ConsensusSnapshot) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConsensusSnapshot) GetTakenAt() *timestamppb.Timestamp {
@@ -890,7 +1022,7 @@ type SnapshotPolicy struct {
 
 func (x *SnapshotPolicy) Reset() {
 	*x = SnapshotPolicy{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1034,7 @@ func (x *SnapshotPolicy) String() string {
 func (*SnapshotPolicy) ProtoMessage() {}
 
 func (x *SnapshotPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1047,7 @@ func (x *SnapshotPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPolicy.ProtoReflect.Descriptor instead.
 func (*SnapshotPolicy) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SnapshotPolicy) GetInterval() *durationpb.Duration {
@@ -965,7 +1097,7 @@ type KubernetesStatus struct {
 
 func (x *KubernetesStatus) Reset() {
 	*x = KubernetesStatus{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1109,7 @@ func (x *KubernetesStatus) String() string {
 func (*KubernetesStatus) ProtoMessage() {}
 
 func (x *KubernetesStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1122,7 @@ func (x *KubernetesStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesStatus.ProtoReflect.Descriptor instead.
 func (*KubernetesStatus) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KubernetesStatus) GetRunning() []string {
@@ -1060,7 +1192,7 @@ type RunningCurator struct {
 
 func (x *RunningCurator) Reset() {
 	*x = RunningCurator{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1204,7 @@ func (x *RunningCurator) String() string {
 func (*RunningCurator) ProtoMessage() {}
 
 func (x *RunningCurator) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1217,7 @@ func (x *RunningCurator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningCurator.ProtoReflect.Descriptor instead.
 func (*RunningCurator) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunningCurator) GetPort() uint32 {
@@ -1111,7 +1243,7 @@ type CuratorEndpoint struct {
 
 func (x *CuratorEndpoint) Reset() {
 	*x = CuratorEndpoint{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1255,7 @@ func (x *CuratorEndpoint) String() string {
 func (*CuratorEndpoint) ProtoMessage() {}
 
 func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1268,7 @@ func (x *CuratorEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CuratorEndpoint.ProtoReflect.Descriptor instead.
 func (*CuratorEndpoint) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CuratorEndpoint) GetNodeId() string {
@@ -1183,7 +1315,7 @@ type ClusterDirectory struct {
 
 func (x *ClusterDirectory) Reset() {
 	*x = ClusterDirectory{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1327,7 @@ func (x *ClusterDirectory) String() string {
 func (*ClusterDirectory) ProtoMessage() {}
 
 func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1340,7 @@ func (x *ClusterDirectory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDirectory.ProtoReflect.Descriptor instead.
 func (*ClusterDirectory) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterDirectory) GetCurators() []*CuratorEndpoint {
@@ -1241,7 +1373,7 @@ type KubernetesAPIServer struct {
 
 func (x *KubernetesAPIServer) Reset() {
 	*x = KubernetesAPIServer{}
-	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1385,7 @@ func (x *KubernetesAPIServer) String() string {
 func (*KubernetesAPIServer) ProtoMessage() {}
 
 func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_common_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_common_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1398,7 @@ func (x *KubernetesAPIServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KubernetesAPIServer.ProtoReflect.Descriptor instead.
 func (*KubernetesAPIServer) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_common_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KubernetesAPIServer) GetNodeId() string {
@@ -1294,7 +1426,7 @@ var File_polis_curator_v1_common_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x1dpolis/curator/v1/common.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x03\n" +
+	"\x1dpolis/curator/v1/common.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1304,10 +1436,18 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\v2\x1c.polis.curator.v1.NodeStatusR\x06status\x12:\n" +
 	"\x06labels\x18\x06 \x03(\v2\".polis.curator.v1.Node.LabelsEntryR\x06labels\x124\n" +
 	"\x06health\x18\a \x01(\x0e2\x1c.polis.curator.v1.NodeHealthR\x06health\x12K\n" +
-	"\x14time_since_heartbeat\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12timeSinceHeartbeat\x1a9\n" +
+	"\x14time_since_heartbeat\x18\b \x01(\v2\x19.google.protobuf.DurationR\x12timeSinceHeartbeat\x127\n" +
+	"\anetwork\x18\t \x01(\v2\x1d.polis.curator.v1.NodeNetworkR\anetwork\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\vNodeNetwork\x12\x1b\n" +
+	"\tpod_range\x18\x01 \x01(\tR\bpodRange\x120\n" +
+	"\x14wireguard_public_key\x18\x02 \x01(\fR\x12wireguardPublicKey\"_\n" +
+	"\n" +
+	"PodNetwork\x12#\n" +
+	"\rcluster_range\x18\x01 \x01(\tR\fclusterRange\x12,\n" +
+	"\x12node_prefix_length\x18\x02 \x01(\rR\x10nodePrefixLength\"\x8f\x02\n" +
 	"\x05Roles\x12P\n" +
 	"\x10consensus_member\x18\x01 \x01(\v2%.polis.curator.v1.ConsensusMemberRoleR\x0fconsensusMember\x12_\n" +
 	"\x15kubernetes_controller\x18\x02 \x01(\v2*.polis.curator.v1.KubernetesControllerRoleR\x14kubernetesController\x12S\n" +
@@ -1399,55 +1539,58 @@ func file_polis_curator_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_polis_curator_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_polis_curator_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_polis_curator_v1_common_proto_goTypes = []any{
 	(NodeState)(0),                   // 0: polis.curator.v1.NodeState
 	(NodeHealth)(0),                  // 1: polis.curator.v1.NodeHealth
 	(DataSealing)(0),                 // 2: polis.curator.v1.DataSealing
 	(*Node)(nil),                     // 3: polis.curator.v1.Node
-	(*Roles)(nil),                    // 4: polis.curator.v1.Roles
-	(*ConsensusMemberRole)(nil),      // 5: polis.curator.v1.ConsensusMemberRole
-	(*ConsensusJoinData)(nil),        // 6: polis.curator.v1.ConsensusJoinData
-	(*ConsensusPeer)(nil),            // 7: polis.curator.v1.ConsensusPeer
-	(*KubernetesControllerRole)(nil), // 8: polis.curator.v1.KubernetesControllerRole
-	(*KubernetesWorkerRole)(nil),     // 9: polis.curator.v1.KubernetesWorkerRole
-	(*NodeStatus)(nil),               // 10: polis.curator.v1.NodeStatus
-	(*ConsensusSnapshot)(nil),        // 11: polis.curator.v1.ConsensusSnapshot
-	(*SnapshotPolicy)(nil),           // 12: polis.curator.v1.SnapshotPolicy
-	(*KubernetesStatus)(nil),         // 13: polis.curator.v1.KubernetesStatus
-	(*RunningCurator)(nil),           // 14: polis.curator.v1.RunningCurator
-	(*CuratorEndpoint)(nil),          // 15: polis.curator.v1.CuratorEndpoint
-	(*ClusterDirectory)(nil),         // 16: polis.curator.v1.ClusterDirectory
-	(*KubernetesAPIServer)(nil),      // 17: polis.curator.v1.KubernetesAPIServer
-	nil,                              // 18: polis.curator.v1.Node.LabelsEntry
-	(*durationpb.Duration)(nil),      // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*NodeNetwork)(nil),              // 4: polis.curator.v1.NodeNetwork
+	(*PodNetwork)(nil),               // 5: polis.curator.v1.PodNetwork
+	(*Roles)(nil),                    // 6: polis.curator.v1.Roles
+	(*ConsensusMemberRole)(nil),      // 7: polis.curator.v1.ConsensusMemberRole
+	(*ConsensusJoinData)(nil),        // 8: polis.curator.v1.ConsensusJoinData
+	(*ConsensusPeer)(nil),            // 9: polis.curator.v1.ConsensusPeer
+	(*KubernetesControllerRole)(nil), // 10: polis.curator.v1.KubernetesControllerRole
+	(*KubernetesWorkerRole)(nil),     // 11: polis.curator.v1.KubernetesWorkerRole
+	(*NodeStatus)(nil),               // 12: polis.curator.v1.NodeStatus
+	(*ConsensusSnapshot)(nil),        // 13: polis.curator.v1.ConsensusSnapshot
+	(*SnapshotPolicy)(nil),           // 14: polis.curator.v1.SnapshotPolicy
+	(*KubernetesStatus)(nil),         // 15: polis.curator.v1.KubernetesStatus
+	(*RunningCurator)(nil),           // 16: polis.curator.v1.RunningCurator
+	(*CuratorEndpoint)(nil),          // 17: polis.curator.v1.CuratorEndpoint
+	(*ClusterDirectory)(nil),         // 18: polis.curator.v1.ClusterDirectory
+	(*KubernetesAPIServer)(nil),      // 19: polis.curator.v1.KubernetesAPIServer
+	nil,                              // 20: polis.curator.v1.Node.LabelsEntry
+	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
 }
 var file_polis_curator_v1_common_proto_depIdxs = []int32{
 	0,  // 0: polis.curator.v1.Node.state:type_name -> polis.curator.v1.NodeState
-	4,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
-	10, // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
-	18, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
+	6,  // 1: polis.curator.v1.Node.roles:type_name -> polis.curator.v1.Roles
+	12, // 2: polis.curator.v1.Node.status:type_name -> polis.curator.v1.NodeStatus
+	20, // 3: polis.curator.v1.Node.labels:type_name -> polis.curator.v1.Node.LabelsEntry
 	1,  // 4: polis.curator.v1.Node.health:type_name -> polis.curator.v1.NodeHealth
-	19, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
-	5,  // 6: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
-	8,  // 7: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
-	9,  // 8: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
-	6,  // 9: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
-	7,  // 10: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
-	14, // 11: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
-	20, // 12: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 13: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
-	11, // 14: polis.curator.v1.NodeStatus.consensus_snapshots:type_name -> polis.curator.v1.ConsensusSnapshot
-	2,  // 15: polis.curator.v1.NodeStatus.data_sealing:type_name -> polis.curator.v1.DataSealing
-	20, // 16: polis.curator.v1.ConsensusSnapshot.taken_at:type_name -> google.protobuf.Timestamp
-	19, // 17: polis.curator.v1.SnapshotPolicy.interval:type_name -> google.protobuf.Duration
-	15, // 18: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	21, // 5: polis.curator.v1.Node.time_since_heartbeat:type_name -> google.protobuf.Duration
+	4,  // 6: polis.curator.v1.Node.network:type_name -> polis.curator.v1.NodeNetwork
+	7,  // 7: polis.curator.v1.Roles.consensus_member:type_name -> polis.curator.v1.ConsensusMemberRole
+	10, // 8: polis.curator.v1.Roles.kubernetes_controller:type_name -> polis.curator.v1.KubernetesControllerRole
+	11, // 9: polis.curator.v1.Roles.kubernetes_worker:type_name -> polis.curator.v1.KubernetesWorkerRole
+	8,  // 10: polis.curator.v1.ConsensusMemberRole.join_data:type_name -> polis.curator.v1.ConsensusJoinData
+	9,  // 11: polis.curator.v1.ConsensusJoinData.peers:type_name -> polis.curator.v1.ConsensusPeer
+	16, // 12: polis.curator.v1.NodeStatus.running_curator:type_name -> polis.curator.v1.RunningCurator
+	22, // 13: polis.curator.v1.NodeStatus.timestamp:type_name -> google.protobuf.Timestamp
+	15, // 14: polis.curator.v1.NodeStatus.kubernetes:type_name -> polis.curator.v1.KubernetesStatus
+	13, // 15: polis.curator.v1.NodeStatus.consensus_snapshots:type_name -> polis.curator.v1.ConsensusSnapshot
+	2,  // 16: polis.curator.v1.NodeStatus.data_sealing:type_name -> polis.curator.v1.DataSealing
+	22, // 17: polis.curator.v1.ConsensusSnapshot.taken_at:type_name -> google.protobuf.Timestamp
+	21, // 18: polis.curator.v1.SnapshotPolicy.interval:type_name -> google.protobuf.Duration
+	17, // 19: polis.curator.v1.ClusterDirectory.curators:type_name -> polis.curator.v1.CuratorEndpoint
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_common_proto_init() }
@@ -1461,7 +1604,7 @@ func file_polis_curator_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_common_proto_rawDesc), len(file_polis_curator_v1_common_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

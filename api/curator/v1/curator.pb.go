@@ -22,6 +22,259 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SetWireGuardKeyRequest carries the calling node's WireGuard public key.
+type SetWireGuardKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The public half of the node's WireGuard (Curve25519) key, 32 bytes.
+	// Required.
+	WireguardPublicKey []byte `protobuf:"bytes,1,opt,name=wireguard_public_key,json=wireguardPublicKey,proto3" json:"wireguard_public_key,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SetWireGuardKeyRequest) Reset() {
+	*x = SetWireGuardKeyRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWireGuardKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWireGuardKeyRequest) ProtoMessage() {}
+
+func (x *SetWireGuardKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWireGuardKeyRequest.ProtoReflect.Descriptor instead.
+func (*SetWireGuardKeyRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetWireGuardKeyRequest) GetWireguardPublicKey() []byte {
+	if x != nil {
+		return x.WireguardPublicKey
+	}
+	return nil
+}
+
+// SetWireGuardKeyResponse is empty: the key is stored.
+type SetWireGuardKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWireGuardKeyResponse) Reset() {
+	*x = SetWireGuardKeyResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWireGuardKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWireGuardKeyResponse) ProtoMessage() {}
+
+func (x *SetWireGuardKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWireGuardKeyResponse.ProtoReflect.Descriptor instead.
+func (*SetWireGuardKeyResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{1}
+}
+
+// WatchNetworkPeersRequest is empty: the caller's certificate names the
+// node whose peers are watched.
+type WatchNetworkPeersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNetworkPeersRequest) Reset() {
+	*x = WatchNetworkPeersRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNetworkPeersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNetworkPeersRequest) ProtoMessage() {}
+
+func (x *WatchNetworkPeersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNetworkPeersRequest.ProtoReflect.Descriptor instead.
+func (*WatchNetworkPeersRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{2}
+}
+
+// WatchNetworkPeersResponse is the calling node's pod network as it is now.
+type WatchNetworkPeersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's own pod range (NodeNetwork.pod_range); empty while it has
+	// none.
+	PodRange string `protobuf:"bytes,1,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
+	// Every other node whose pods the caller must reach, by node ID.
+	Peers         []*NetworkPeer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNetworkPeersResponse) Reset() {
+	*x = WatchNetworkPeersResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNetworkPeersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNetworkPeersResponse) ProtoMessage() {}
+
+func (x *WatchNetworkPeersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNetworkPeersResponse.ProtoReflect.Descriptor instead.
+func (*WatchNetworkPeersResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WatchNetworkPeersResponse) GetPodRange() string {
+	if x != nil {
+		return x.PodRange
+	}
+	return ""
+}
+
+func (x *WatchNetworkPeersResponse) GetPeers() []*NetworkPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// NetworkPeer is another worker node on the pod network.
+type NetworkPeer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The peer's node ID.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The peer's external address (NodeStatus.external_address): the
+	// WireGuard endpoint and the next hop towards its pods.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The peer's pod range.
+	PodRange string `protobuf:"bytes,3,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
+	// The peer's WireGuard public key, 32 bytes; empty until it published
+	// one.
+	WireguardPublicKey []byte `protobuf:"bytes,4,opt,name=wireguard_public_key,json=wireguardPublicKey,proto3" json:"wireguard_public_key,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *NetworkPeer) Reset() {
+	*x = NetworkPeer{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkPeer) ProtoMessage() {}
+
+func (x *NetworkPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkPeer.ProtoReflect.Descriptor instead.
+func (*NetworkPeer) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NetworkPeer) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetPodRange() string {
+	if x != nil {
+		return x.PodRange
+	}
+	return ""
+}
+
+func (x *NetworkPeer) GetWireguardPublicKey() []byte {
+	if x != nil {
+		return x.WireguardPublicKey
+	}
+	return nil
+}
+
 // WatchRequest says which nodes to watch.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,7 +291,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +303,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[0]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +316,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{0}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchRequest) GetTarget() isWatchRequest_Target {
@@ -120,7 +373,7 @@ type AllNodes struct {
 
 func (x *AllNodes) Reset() {
 	*x = AllNodes{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -132,7 +385,7 @@ func (x *AllNodes) String() string {
 func (*AllNodes) ProtoMessage() {}
 
 func (x *AllNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[1]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -145,7 +398,7 @@ func (x *AllNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllNodes.ProtoReflect.Descriptor instead.
 func (*AllNodes) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{1}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchResponse is one message of a Watch stream.
@@ -177,7 +430,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +442,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[2]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +455,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{2}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchResponse) GetNodes() []*Node {
@@ -236,7 +489,7 @@ type WatchClusterDirectoryRequest struct {
 
 func (x *WatchClusterDirectoryRequest) Reset() {
 	*x = WatchClusterDirectoryRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +501,7 @@ func (x *WatchClusterDirectoryRequest) String() string {
 func (*WatchClusterDirectoryRequest) ProtoMessage() {}
 
 func (x *WatchClusterDirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[3]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +514,7 @@ func (x *WatchClusterDirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterDirectoryRequest.ProtoReflect.Descriptor instead.
 func (*WatchClusterDirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{3}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
 }
 
 // WatchClusterDirectoryResponse is one directory of a
@@ -278,7 +531,7 @@ type WatchClusterDirectoryResponse struct {
 
 func (x *WatchClusterDirectoryResponse) Reset() {
 	*x = WatchClusterDirectoryResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +543,7 @@ func (x *WatchClusterDirectoryResponse) String() string {
 func (*WatchClusterDirectoryResponse) ProtoMessage() {}
 
 func (x *WatchClusterDirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[4]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +556,7 @@ func (x *WatchClusterDirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterDirectoryResponse.ProtoReflect.Descriptor instead.
 func (*WatchClusterDirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{4}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchClusterDirectoryResponse) GetDirectory() *ClusterDirectory {
@@ -324,7 +577,7 @@ type NodeTombstone struct {
 
 func (x *NodeTombstone) Reset() {
 	*x = NodeTombstone{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +589,7 @@ func (x *NodeTombstone) String() string {
 func (*NodeTombstone) ProtoMessage() {}
 
 func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[5]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +602,7 @@ func (x *NodeTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTombstone.ProtoReflect.Descriptor instead.
 func (*NodeTombstone) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{5}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeTombstone) GetNodeId() string {
@@ -371,7 +624,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +636,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[6]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +649,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{6}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateNodeStatusRequest) GetStatus() *NodeStatus {
@@ -415,7 +668,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +680,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[7]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +693,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{7}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
 }
 
 // HeartbeatRequest is empty: the caller's certificate says which node is
@@ -453,7 +706,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +718,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[8]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +731,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{8}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
 }
 
 // HeartbeatResponse tells the node when to send the next heartbeat.
@@ -493,7 +746,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +758,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[9]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +771,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{9}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetInterval() *durationpb.Duration {
@@ -538,7 +791,7 @@ type RenewCertificateRequest struct {
 
 func (x *RenewCertificateRequest) Reset() {
 	*x = RenewCertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +803,7 @@ func (x *RenewCertificateRequest) String() string {
 func (*RenewCertificateRequest) ProtoMessage() {}
 
 func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[10]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +816,7 @@ func (x *RenewCertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateRequest.ProtoReflect.Descriptor instead.
 func (*RenewCertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{10}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
 }
 
 // RenewCertificateResponse carries the calling node's fresh certificate.
@@ -583,7 +836,7 @@ type RenewCertificateResponse struct {
 
 func (x *RenewCertificateResponse) Reset() {
 	*x = RenewCertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +848,7 @@ func (x *RenewCertificateResponse) String() string {
 func (*RenewCertificateResponse) ProtoMessage() {}
 
 func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[11]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +861,7 @@ func (x *RenewCertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCertificateResponse.ProtoReflect.Descriptor instead.
 func (*RenewCertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{11}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewCertificateResponse) GetNodeCertificate() []byte {
@@ -647,7 +900,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +912,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[12]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +925,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{12}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterRequest) GetRegisterTicket() []byte {
@@ -700,7 +953,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +965,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[13]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +978,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{13}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RegisterResponse) GetNodeId() string {
@@ -744,7 +997,7 @@ type CommitRegistrationRequest struct {
 
 func (x *CommitRegistrationRequest) Reset() {
 	*x = CommitRegistrationRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1009,7 @@ func (x *CommitRegistrationRequest) String() string {
 func (*CommitRegistrationRequest) ProtoMessage() {}
 
 func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[14]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1022,7 @@ func (x *CommitRegistrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationRequest.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{14}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
 }
 
 // CommitRegistrationResponse carries the credentials of a node that is now
@@ -787,7 +1040,7 @@ type CommitRegistrationResponse struct {
 
 func (x *CommitRegistrationResponse) Reset() {
 	*x = CommitRegistrationResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1052,7 @@ func (x *CommitRegistrationResponse) String() string {
 func (*CommitRegistrationResponse) ProtoMessage() {}
 
 func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[15]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1065,7 @@ func (x *CommitRegistrationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRegistrationResponse.ProtoReflect.Descriptor instead.
 func (*CommitRegistrationResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{15}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitRegistrationResponse) GetNodeCertificate() []byte {
@@ -838,7 +1091,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1103,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[16]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1116,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{16}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
 }
 
 // JoinResponse carries what a rebooted node needs to take part again.
@@ -879,7 +1132,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1144,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[17]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1157,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{17}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JoinResponse) GetNodeCertificate() []byte {
@@ -930,7 +1183,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1195,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[18]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1208,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{18}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
 }
 
 // GetLeaderResponse names the leader and the curator that answered.
@@ -973,7 +1226,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1238,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[19]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1251,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{19}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1024,7 +1277,7 @@ type WatchLeaderRequest struct {
 
 func (x *WatchLeaderRequest) Reset() {
 	*x = WatchLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1289,7 @@ func (x *WatchLeaderRequest) String() string {
 func (*WatchLeaderRequest) ProtoMessage() {}
 
 func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[20]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1302,7 @@ func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{20}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
 }
 
 // WatchLeaderResponse is one view of the leadership in a WatchLeader
@@ -1067,7 +1320,7 @@ type WatchLeaderResponse struct {
 
 func (x *WatchLeaderResponse) Reset() {
 	*x = WatchLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1332,7 @@ func (x *WatchLeaderResponse) String() string {
 func (*WatchLeaderResponse) ProtoMessage() {}
 
 func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[21]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1345,7 @@ func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{21}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1118,7 +1371,7 @@ type GetCACertificateRequest struct {
 
 func (x *GetCACertificateRequest) Reset() {
 	*x = GetCACertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1383,7 @@ func (x *GetCACertificateRequest) String() string {
 func (*GetCACertificateRequest) ProtoMessage() {}
 
 func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[22]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1396,7 @@ func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{22}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
 }
 
 // GetCACertificateResponse carries the cluster CA certificate.
@@ -1157,7 +1410,7 @@ type GetCACertificateResponse struct {
 
 func (x *GetCACertificateResponse) Reset() {
 	*x = GetCACertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1422,7 @@ func (x *GetCACertificateResponse) String() string {
 func (*GetCACertificateResponse) ProtoMessage() {}
 
 func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1435,7 @@ func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
@@ -1201,7 +1454,7 @@ type GetOwnerKeyRequest struct {
 
 func (x *GetOwnerKeyRequest) Reset() {
 	*x = GetOwnerKeyRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1466,7 @@ func (x *GetOwnerKeyRequest) String() string {
 func (*GetOwnerKeyRequest) ProtoMessage() {}
 
 func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1479,7 @@ func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{29}
 }
 
 // GetOwnerKeyResponse carries the current owner key.
@@ -1240,7 +1493,7 @@ type GetOwnerKeyResponse struct {
 
 func (x *GetOwnerKeyResponse) Reset() {
 	*x = GetOwnerKeyResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1505,7 @@ func (x *GetOwnerKeyResponse) String() string {
 func (*GetOwnerKeyResponse) ProtoMessage() {}
 
 func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1518,7 @@ func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
@@ -1292,7 +1545,7 @@ type IssueKubeletCredentialsRequest struct {
 
 func (x *IssueKubeletCredentialsRequest) Reset() {
 	*x = IssueKubeletCredentialsRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1557,7 @@ func (x *IssueKubeletCredentialsRequest) String() string {
 func (*IssueKubeletCredentialsRequest) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1570,7 @@ func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *IssueKubeletCredentialsRequest) GetClientKeySpki() []byte {
@@ -1359,7 +1612,7 @@ type IssueKubeletCredentialsResponse struct {
 
 func (x *IssueKubeletCredentialsResponse) Reset() {
 	*x = IssueKubeletCredentialsResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1624,7 @@ func (x *IssueKubeletCredentialsResponse) String() string {
 func (*IssueKubeletCredentialsResponse) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1637,7 @@ func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *IssueKubeletCredentialsResponse) GetClientCertificate() []byte {
@@ -1426,7 +1679,19 @@ var File_polis_curator_v1_curator_proto protoreflect.FileDescriptor
 
 const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\n" +
-	"\x1epolis/curator/v1/curator.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"n\n" +
+	"\x1epolis/curator/v1/curator.proto\x12\x10polis.curator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"J\n" +
+	"\x16SetWireGuardKeyRequest\x120\n" +
+	"\x14wireguard_public_key\x18\x01 \x01(\fR\x12wireguardPublicKey\"\x19\n" +
+	"\x17SetWireGuardKeyResponse\"\x1a\n" +
+	"\x18WatchNetworkPeersRequest\"m\n" +
+	"\x19WatchNetworkPeersResponse\x12\x1b\n" +
+	"\tpod_range\x18\x01 \x01(\tR\bpodRange\x123\n" +
+	"\x05peers\x18\x02 \x03(\v2\x1d.polis.curator.v1.NetworkPeerR\x05peers\"\x8f\x01\n" +
+	"\vNetworkPeer\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1b\n" +
+	"\tpod_range\x18\x03 \x01(\tR\bpodRange\x120\n" +
+	"\x14wireguard_public_key\x18\x04 \x01(\fR\x12wireguardPublicKey\"n\n" +
 	"\fWatchRequest\x12\x19\n" +
 	"\anode_id\x18\x01 \x01(\tH\x00R\x06nodeId\x129\n" +
 	"\tall_nodes\x18\x02 \x01(\v2\x1a.polis.curator.v1.AllNodesH\x00R\ballNodesB\b\n" +
@@ -1489,7 +1754,7 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
 	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x98\v\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x84\r\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12\x84\x01\n" +
 	"\x15WatchClusterDirectory\x12..polis.curator.v1.WatchClusterDirectoryRequest\x1a/.polis.curator.v1.WatchClusterDirectoryResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
@@ -1506,7 +1771,9 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x10GetCACertificate\x12).polis.curator.v1.GetCACertificateRequest\x1a*.polis.curator.v1.GetCACertificateResponse\"\n" +
 	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x01\x12\x88\x01\n" +
 	"\x17IssueKubeletCredentials\x120.polis.curator.v1.IssueKubeletCredentialsRequest\x1a1.polis.curator.v1.IssueKubeletCredentialsResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12d\n" +
-	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
+	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02\x12p\n" +
+	"\x0fSetWireGuardKey\x12(.polis.curator.v1.SetWireGuardKeyRequest\x1a).polis.curator.v1.SetWireGuardKeyResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12x\n" +
+	"\x11WatchNetworkPeers\x12*.polis.curator.v1.WatchNetworkPeersRequest\x1a+.polis.curator.v1.WatchNetworkPeersResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x020\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
 	file_polis_curator_v1_curator_proto_rawDescOnce sync.Once
@@ -1520,89 +1787,99 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
-	(*WatchRequest)(nil),                    // 0: polis.curator.v1.WatchRequest
-	(*AllNodes)(nil),                        // 1: polis.curator.v1.AllNodes
-	(*WatchResponse)(nil),                   // 2: polis.curator.v1.WatchResponse
-	(*WatchClusterDirectoryRequest)(nil),    // 3: polis.curator.v1.WatchClusterDirectoryRequest
-	(*WatchClusterDirectoryResponse)(nil),   // 4: polis.curator.v1.WatchClusterDirectoryResponse
-	(*NodeTombstone)(nil),                   // 5: polis.curator.v1.NodeTombstone
-	(*UpdateNodeStatusRequest)(nil),         // 6: polis.curator.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),        // 7: polis.curator.v1.UpdateNodeStatusResponse
-	(*HeartbeatRequest)(nil),                // 8: polis.curator.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),               // 9: polis.curator.v1.HeartbeatResponse
-	(*RenewCertificateRequest)(nil),         // 10: polis.curator.v1.RenewCertificateRequest
-	(*RenewCertificateResponse)(nil),        // 11: polis.curator.v1.RenewCertificateResponse
-	(*RegisterRequest)(nil),                 // 12: polis.curator.v1.RegisterRequest
-	(*RegisterResponse)(nil),                // 13: polis.curator.v1.RegisterResponse
-	(*CommitRegistrationRequest)(nil),       // 14: polis.curator.v1.CommitRegistrationRequest
-	(*CommitRegistrationResponse)(nil),      // 15: polis.curator.v1.CommitRegistrationResponse
-	(*JoinRequest)(nil),                     // 16: polis.curator.v1.JoinRequest
-	(*JoinResponse)(nil),                    // 17: polis.curator.v1.JoinResponse
-	(*GetLeaderRequest)(nil),                // 18: polis.curator.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),               // 19: polis.curator.v1.GetLeaderResponse
-	(*WatchLeaderRequest)(nil),              // 20: polis.curator.v1.WatchLeaderRequest
-	(*WatchLeaderResponse)(nil),             // 21: polis.curator.v1.WatchLeaderResponse
-	(*GetCACertificateRequest)(nil),         // 22: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),        // 23: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),              // 24: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),             // 25: polis.curator.v1.GetOwnerKeyResponse
-	(*IssueKubeletCredentialsRequest)(nil),  // 26: polis.curator.v1.IssueKubeletCredentialsRequest
-	(*IssueKubeletCredentialsResponse)(nil), // 27: polis.curator.v1.IssueKubeletCredentialsResponse
-	(*Node)(nil),                            // 28: polis.curator.v1.Node
-	(*ClusterDirectory)(nil),                // 29: polis.curator.v1.ClusterDirectory
-	(*NodeStatus)(nil),                      // 30: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),             // 31: google.protobuf.Duration
-	(*CuratorEndpoint)(nil),                 // 32: polis.curator.v1.CuratorEndpoint
-	(*KubernetesAPIServer)(nil),             // 33: polis.curator.v1.KubernetesAPIServer
+	(*SetWireGuardKeyRequest)(nil),          // 0: polis.curator.v1.SetWireGuardKeyRequest
+	(*SetWireGuardKeyResponse)(nil),         // 1: polis.curator.v1.SetWireGuardKeyResponse
+	(*WatchNetworkPeersRequest)(nil),        // 2: polis.curator.v1.WatchNetworkPeersRequest
+	(*WatchNetworkPeersResponse)(nil),       // 3: polis.curator.v1.WatchNetworkPeersResponse
+	(*NetworkPeer)(nil),                     // 4: polis.curator.v1.NetworkPeer
+	(*WatchRequest)(nil),                    // 5: polis.curator.v1.WatchRequest
+	(*AllNodes)(nil),                        // 6: polis.curator.v1.AllNodes
+	(*WatchResponse)(nil),                   // 7: polis.curator.v1.WatchResponse
+	(*WatchClusterDirectoryRequest)(nil),    // 8: polis.curator.v1.WatchClusterDirectoryRequest
+	(*WatchClusterDirectoryResponse)(nil),   // 9: polis.curator.v1.WatchClusterDirectoryResponse
+	(*NodeTombstone)(nil),                   // 10: polis.curator.v1.NodeTombstone
+	(*UpdateNodeStatusRequest)(nil),         // 11: polis.curator.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),        // 12: polis.curator.v1.UpdateNodeStatusResponse
+	(*HeartbeatRequest)(nil),                // 13: polis.curator.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 14: polis.curator.v1.HeartbeatResponse
+	(*RenewCertificateRequest)(nil),         // 15: polis.curator.v1.RenewCertificateRequest
+	(*RenewCertificateResponse)(nil),        // 16: polis.curator.v1.RenewCertificateResponse
+	(*RegisterRequest)(nil),                 // 17: polis.curator.v1.RegisterRequest
+	(*RegisterResponse)(nil),                // 18: polis.curator.v1.RegisterResponse
+	(*CommitRegistrationRequest)(nil),       // 19: polis.curator.v1.CommitRegistrationRequest
+	(*CommitRegistrationResponse)(nil),      // 20: polis.curator.v1.CommitRegistrationResponse
+	(*JoinRequest)(nil),                     // 21: polis.curator.v1.JoinRequest
+	(*JoinResponse)(nil),                    // 22: polis.curator.v1.JoinResponse
+	(*GetLeaderRequest)(nil),                // 23: polis.curator.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),               // 24: polis.curator.v1.GetLeaderResponse
+	(*WatchLeaderRequest)(nil),              // 25: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),             // 26: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),         // 27: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),        // 28: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),              // 29: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),             // 30: polis.curator.v1.GetOwnerKeyResponse
+	(*IssueKubeletCredentialsRequest)(nil),  // 31: polis.curator.v1.IssueKubeletCredentialsRequest
+	(*IssueKubeletCredentialsResponse)(nil), // 32: polis.curator.v1.IssueKubeletCredentialsResponse
+	(*Node)(nil),                            // 33: polis.curator.v1.Node
+	(*ClusterDirectory)(nil),                // 34: polis.curator.v1.ClusterDirectory
+	(*NodeStatus)(nil),                      // 35: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),             // 36: google.protobuf.Duration
+	(*CuratorEndpoint)(nil),                 // 37: polis.curator.v1.CuratorEndpoint
+	(*KubernetesAPIServer)(nil),             // 38: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
-	1,  // 0: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	28, // 1: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
-	5,  // 2: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	29, // 3: polis.curator.v1.WatchClusterDirectoryResponse.directory:type_name -> polis.curator.v1.ClusterDirectory
-	30, // 4: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	31, // 5: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	30, // 6: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	29, // 7: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	29, // 8: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	32, // 9: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	32, // 10: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	32, // 11: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	32, // 12: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	33, // 13: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	0,  // 14: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
-	3,  // 15: polis.curator.v1.CuratorService.WatchClusterDirectory:input_type -> polis.curator.v1.WatchClusterDirectoryRequest
-	6,  // 16: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
-	8,  // 17: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
-	10, // 18: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
-	12, // 19: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
-	14, // 20: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
-	16, // 21: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	18, // 22: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	20, // 23: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
-	22, // 24: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	26, // 25: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
-	24, // 26: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
-	2,  // 27: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	4,  // 28: polis.curator.v1.CuratorService.WatchClusterDirectory:output_type -> polis.curator.v1.WatchClusterDirectoryResponse
-	7,  // 29: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	9,  // 30: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	11, // 31: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	13, // 32: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	15, // 33: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	17, // 34: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	19, // 35: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	21, // 36: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
-	23, // 37: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	27, // 38: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
-	25, // 39: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	27, // [27:40] is the sub-list for method output_type
-	14, // [14:27] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 0: polis.curator.v1.WatchNetworkPeersResponse.peers:type_name -> polis.curator.v1.NetworkPeer
+	6,  // 1: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
+	33, // 2: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	10, // 3: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
+	34, // 4: polis.curator.v1.WatchClusterDirectoryResponse.directory:type_name -> polis.curator.v1.ClusterDirectory
+	35, // 5: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	36, // 6: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	35, // 7: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	34, // 8: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	34, // 9: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	37, // 10: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	37, // 11: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	37, // 12: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	37, // 13: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	38, // 14: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	5,  // 15: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
+	8,  // 16: polis.curator.v1.CuratorService.WatchClusterDirectory:input_type -> polis.curator.v1.WatchClusterDirectoryRequest
+	11, // 17: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
+	13, // 18: polis.curator.v1.CuratorService.Heartbeat:input_type -> polis.curator.v1.HeartbeatRequest
+	15, // 19: polis.curator.v1.CuratorService.RenewCertificate:input_type -> polis.curator.v1.RenewCertificateRequest
+	17, // 20: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
+	19, // 21: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
+	21, // 22: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
+	23, // 23: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	25, // 24: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	27, // 25: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	31, // 26: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
+	29, // 27: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	0,  // 28: polis.curator.v1.CuratorService.SetWireGuardKey:input_type -> polis.curator.v1.SetWireGuardKeyRequest
+	2,  // 29: polis.curator.v1.CuratorService.WatchNetworkPeers:input_type -> polis.curator.v1.WatchNetworkPeersRequest
+	7,  // 30: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	9,  // 31: polis.curator.v1.CuratorService.WatchClusterDirectory:output_type -> polis.curator.v1.WatchClusterDirectoryResponse
+	12, // 32: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	14, // 33: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	16, // 34: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	18, // 35: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	20, // 36: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	22, // 37: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	24, // 38: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	26, // 39: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	28, // 40: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	32, // 41: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
+	30, // 42: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	1,  // 43: polis.curator.v1.CuratorService.SetWireGuardKey:output_type -> polis.curator.v1.SetWireGuardKeyResponse
+	3,  // 44: polis.curator.v1.CuratorService.WatchNetworkPeers:output_type -> polis.curator.v1.WatchNetworkPeersResponse
+	30, // [30:45] is the sub-list for method output_type
+	15, // [15:30] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_curator_proto_init() }
@@ -1612,7 +1889,7 @@ func file_polis_curator_v1_curator_proto_init() {
 	}
 	file_polis_curator_v1_authz_proto_init()
 	file_polis_curator_v1_common_proto_init()
-	file_polis_curator_v1_curator_proto_msgTypes[0].OneofWrappers = []any{
+	file_polis_curator_v1_curator_proto_msgTypes[5].OneofWrappers = []any{
 		(*WatchRequest_NodeId)(nil),
 		(*WatchRequest_AllNodes)(nil),
 	}
@@ -1622,7 +1899,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

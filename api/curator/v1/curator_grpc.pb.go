@@ -32,6 +32,8 @@ const (
 	CuratorService_GetCACertificate_FullMethodName        = "/polis.curator.v1.CuratorService/GetCACertificate"
 	CuratorService_IssueKubeletCredentials_FullMethodName = "/polis.curator.v1.CuratorService/IssueKubeletCredentials"
 	CuratorService_GetOwnerKey_FullMethodName             = "/polis.curator.v1.CuratorService/GetOwnerKey"
+	CuratorService_SetWireGuardKey_FullMethodName         = "/polis.curator.v1.CuratorService/SetWireGuardKey"
+	CuratorService_WatchNetworkPeers_FullMethodName       = "/polis.curator.v1.CuratorService/WatchNetworkPeers"
 )
 
 // CuratorServiceClient is the client API for CuratorService service.
@@ -193,6 +195,27 @@ type CuratorServiceClient interface {
 	// key's certificates on nodes too. Any curator answers, from a quorum
 	// read of etcd.
 	GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error)
+	// SetWireGuardKey publishes the public half of the calling node's
+	// WireGuard key, which the node makes and keeps on its own disk; the
+	// other worker nodes learn it from WatchNetworkPeers and encrypt their
+	// pod traffic to this node with it. A node sets only its own key: the
+	// request names no node, the caller's certificate does. Setting the key
+	// the record already holds changes nothing.
+	//
+	// Errors: INVALID_ARGUMENT if the key is not 32 bytes or is all zeros.
+	SetWireGuardKey(ctx context.Context, in *SetWireGuardKeyRequest, opts ...grpc.CallOption) (*SetWireGuardKeyResponse, error)
+	// WatchNetworkPeers streams what the calling node needs to reach the pods
+	// of every other node: its own pod range, and every other UP node that
+	// holds KubernetesWorker, has a pod range and reports an address, with
+	// that address, its pod range and its WireGuard public key. Each message
+	// is the whole current list, not a change; one is sent at once and then
+	// each time the list changes (a node gets or loses the role, changes its
+	// address or key, is decommissioned or deleted). Like Watch, it delivers
+	// the newest list, not every intermediate one, and it ends only with an
+	// error: UNAVAILABLE when the serving curator stops following the
+	// cluster's state (the node watches again), PERMISSION_DENIED once the
+	// caller is no longer an UP node.
+	WatchNetworkPeers(ctx context.Context, in *WatchNetworkPeersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNetworkPeersResponse], error)
 }
 
 type curatorServiceClient struct {
@@ -360,6 +383,35 @@ func (c *curatorServiceClient) GetOwnerKey(ctx context.Context, in *GetOwnerKeyR
 	return out, nil
 }
 
+func (c *curatorServiceClient) SetWireGuardKey(ctx context.Context, in *SetWireGuardKeyRequest, opts ...grpc.CallOption) (*SetWireGuardKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetWireGuardKeyResponse)
+	err := c.cc.Invoke(ctx, CuratorService_SetWireGuardKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *curatorServiceClient) WatchNetworkPeers(ctx context.Context, in *WatchNetworkPeersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchNetworkPeersResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CuratorService_ServiceDesc.Streams[3], CuratorService_WatchNetworkPeers_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchNetworkPeersRequest, WatchNetworkPeersResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchNetworkPeersClient = grpc.ServerStreamingClient[WatchNetworkPeersResponse]
+
 // CuratorServiceServer is the server API for CuratorService service.
 // All implementations must embed UnimplementedCuratorServiceServer
 // for forward compatibility.
@@ -519,6 +571,27 @@ type CuratorServiceServer interface {
 	// key's certificates on nodes too. Any curator answers, from a quorum
 	// read of etcd.
 	GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error)
+	// SetWireGuardKey publishes the public half of the calling node's
+	// WireGuard key, which the node makes and keeps on its own disk; the
+	// other worker nodes learn it from WatchNetworkPeers and encrypt their
+	// pod traffic to this node with it. A node sets only its own key: the
+	// request names no node, the caller's certificate does. Setting the key
+	// the record already holds changes nothing.
+	//
+	// Errors: INVALID_ARGUMENT if the key is not 32 bytes or is all zeros.
+	SetWireGuardKey(context.Context, *SetWireGuardKeyRequest) (*SetWireGuardKeyResponse, error)
+	// WatchNetworkPeers streams what the calling node needs to reach the pods
+	// of every other node: its own pod range, and every other UP node that
+	// holds KubernetesWorker, has a pod range and reports an address, with
+	// that address, its pod range and its WireGuard public key. Each message
+	// is the whole current list, not a change; one is sent at once and then
+	// each time the list changes (a node gets or loses the role, changes its
+	// address or key, is decommissioned or deleted). Like Watch, it delivers
+	// the newest list, not every intermediate one, and it ends only with an
+	// error: UNAVAILABLE when the serving curator stops following the
+	// cluster's state (the node watches again), PERMISSION_DENIED once the
+	// caller is no longer an UP node.
+	WatchNetworkPeers(*WatchNetworkPeersRequest, grpc.ServerStreamingServer[WatchNetworkPeersResponse]) error
 	mustEmbedUnimplementedCuratorServiceServer()
 }
 
@@ -567,6 +640,12 @@ func (UnimplementedCuratorServiceServer) IssueKubeletCredentials(context.Context
 }
 func (UnimplementedCuratorServiceServer) GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetOwnerKey not implemented")
+}
+func (UnimplementedCuratorServiceServer) SetWireGuardKey(context.Context, *SetWireGuardKeyRequest) (*SetWireGuardKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetWireGuardKey not implemented")
+}
+func (UnimplementedCuratorServiceServer) WatchNetworkPeers(*WatchNetworkPeersRequest, grpc.ServerStreamingServer[WatchNetworkPeersResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchNetworkPeers not implemented")
 }
 func (UnimplementedCuratorServiceServer) mustEmbedUnimplementedCuratorServiceServer() {}
 func (UnimplementedCuratorServiceServer) testEmbeddedByValue()                        {}
@@ -802,6 +881,35 @@ func _CuratorService_GetOwnerKey_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CuratorService_SetWireGuardKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWireGuardKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServiceServer).SetWireGuardKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CuratorService_SetWireGuardKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServiceServer).SetWireGuardKey(ctx, req.(*SetWireGuardKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CuratorService_WatchNetworkPeers_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchNetworkPeersRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CuratorServiceServer).WatchNetworkPeers(m, &grpc.GenericServerStream[WatchNetworkPeersRequest, WatchNetworkPeersResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CuratorService_WatchNetworkPeersServer = grpc.ServerStreamingServer[WatchNetworkPeersResponse]
+
 // CuratorService_ServiceDesc is the grpc.ServiceDesc for CuratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -849,6 +957,10 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetOwnerKey",
 			Handler:    _CuratorService_GetOwnerKey_Handler,
 		},
+		{
+			MethodName: "SetWireGuardKey",
+			Handler:    _CuratorService_SetWireGuardKey_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -864,6 +976,11 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchLeader",
 			Handler:       _CuratorService_WatchLeader_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchNetworkPeers",
+			Handler:       _CuratorService_WatchNetworkPeers_Handler,
 			ServerStreams: true,
 		},
 	},

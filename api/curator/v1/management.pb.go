@@ -70,8 +70,10 @@ type GetClusterInfoResponse struct {
 	// How the consensus members keep periodic snapshots, with the defaults
 	// filled in.
 	ConsensusSnapshots *SnapshotPolicy `protobuf:"bytes,3,opt,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The cluster's pod network, with the defaults filled in.
+	PodNetwork    *PodNetwork `protobuf:"bytes,4,opt,name=pod_network,json=podNetwork,proto3" json:"pod_network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoResponse) Reset() {
@@ -121,6 +123,13 @@ func (x *GetClusterInfoResponse) GetLastRecovery() *ClusterRecovery {
 func (x *GetClusterInfoResponse) GetConsensusSnapshots() *SnapshotPolicy {
 	if x != nil {
 		return x.ConsensusSnapshots
+	}
+	return nil
+}
+
+func (x *GetClusterInfoResponse) GetPodNetwork() *PodNetwork {
+	if x != nil {
+		return x.PodNetwork
 	}
 	return nil
 }
@@ -1303,11 +1312,13 @@ var File_polis_curator_v1_management_proto protoreflect.FileDescriptor
 const file_polis_curator_v1_management_proto_rawDesc = "" +
 	"\n" +
 	"!polis/curator/v1/management.proto\x12\x10polis.curator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpolis/curator/v1/authz.proto\x1a\x1dpolis/curator/v1/common.proto\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\x84\x02\n" +
+	"\x15GetClusterInfoRequest\"\xc3\x02\n" +
 	"\x16GetClusterInfoResponse\x12O\n" +
 	"\x11cluster_directory\x18\x01 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\x12F\n" +
 	"\rlast_recovery\x18\x02 \x01(\v2!.polis.curator.v1.ClusterRecoveryR\flastRecovery\x12Q\n" +
-	"\x13consensus_snapshots\x18\x03 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\"\xa1\x01\n" +
+	"\x13consensus_snapshots\x18\x03 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\x12=\n" +
+	"\vpod_network\x18\x04 \x01(\v2\x1c.polis.curator.v1.PodNetworkR\n" +
+	"podNetwork\"\xa1\x01\n" +
 	"\x0fClusterRecovery\x12=\n" +
 	"\frecovered_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vrecoveredAt\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -1451,55 +1462,57 @@ var file_polis_curator_v1_management_proto_goTypes = []any{
 	nil,                                        // 26: polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
 	(*ClusterDirectory)(nil),                   // 27: polis.curator.v1.ClusterDirectory
 	(*SnapshotPolicy)(nil),                     // 28: polis.curator.v1.SnapshotPolicy
-	(*timestamppb.Timestamp)(nil),              // 29: google.protobuf.Timestamp
-	(NodeState)(0),                             // 30: polis.curator.v1.NodeState
-	(*Node)(nil),                               // 31: polis.curator.v1.Node
-	(*Roles)(nil),                              // 32: polis.curator.v1.Roles
-	(*KubernetesAPIServer)(nil),                // 33: polis.curator.v1.KubernetesAPIServer
+	(*PodNetwork)(nil),                         // 29: polis.curator.v1.PodNetwork
+	(*timestamppb.Timestamp)(nil),              // 30: google.protobuf.Timestamp
+	(NodeState)(0),                             // 31: polis.curator.v1.NodeState
+	(*Node)(nil),                               // 32: polis.curator.v1.Node
+	(*Roles)(nil),                              // 33: polis.curator.v1.Roles
+	(*KubernetesAPIServer)(nil),                // 34: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_management_proto_depIdxs = []int32{
 	27, // 0: polis.curator.v1.GetClusterInfoResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
 	2,  // 1: polis.curator.v1.GetClusterInfoResponse.last_recovery:type_name -> polis.curator.v1.ClusterRecovery
 	28, // 2: polis.curator.v1.GetClusterInfoResponse.consensus_snapshots:type_name -> polis.curator.v1.SnapshotPolicy
-	29, // 3: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
-	30, // 4: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
-	24, // 5: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
-	31, // 6: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
-	27, // 7: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	27, // 8: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	32, // 9: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
-	25, // 10: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
-	26, // 11: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
-	33, // 12: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
-	23, // 13: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
-	29, // 14: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
-	0,  // 15: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
-	3,  // 16: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
-	5,  // 17: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
-	7,  // 18: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
-	9,  // 19: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
-	11, // 20: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
-	13, // 21: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
-	15, // 22: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
-	17, // 23: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
-	19, // 24: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
-	21, // 25: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
-	1,  // 26: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
-	4,  // 27: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
-	6,  // 28: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
-	8,  // 29: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
-	10, // 30: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
-	12, // 31: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
-	14, // 32: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
-	16, // 33: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
-	18, // 34: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
-	20, // 35: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
-	22, // 36: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
-	26, // [26:37] is the sub-list for method output_type
-	15, // [15:26] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	29, // 3: polis.curator.v1.GetClusterInfoResponse.pod_network:type_name -> polis.curator.v1.PodNetwork
+	30, // 4: polis.curator.v1.ClusterRecovery.recovered_at:type_name -> google.protobuf.Timestamp
+	31, // 5: polis.curator.v1.ListNodesRequest.states:type_name -> polis.curator.v1.NodeState
+	24, // 6: polis.curator.v1.ListNodesRequest.labels:type_name -> polis.curator.v1.ListNodesRequest.LabelsEntry
+	32, // 7: polis.curator.v1.ListNodesResponse.nodes:type_name -> polis.curator.v1.Node
+	27, // 8: polis.curator.v1.GetRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	27, // 9: polis.curator.v1.RotateRegisterTicketResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	33, // 10: polis.curator.v1.UpdateNodeRolesResponse.roles:type_name -> polis.curator.v1.Roles
+	25, // 11: polis.curator.v1.UpdateNodeLabelsRequest.set:type_name -> polis.curator.v1.UpdateNodeLabelsRequest.SetEntry
+	26, // 12: polis.curator.v1.UpdateNodeLabelsResponse.labels:type_name -> polis.curator.v1.UpdateNodeLabelsResponse.LabelsEntry
+	34, // 13: polis.curator.v1.IssueKubernetesCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	23, // 14: polis.curator.v1.BackupClusterResponse.info:type_name -> polis.curator.v1.BackupInfo
+	30, // 15: polis.curator.v1.BackupInfo.taken_at:type_name -> google.protobuf.Timestamp
+	0,  // 16: polis.curator.v1.ManagementService.GetClusterInfo:input_type -> polis.curator.v1.GetClusterInfoRequest
+	3,  // 17: polis.curator.v1.ManagementService.ListNodes:input_type -> polis.curator.v1.ListNodesRequest
+	5,  // 18: polis.curator.v1.ManagementService.GetRegisterTicket:input_type -> polis.curator.v1.GetRegisterTicketRequest
+	7,  // 19: polis.curator.v1.ManagementService.RotateRegisterTicket:input_type -> polis.curator.v1.RotateRegisterTicketRequest
+	9,  // 20: polis.curator.v1.ManagementService.ApproveNode:input_type -> polis.curator.v1.ApproveNodeRequest
+	11, // 21: polis.curator.v1.ManagementService.UpdateNodeRoles:input_type -> polis.curator.v1.UpdateNodeRolesRequest
+	13, // 22: polis.curator.v1.ManagementService.DecommissionNode:input_type -> polis.curator.v1.DecommissionNodeRequest
+	15, // 23: polis.curator.v1.ManagementService.DeleteNode:input_type -> polis.curator.v1.DeleteNodeRequest
+	17, // 24: polis.curator.v1.ManagementService.UpdateNodeLabels:input_type -> polis.curator.v1.UpdateNodeLabelsRequest
+	19, // 25: polis.curator.v1.ManagementService.IssueKubernetesCredentials:input_type -> polis.curator.v1.IssueKubernetesCredentialsRequest
+	21, // 26: polis.curator.v1.ManagementService.BackupCluster:input_type -> polis.curator.v1.BackupClusterRequest
+	1,  // 27: polis.curator.v1.ManagementService.GetClusterInfo:output_type -> polis.curator.v1.GetClusterInfoResponse
+	4,  // 28: polis.curator.v1.ManagementService.ListNodes:output_type -> polis.curator.v1.ListNodesResponse
+	6,  // 29: polis.curator.v1.ManagementService.GetRegisterTicket:output_type -> polis.curator.v1.GetRegisterTicketResponse
+	8,  // 30: polis.curator.v1.ManagementService.RotateRegisterTicket:output_type -> polis.curator.v1.RotateRegisterTicketResponse
+	10, // 31: polis.curator.v1.ManagementService.ApproveNode:output_type -> polis.curator.v1.ApproveNodeResponse
+	12, // 32: polis.curator.v1.ManagementService.UpdateNodeRoles:output_type -> polis.curator.v1.UpdateNodeRolesResponse
+	14, // 33: polis.curator.v1.ManagementService.DecommissionNode:output_type -> polis.curator.v1.DecommissionNodeResponse
+	16, // 34: polis.curator.v1.ManagementService.DeleteNode:output_type -> polis.curator.v1.DeleteNodeResponse
+	18, // 35: polis.curator.v1.ManagementService.UpdateNodeLabels:output_type -> polis.curator.v1.UpdateNodeLabelsResponse
+	20, // 36: polis.curator.v1.ManagementService.IssueKubernetesCredentials:output_type -> polis.curator.v1.IssueKubernetesCredentialsResponse
+	22, // 37: polis.curator.v1.ManagementService.BackupCluster:output_type -> polis.curator.v1.BackupClusterResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_polis_curator_v1_management_proto_init() }

@@ -86,7 +86,9 @@ type ManagementServiceClient interface {
 	// take over. Taking it from the leading curator's node while another
 	// curator runs makes the leader hand the leadership over and answer
 	// UNAVAILABLE; the curator client retries on the new leader, which
-	// carries the change out.
+	// carries the change out. RESOURCE_EXHAUSTED if KubernetesWorker is given
+	// to a node that has no pod range yet and the cluster's pod range has
+	// none left (NodeNetwork.pod_range).
 	UpdateNodeRoles(ctx context.Context, in *UpdateNodeRolesRequest, opts ...grpc.CallOption) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -333,7 +335,9 @@ type ManagementServiceServer interface {
 	// take over. Taking it from the leading curator's node while another
 	// curator runs makes the leader hand the leadership over and answer
 	// UNAVAILABLE; the curator client retries on the new leader, which
-	// carries the change out.
+	// carries the change out. RESOURCE_EXHAUSTED if KubernetesWorker is given
+	// to a node that has no pod range yet and the cluster's pod range has
+	// none left (NodeNetwork.pod_range).
 	UpdateNodeRoles(context.Context, *UpdateNodeRolesRequest) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its

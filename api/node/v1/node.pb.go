@@ -177,8 +177,12 @@ type ClusterConfiguration struct {
 	// database on its own disk. Optional: unset, one every hour, the last
 	// six kept.
 	ConsensusSnapshots *v1.SnapshotPolicy `protobuf:"bytes,2,opt,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The cluster's pod range, out of which each worker node gets its own.
+	// Optional: unset, 10.244.0.0/14 in a /24 per node
+	// (curator.DefaultPodRange). It must not overlap the nodes' own network.
+	PodNetwork    *v1.PodNetwork `protobuf:"bytes,3,opt,name=pod_network,json=podNetwork,proto3" json:"pod_network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterConfiguration) Reset() {
@@ -221,6 +225,13 @@ func (x *ClusterConfiguration) GetFirstNodeKubernetesWorker() bool {
 func (x *ClusterConfiguration) GetConsensusSnapshots() *v1.SnapshotPolicy {
 	if x != nil {
 		return x.ConsensusSnapshots
+	}
+	return nil
+}
+
+func (x *ClusterConfiguration) GetPodNetwork() *v1.PodNetwork {
+	if x != nil {
+		return x.PodNetwork
 	}
 	return nil
 }
@@ -353,10 +364,12 @@ const file_polis_node_v1_node_proto_rawDesc = "" +
 	"\acluster\"\xa5\x01\n" +
 	"\x10ClusterBootstrap\x12(\n" +
 	"\x10owner_public_key\x18\x01 \x01(\fR\x0eownerPublicKey\x12g\n" +
-	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\"\xaa\x01\n" +
+	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\"\xe9\x01\n" +
 	"\x14ClusterConfiguration\x12?\n" +
 	"\x1cfirst_node_kubernetes_worker\x18\x01 \x01(\bR\x19firstNodeKubernetesWorker\x12Q\n" +
-	"\x13consensus_snapshots\x18\x02 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\"\x8b\x01\n" +
+	"\x13consensus_snapshots\x18\x02 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\x12=\n" +
+	"\vpod_network\x18\x03 \x01(\v2\x1c.polis.curator.v1.PodNetworkR\n" +
+	"podNetwork\"\x8b\x01\n" +
 	"\x0fClusterRegister\x12'\n" +
 	"\x0fregister_ticket\x18\x01 \x01(\fR\x0eregisterTicket\x12O\n" +
 	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"o\n" +
@@ -384,19 +397,21 @@ var file_polis_node_v1_node_proto_goTypes = []any{
 	(*ClusterRegister)(nil),      // 3: polis.node.v1.ClusterRegister
 	(*SealedConfiguration)(nil),  // 4: polis.node.v1.SealedConfiguration
 	(*v1.SnapshotPolicy)(nil),    // 5: polis.curator.v1.SnapshotPolicy
-	(*v1.ClusterDirectory)(nil),  // 6: polis.curator.v1.ClusterDirectory
+	(*v1.PodNetwork)(nil),        // 6: polis.curator.v1.PodNetwork
+	(*v1.ClusterDirectory)(nil),  // 7: polis.curator.v1.ClusterDirectory
 }
 var file_polis_node_v1_node_proto_depIdxs = []int32{
 	1, // 0: polis.node.v1.NodeParameters.cluster_bootstrap:type_name -> polis.node.v1.ClusterBootstrap
 	3, // 1: polis.node.v1.NodeParameters.cluster_register:type_name -> polis.node.v1.ClusterRegister
 	2, // 2: polis.node.v1.ClusterBootstrap.initial_cluster_configuration:type_name -> polis.node.v1.ClusterConfiguration
 	5, // 3: polis.node.v1.ClusterConfiguration.consensus_snapshots:type_name -> polis.curator.v1.SnapshotPolicy
-	6, // 4: polis.node.v1.ClusterRegister.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 4: polis.node.v1.ClusterConfiguration.pod_network:type_name -> polis.curator.v1.PodNetwork
+	7, // 5: polis.node.v1.ClusterRegister.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_polis_node_v1_node_proto_init() }

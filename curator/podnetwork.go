@@ -1,0 +1,328 @@
+package curator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/kube/controlplane"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// The pod network: every node that holds KubernetesWorker gets its own pod
+// range out of the cluster's (PodNetwork, chosen at bootstrap), so that
+// Pods on different nodes never share an address and each node can route
+// to the others' Pods by their range.
+//
+// Who has which range is kept twice, in one transaction: in the node's
+// record (NodeNetwork.pod_range, what watchers and polisctl see) and under
+// podRangePrefix, one key per range given out, naming its node. The key is
+// the lock: a range is given only by a transaction that creates its key
+// (CreateRevision = 0), so two curators, or a deposed leader and its
+// successor, can never give one range twice, even where both read the same
+// free list; the loser's transaction fails and it chooses again. A range
+// stays with its node when the role is taken away and given again, and
+// across reboots; it goes back to the pool only when the node's record is
+// deleted, in the deleting transaction.
+
+const (
+	// podNetworkKey holds the cluster's cpb.PodNetwork, written at
+	// bootstrap with the defaults filled in; absent (a cluster
+	// bootstrapped before pod ranges existed), the defaults apply.
+	podNetworkKey = "cluster/pod-network"
+	// podRangePrefix holds, under each range given out ("10.244.3.0/24"),
+	// the ID of the node that has it.
+	podRangePrefix = "podranges/"
+)
+
+// DefaultPodRange is the cluster pod range unless bootstrap says
+// otherwise: 1,024 node ranges of DefaultNodePodPrefixLength, clear of the
+// launcher's cluster networks (10.77.0.0/24 for VMs, loopback for
+// processes), Kubernetes' service range (controlplane.DefaultServiceCIDR,
+// 10.96.0.0/12) and the single-node range kubelets used before
+// (10.88.0.0/16).
+var DefaultPodRange = netip.MustParsePrefix("10.244.0.0/14")
+
+// DefaultNodePodPrefixLength is the prefix length of each node's pod
+// range: 256 addresses, about 250 Pods.
+const DefaultNodePodPrefixLength = 24
+
+// maxNodePodPrefixLength is the longest node pod range: 16 addresses,
+// a dozen Pods after the network, bridge and broadcast addresses.
+const maxNodePodPrefixLength = 28
+
+// maxNodePodRanges caps how many node ranges a cluster range may hold, so
+// that choosing a free one stays a short walk.
+const maxNodePodRanges = 1 << 16
+
+// CheckPodNetwork checks a pod network given at bootstrap (nil is the
+// defaults), with an error naming what is wrong. Bootstrap checks it; the
+// node agent checks its parameters with it first.
+func CheckPodNetwork(p *cpb.PodNetwork) error {
+	if p == nil {
+		return nil
+	}
+	if err := checkNoUnknownFields("pod network", p); err != nil {
+		return err
+	}
+	_, _, err := parsePodNetwork(withPodNetworkDefaults(p))
+	return err
+}
+
+// parsePodNetwork checks p, defaults filled in, and returns its cluster
+// range and node prefix length.
+func parsePodNetwork(p *cpb.PodNetwork) (netip.Prefix, int, error) {
+	r, err := netip.ParsePrefix(p.ClusterRange)
+	if err != nil {
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %q: want an IPv4 prefix such as %s: %w", p.ClusterRange, DefaultPodRange, err)
+	}
+	bits := int(p.NodePrefixLength)
+	switch {
+	case !r.Addr().Is4():
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s: only IPv4 pod ranges are supported", r)
+	case r.Masked() != r:
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s has host bits set; did you mean %s?", r, r.Masked())
+	case r.Addr().IsLoopback() || r.Addr().IsLinkLocalUnicast() || r.Addr().IsMulticast() || !r.Addr().IsGlobalUnicast():
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s is not unicast addresses a Pod may have", r)
+	case r.Overlaps(controlplane.DefaultServiceCIDR):
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s overlaps the Kubernetes service range %s", r, controlplane.DefaultServiceCIDR)
+	case bits <= r.Bits() || bits > maxNodePodPrefixLength:
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: node prefix length %d: want longer than the cluster range's %d and at most %d", bits, r.Bits(), maxNodePodPrefixLength)
+	case bits-r.Bits() > 16:
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s holds more than %d node ranges of /%d: take a longer node prefix or a smaller cluster range", r, maxNodePodRanges, bits)
+	}
+	return r, bits, nil
+}
+
+// withPodNetworkDefaults returns p (nil: the defaults) with its unset
+// fields filled in.
+func withPodNetworkDefaults(p *cpb.PodNetwork) *cpb.PodNetwork {
+	res := &cpb.PodNetwork{ClusterRange: DefaultPodRange.String(), NodePrefixLength: DefaultNodePodPrefixLength}
+	if p.GetClusterRange() != "" {
+		res.ClusterRange = p.ClusterRange
+	}
+	if p.GetNodePrefixLength() != 0 {
+		res.NodePrefixLength = p.NodePrefixLength
+	}
+	return res
+}
+
+// readPodNetwork reads the cluster's pod network, defaults filled in.
+func readPodNetwork(ctx context.Context, kv clientv3.KV) (*cpb.PodNetwork, error) {
+	resp, err := kv.Get(ctx, podNetworkKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pod network: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return withPodNetworkDefaults(nil), nil
+	}
+	var p cpb.PodNetwork
+	if err := proto.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+		return nil, fmt.Errorf("parsing the pod network: %w", err)
+	}
+	if err := CheckPodNetwork(&p); err != nil {
+		return nil, fmt.Errorf("the stored %w", err)
+	}
+	return withPodNetworkDefaults(&p), nil
+}
+
+// podRangeKey is the key that says who has range r.
+func podRangeKey(r netip.Prefix) string { return podRangePrefix + r.String() }
+
+// PodRangesPrefix is where, in the curator's etcd namespace, the pod
+// ranges given out are kept: one key per range, the node's ID its value.
+// kube/controller, which gives the Kubernetes Nodes the same ranges, reads
+// and watches them there (told by the role server, since it sits below
+// the curator).
+const PodRangesPrefix = podRangePrefix
+
+// ParsePodRangeKey is the range a key under PodRangesPrefix stands for.
+func ParsePodRangeKey(key []byte) (netip.Prefix, bool) {
+	s, ok := strings.CutPrefix(string(key), podRangePrefix)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	r, err := netip.ParsePrefix(s)
+	return r, err == nil
+}
+
+// errPodRangesExhausted is wrapped by choosePodRange when every range is
+// given out.
+var errPodRangesExhausted = errors.New("no pod range left")
+
+// choosePodRange picks the lowest range of the pod network that no node
+// has, and returns it with the transaction parts that give it to node id:
+// a condition that nobody took it meanwhile, and the write of its key.
+// The caller writes them with the node's record.
+func choosePodRange(ctx context.Context, kv clientv3.KV, id string) (netip.Prefix, clientv3.Cmp, clientv3.Op, error) {
+	pn, err := readPodNetwork(ctx, kv)
+	if err != nil {
+		return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, err
+	}
+	cluster, bits, err := parsePodNetwork(pn)
+	if err != nil {
+		return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, err
+	}
+	resp, err := kv.Get(ctx, podRangePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("reading the pod ranges given out: %w", err)
+	}
+	taken := make(map[string]bool, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		taken[string(kv.Key)] = true
+	}
+	base := binary.BigEndian.Uint32(cluster.Addr().AsSlice())
+	size := uint32(1) << (32 - bits)
+	count := 1 << (bits - cluster.Bits())
+	for i := range count {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], base+uint32(i)*size)
+		r := netip.PrefixFrom(netip.AddrFrom4(a), bits)
+		key := podRangeKey(r)
+		if taken[key] {
+			continue
+		}
+		return r, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, id), nil
+	}
+	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out; delete nodes that no longer run", errPodRangesExhausted, count, bits, cluster)
+}
+
+// givePodRange is the part of a change to node n's record that gives it a
+// pod range if it holds KubernetesWorker and has none: n gets the range,
+// and the returned condition and write go into the same transaction. A
+// node that has a range, or does not hold the role, is left as it is.
+func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.Cmp, []clientv3.Op, error) {
+	if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+		return nil, nil, nil
+	}
+	r, cmp, op, err := choosePodRange(ctx, kv, n.Id)
+	if errors.Is(err, errPodRangesExhausted) {
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "node %s: %v", n.Id, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if n.Network == nil {
+		n.Network = &cpb.NodeNetwork{}
+	}
+	n.Network.PodRange = r.String()
+	return []clientv3.Cmp{cmp}, []clientv3.Op{op}, nil
+}
+
+// releasePodRangeOp returns the pod range of n to the pool, for the
+// transaction that deletes n's record: the range's key is deleted if it
+// still names n (a nested transaction, so a key that somehow names another
+// node is left to it). No op if n has no range.
+func releasePodRangeOp(n *cpb.Node) (clientv3.Op, bool) {
+	r, err := netip.ParsePrefix(n.GetNetwork().GetPodRange())
+	if err != nil {
+		return clientv3.Op{}, false
+	}
+	key := podRangeKey(r)
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", n.Id)}, []clientv3.Op{clientv3.OpDelete(key)}, nil), true
+}
+
+// checkNodeNetwork checks the network part of a node record.
+func checkNodeNetwork(nn *cpb.NodeNetwork) error {
+	if nn == nil {
+		return nil
+	}
+	if nn.PodRange != "" {
+		r, err := netip.ParsePrefix(nn.PodRange)
+		if err != nil || !r.Addr().Is4() || r.Masked() != r {
+			return fmt.Errorf("pod range %s is not an IPv4 prefix without host bits", quoted(nn.PodRange))
+		}
+	}
+	if k := nn.WireguardPublicKey; len(k) != 0 && len(k) != wireGuardKeySize {
+		return fmt.Errorf("WireGuard public key is %d bytes, not %d", len(k), wireGuardKeySize)
+	}
+	return nil
+}
+
+// wireGuardKeySize is the size of a WireGuard (Curve25519) key.
+const wireGuardKeySize = 32
+
+// podRangesTimeout bounds one term's look for workers without a range.
+const podRangesTimeout = time.Minute
+
+// runPodRanges gives, once per leader term, a pod range to every node
+// that holds KubernetesWorker without one: a record written before pod
+// ranges existed (an upgraded cluster), or by hand. UpdateNodeRoles gives
+// the range with the role, so this finds nothing in a cluster that always
+// had them. A pool with no range left is logged, not retried: the node
+// waits for its range, and says so in its status.
+//
+//	reads:  s.leader, node records
+//	writes: node records' pod ranges, podRangePrefix
+func (s *Service) runPodRanges(ctx context.Context) error {
+	var in event.Inputs
+	defer in.Close()
+	leader := event.Input(&in, &s.leader, nil)
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	var done *leaderState
+	for {
+		if _, err := in.Wait(ctx); err != nil {
+			return err
+		}
+		l := leader.Latest()
+		if l == nil || l == done {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, podRangesTimeout)
+		err := s.givePodRanges(rctx, l)
+		cancel()
+		if errors.Is(err, ErrNotLeader) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("giving pod ranges to workers without one: %w", err)
+		}
+		done = l
+	}
+}
+
+func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
+	snap, err := s.nodes.fenced(ctx)
+	if err != nil {
+		return err
+	}
+	log := supervisor.Logger(ctx)
+	for id, n := range snap.nodes {
+		if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+			continue
+		}
+		// Serialised with UpdateNodeRoles, like every change of roles.
+		l.membership.Lock()
+		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+			if n == nil {
+				return nil, nil, nil, nil
+			}
+			cmps, ops, err := givePodRange(ctx, s.cfg.Client, n)
+			return n, cmps, ops, err
+		})
+		l.membership.Unlock()
+		if status.Code(err) == codes.ResourceExhausted {
+			log.Error("a worker node has no pod range, and none is left", zap.String("node", id), zap.Error(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if next != nil {
+			log.Info("gave a worker node without one a pod range", zap.String("node", id), zap.String("podRange", next.GetNetwork().GetPodRange()))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package curator
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+)
+
+func TestCheckPodNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		p       *cpb.PodNetwork
+		mention string // "" if valid
+	}{
+		{nil, ""},
+		{&cpb.PodNetwork{}, ""},
+		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/16", NodePrefixLength: 26}, ""},
+		{&cpb.PodNetwork{ClusterRange: "10.200.0.0"}, "want an IPv4 prefix"},
+		{&cpb.PodNetwork{ClusterRange: "10.200.0.1/16"}, "did you mean 10.200.0.0/16"},
+		{&cpb.PodNetwork{ClusterRange: "fd00::/48"}, "only IPv4"},
+		{&cpb.PodNetwork{ClusterRange: "127.16.0.0/16"}, "not unicast"},
+		{&cpb.PodNetwork{ClusterRange: "10.96.0.0/16"}, "overlaps the Kubernetes service range"},
+		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/24", NodePrefixLength: 24}, "node prefix length 24"},
+		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/16", NodePrefixLength: 29}, "at most 28"},
+		{&cpb.PodNetwork{ClusterRange: "172.0.0.0/10", NodePrefixLength: 28}, "more than 65536 node ranges"},
+	} {
+		err := CheckPodNetwork(tc.p)
+		switch {
+		case tc.mention == "" && err != nil:
+			t.Errorf("%v: %v", tc.p, err)
+		case tc.mention != "" && (err == nil || !strings.Contains(err.Error(), tc.mention)):
+			t.Errorf("%v: %v, want an error mentioning %q", tc.p, err, tc.mention)
+		}
+	}
+}
+
+// podRange is node id's pod range in the store.
+func (c *testCluster) podRange(id string) string {
+	c.t.Helper()
+	return c.record(id).GetNetwork().GetPodRange()
+}
+
+// podRangeOwners are the pod range keys in the store, by range.
+func (c *testCluster) podRangeOwners() map[string]string {
+	c.t.Helper()
+	resp, err := c.etcd.Get(ctxT(c.t), podRangePrefix, clientv3.WithPrefix())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[strings.TrimPrefix(string(kv.Key), podRangePrefix)] = string(kv.Value)
+	}
+	return out
+}
+
+// Each node given KubernetesWorker gets its own range, the lowest free
+// one, in the write that gives the role; it keeps it when the role is
+// taken away and given again, and it goes back to the pool when the node
+// is deleted.
+func TestPodRanges(t *testing.T) {
+	c := newTestCluster(t)
+	m := c.management()
+	ctx := ctxT(t)
+	worker := func(id string, on bool) {
+		t.Helper()
+		if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: id, KubernetesWorker: proto.Bool(on)}); err != nil {
+			t.Fatalf("KubernetesWorker %v for %s: %v", on, id, err)
+		}
+	}
+	a := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	b := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	if r := c.podRange(a); r != "" {
+		t.Fatalf("a node without KubernetesWorker has pod range %s", r)
+	}
+	// The first node's controller role gives no range.
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: c.status.NodeID, KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	worker(a, true)
+	worker(b, true)
+	if ra, rb := c.podRange(a), c.podRange(b); ra != "10.244.0.0/24" || rb != "10.244.1.0/24" {
+		t.Fatalf("pod ranges %q and %q, want 10.244.0.0/24 and 10.244.1.0/24", ra, rb)
+	}
+	worker(a, false)
+	worker(a, true)
+	if r := c.podRange(a); r != "10.244.0.0/24" {
+		t.Errorf("after the role was taken and given again: %q, want 10.244.0.0/24", r)
+	}
+	info, err := m.GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&cpb.PodNetwork{ClusterRange: "10.244.0.0/14", NodePrefixLength: 24}); !proto.Equal(info.PodNetwork, want) {
+		t.Errorf("GetClusterInfo: pod network %v, want %v", info.PodNetwork, want)
+	}
+
+	if _, err := m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: a}); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.podRange(a); r != "10.244.0.0/24" {
+		t.Errorf("a decommissioned node's range %q: kept until it is deleted", r)
+	}
+	if _, err := m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: a}); err != nil {
+		t.Fatal(err)
+	}
+	if owners := c.podRangeOwners(); len(owners) != 1 || owners["10.244.1.0/24"] != b {
+		t.Errorf("after deleting %s, the ranges given out are %v; want only b's", a, owners)
+	}
+	d := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	worker(d, true)
+	if r := c.podRange(d); r != "10.244.0.0/24" {
+		t.Errorf("a new worker after a deletion got %q, want the freed 10.244.0.0/24", r)
+	}
+}
+
+// A pool with no range left refuses the role, naming the cluster range,
+// and writes nothing.
+func TestPodRangesExhausted(t *testing.T) {
+	c := newTestCluster(t)
+	small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.etcd.Put(ctxT(t), podNetworkKey, string(small)); err != nil {
+		t.Fatal(err)
+	}
+	m := c.management()
+	for range 2 {
+		id := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+		if _, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: id, KubernetesWorker: proto.Bool(true)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	before := c.storeState()
+	_, err = m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
+	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
+	if d := c.storeState().diff(before); d != "" {
+		t.Errorf("a refused grant changed the store: %s", d)
+	}
+}
+
+// However many grants race, each range goes to one node: the range's key
+// is created in the transaction that records it, so a grant that chose a
+// range another took meanwhile fails and chooses again.
+func TestPodRangesNeverGivenTwice(t *testing.T) {
+	c := newTestCluster(t)
+	l, err := event.Get(ctxT(t), &c.curator.leader, event.Filter(func(l *leaderState) bool { return l != nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	ids := make([]string, n)
+	for i := range ids {
+		seeded := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+		seeded.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+		c.putNode(seeded)
+		ids[i] = seeded.Id
+	}
+	// Two clients, as two curators would be: each grant reads the free
+	// ranges on its own and races the others.
+	clients := []clientv3.KV{c.etcd, curatorClient(t, c.consensusStatus())}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i, id := range ids {
+		kv := clients[i%2]
+		wg.Go(func() {
+			_, err := updateNodeTxn(ctxT(t), l.leadership, kv, id, func(node *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+				cmps, ops, err := givePodRange(context.Background(), kv, node)
+				return node, cmps, ops, err
+			})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]string{}
+	for _, id := range ids {
+		r := c.podRange(id)
+		if r == "" {
+			t.Fatalf("node %s got no range", id)
+		}
+		if other, ok := seen[r]; ok {
+			t.Fatalf("range %s given to %s and %s", r, other, id)
+		}
+		seen[r] = id
+	}
+	if owners := c.podRangeOwners(); len(owners) != n {
+		t.Errorf("%d range keys for %d nodes: %v", len(owners), n, owners)
+	}
+	for r, id := range seen {
+		if owner := c.podRangeOwners()[r]; owner != id {
+			t.Errorf("range %s: key names %q, record %s", r, owner, id)
+		}
+	}
+}
+
+// peersStream reads a WatchNetworkPeers stream.
+type peersStream struct {
+	t testing.TB
+	s grpc.ServerStreamingClient[cpb.WatchNetworkPeersResponse]
+}
+
+func (c *testCluster) watchPeers(conn *grpc.ClientConn) *peersStream {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(c.t))
+	c.t.Cleanup(cancel)
+	s, err := cpb.NewCuratorServiceClient(conn).WatchNetworkPeers(ctx, &cpb.WatchNetworkPeersRequest{})
+	if err != nil {
+		c.t.Fatalf("WatchNetworkPeers: %v", err)
+	}
+	return &peersStream{t: c.t, s: s}
+}
+
+// until reads messages until one satisfies pred, and returns it.
+func (p *peersStream) until(what string, pred func(*cpb.WatchNetworkPeersResponse) bool) *cpb.WatchNetworkPeersResponse {
+	p.t.Helper()
+	for {
+		m, err := p.s.Recv()
+		if err != nil {
+			p.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if pred(m) {
+			return m
+		}
+	}
+}
+
+func peerIDs(m *cpb.WatchNetworkPeersResponse) []string {
+	var ids []string
+	for _, p := range m.Peers {
+		ids = append(ids, p.NodeId)
+	}
+	return ids
+}
+
+// A node sets its own WireGuard key, and only a key; every other worker
+// node sees it in its peers, which follow nodes as they get and lose the
+// role, are decommissioned and deleted.
+func TestNetworkPeers(t *testing.T) {
+	c := newTestCluster(t)
+	m := c.management()
+	ctx := ctxT(t)
+	seeded := make([]*testNode, 3)
+	conns := make([]*grpc.ClientConn, 3)
+	for i := range seeded {
+		seeded[i] = c.seedNode(cpb.NodeState_NODE_STATE_UP)
+		conns[i] = c.asNode(nodeCertFor(t, c, seeded[i].key), seeded[i].key)
+	}
+	a, b, d := seeded[0].node, seeded[1].node, seeded[2].node
+	for _, n := range []*cpb.Node{a, b} {
+		if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: n.Id, KubernetesWorker: proto.Bool(true)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	curA := cpb.NewCuratorServiceClient(conns[0])
+	_, err := curA.SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: []byte("short")})
+	wantStatus(t, "a 5-byte key", err, codes.InvalidArgument, "32-byte")
+	_, err = curA.SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: make([]byte, 32)})
+	wantStatus(t, "a zero key", err, codes.InvalidArgument, "all zeros")
+
+	fromB := c.watchPeers(conns[1])
+	first := fromB.until("b's first list", func(*cpb.WatchNetworkPeersResponse) bool { return true })
+	want := &cpb.WatchNetworkPeersResponse{PodRange: "10.244.1.0/24", Peers: []*cpb.NetworkPeer{{NodeId: a.Id, Address: a.Status.ExternalAddress, PodRange: "10.244.0.0/24"}}}
+	if !proto.Equal(first, want) {
+		t.Fatalf("b's first list %v, want %v", first, want)
+	}
+
+	keyA := []byte(strings.Repeat("a", 32))
+	if _, err := curA.SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: keyA}); err != nil {
+		t.Fatalf("SetWireGuardKey: %v", err)
+	}
+	if got := c.record(a.Id).GetNetwork(); string(got.GetWireguardPublicKey()) != string(keyA) || got.GetPodRange() != "10.244.0.0/24" {
+		t.Errorf("a's record after SetWireGuardKey: %v", got)
+	}
+	fromB.until("a's key", func(m *cpb.WatchNetworkPeersResponse) bool {
+		return len(m.Peers) == 1 && string(m.Peers[0].WireguardPublicKey) == string(keyA)
+	})
+	// A node with no role sets its key too (it may get the role later)
+	// and follows the workers, without being one.
+	if _, err := cpb.NewCuratorServiceClient(conns[2]).SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: []byte(strings.Repeat("d", 32))}); err != nil {
+		t.Fatal(err)
+	}
+	fromD := c.watchPeers(conns[2])
+	if got := fromD.until("d's list", func(*cpb.WatchNetworkPeersResponse) bool { return true }); got.PodRange != "" || len(got.Peers) != 2 {
+		t.Errorf("d's list %v: want no range of its own and two peers", got)
+	}
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: d.Id, KubernetesWorker: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	fromB.until("d as a peer", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 2 })
+	fromD.until("d's own range", func(m *cpb.WatchNetworkPeersResponse) bool { return m.PodRange == "10.244.2.0/24" })
+
+	// The first node's status changes touch nobody's peers: no message.
+	// Then a is decommissioned: it goes from every list.
+	if _, err := m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: a.Id}); err != nil {
+		t.Fatal(err)
+	}
+	got := fromB.until("a gone", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 1 })
+	if ids := peerIDs(got); ids[0] != d.Id {
+		t.Errorf("b's peers after a was decommissioned: %v, want d", ids)
+	}
+	fromD.until("a gone from d's list", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 1 && m.Peers[0].NodeId == b.Id })
+	// A decommissioned node's stream is cut off; it cannot set a key.
+	_, err = curA.SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: keyA})
+	wantStatus(t, "SetWireGuardKey by a decommissioned node", err, codes.PermissionDenied, "")
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: d.Id, KubernetesWorker: proto.Bool(false)}); err != nil {
+		t.Fatal(err)
+	}
+	fromB.until("d without the role gone", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 0 })
+}
+
+// The peers of a node are computed from the records alone.
+func TestPeerOf(t *testing.T) {
+	worker := &cpb.Node{
+		Id:      "node-1",
+		State:   cpb.NodeState_NODE_STATE_UP,
+		Roles:   &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}},
+		Status:  &cpb.NodeStatus{ExternalAddress: "10.77.0.3"},
+		Network: &cpb.NodeNetwork{PodRange: "10.244.1.0/24"},
+	}
+	if p := peerOf(worker); p == nil || p.Address != "10.77.0.3" || p.PodRange != "10.244.1.0/24" {
+		t.Errorf("peerOf(a worker) = %v", p)
+	}
+	for what, change := range map[string]func(n *cpb.Node){
+		"decommissioned": func(n *cpb.Node) { n.State = cpb.NodeState_NODE_STATE_DECOMMISSIONED; n.Roles = nil },
+		"no role":        func(n *cpb.Node) { n.Roles = &cpb.Roles{} },
+		"no range":       func(n *cpb.Node) { n.Network = nil },
+		"no address":     func(n *cpb.Node) { n.Status = nil },
+	} {
+		n := proto.Clone(worker).(*cpb.Node)
+		change(n)
+		if p := peerOf(n); p != nil {
+			t.Errorf("peerOf(a node with %s) = %v, want none", what, p)
+		}
+	}
+}
+
+// A worker recorded without a range (before pod ranges existed) gets one
+// from the next leader term, without anyone asking.
+func TestPodRangesGivenByNewLeader(t *testing.T) {
+	c := newTestCluster(t)
+	old := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	old.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	c.putNode(old)
+	term, err := event.Get(ctxT(t), &c.curator.leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new term, as after losing the leadership and winning it back.
+	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, statusWrites: map[string]time.Time{}})
+	c.waitCachedNode(old.Id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() == "10.244.0.0/24" })
+	if owners := c.podRangeOwners(); owners["10.244.0.0/24"] != old.Id {
+		t.Errorf("ranges given out %v, want 10.244.0.0/24 to %s", owners, old.Id)
+	}
+}

@@ -1,0 +1,149 @@
+package curator
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"net/netip"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
+)
+
+// The pod network's calls: a node publishes the public half of its
+// WireGuard key (SetWireGuardKey) and follows its peers
+// (WatchNetworkPeers), the other worker nodes whose pods it must reach.
+// Pod ranges are given by UpdateNodeRoles (podnetwork.go).
+
+func (r *rpcServer) SetWireGuardKey(ctx context.Context, req *cpb.SetWireGuardKeyRequest) (*cpb.SetWireGuardKeyResponse, error) {
+	key := req.WireguardPublicKey
+	if len(key) != wireGuardKeySize {
+		return nil, status.Errorf(codes.InvalidArgument, "wireguard_public_key is %d bytes, want a %d-byte Curve25519 public key", len(key), wireGuardKeySize)
+	}
+	if bytes.Equal(key, make([]byte, wireGuardKeySize)) {
+		return nil, status.Error(codes.InvalidArgument, "wireguard_public_key is all zeros, which is no key")
+	}
+	id := callerFrom(ctx).NodeID
+	_, err := r.changeNode(ctx, id, func(n *cpb.Node) (*cpb.Node, error) {
+		if err := nodeStillUp(id, n); err != nil {
+			return nil, err
+		}
+		n.Network = cmp.Or(n.Network, &cpb.NodeNetwork{})
+		n.Network.WireguardPublicKey = key
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.SetWireGuardKeyResponse{}, nil
+}
+
+// WatchNetworkPeers follows the node cache like Watch, and sends the
+// caller's whole list again whenever its part of it changed. Most record
+// changes (statuses, labels) touch no peer: what changed is found from the
+// snapshots' change lists and compared as peers (networkChanged), so such
+// a change costs each stream a look at the records it names, not a walk
+// over the cluster.
+func (r *rpcServer) WatchNetworkPeers(_ *cpb.WatchNetworkPeersRequest, stream grpc.ServerStreamingServer[cpb.WatchNetworkPeersResponse]) error {
+	ctx := stream.Context()
+	caller := callerFrom(ctx).NodeID
+
+	var in event.Inputs
+	defer in.Close()
+	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
+	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
+	wasFollowing := false
+	var sent *nodeSnapshot
+	var last *cpb.WatchNetworkPeersResponse
+	for {
+		if _, err := in.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
+		}
+		// As in Watch: the stream ends with the curator's following of
+		// etcd, and with the caller's standing.
+		if following.Latest().Connected {
+			wasFollowing = true
+		} else if wasFollowing {
+			return status.Errorf(codes.Unavailable, "this curator lost its watch of etcd (%v); watch again", following.Latest().Err)
+		}
+		snap := nodes.Latest()
+		if err := nodeStillUp(caller, snap.nodes[caller]); err != nil {
+			return err
+		}
+		if sent != nil && !networkChanged(sent, snap, caller) {
+			sent = snap
+			continue
+		}
+		sent = snap
+		msg := networkPeersOf(snap, caller)
+		if last != nil && proto.Equal(msg, last) {
+			continue
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		last = msg
+	}
+}
+
+// networkPeersOf is what node self is sent in snap: its pod range and its
+// peers, by node ID.
+func networkPeersOf(snap *nodeSnapshot, self string) *cpb.WatchNetworkPeersResponse {
+	msg := &cpb.WatchNetworkPeersResponse{PodRange: snap.nodes[self].GetNetwork().GetPodRange()}
+	for id, n := range snap.nodes {
+		if id == self {
+			continue
+		}
+		if p := peerOf(n); p != nil {
+			msg.Peers = append(msg.Peers, p)
+		}
+	}
+	slices.SortFunc(msg.Peers, func(a, b *cpb.NetworkPeer) int { return cmp.Compare(a.NodeId, b.NodeId) })
+	return msg
+}
+
+// peerOf is n as a peer of the other worker nodes; nil if it is none: it
+// must be UP, hold KubernetesWorker, have a pod range and report an
+// address. Decommissioned and deleted nodes are nobody's peers.
+func peerOf(n *cpb.Node) *cpb.NetworkPeer {
+	if n == nil || n.State != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() == "" {
+		return nil
+	}
+	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
+	if err != nil || addr.IsUnspecified() {
+		return nil
+	}
+	return &cpb.NetworkPeer{NodeId: n.Id, Address: addr.String(), PodRange: n.Network.PodRange, WireguardPublicKey: n.Network.WireguardPublicKey}
+}
+
+// networkChanged reports whether self's message may differ between
+// snapshots sent and snap: whether a record changed in between in a way
+// that changes it as a peer, or changes self's own pod range.
+func networkChanged(sent, snap *nodeSnapshot, self string) bool {
+	ids, ok := snap.changedSince(sent, len(snap.nodes))
+	if !ok {
+		return true
+	}
+	for _, id := range ids {
+		before, after := sent.nodes[id], snap.nodes[id]
+		if id == self {
+			if before.GetNetwork().GetPodRange() != after.GetNetwork().GetPodRange() {
+				return true
+			}
+			continue
+		}
+		if !proto.Equal(peerOf(before), peerOf(after)) {
+			return true
+		}
+	}
+	return false
+}

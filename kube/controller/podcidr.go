@@ -1,0 +1,310 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/kube/controlplane"
+	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// Every Node's spec.podCIDR says the pod range the curator gave the Polis
+// node of the same name: what Kubernetes components and workloads read
+// to learn a node's Pod addresses. Who writes it, and why so:
+//
+//   - not the kubelet: NodeRestriction forbids a kubelet to change its
+//     Node's spec, and the kubelet sets no podCIDR when it registers;
+//   - not kube-controller-manager's allocator (--allocate-node-cidrs),
+//     which would choose ranges of its own, unaware of the curator's,
+//     which the nodes' CNI configuration and routes use;
+//   - so each controller node's agent, as podCIDRUser in system:masters,
+//     with a certificate issued in memory for this run from the
+//     cluster's Kubernetes PKI (never written to disk), against its own
+//     apiserver. Every controller node does the same, harmlessly: each
+//     sets only an empty podCIDR (Kubernetes refuses to change one that
+//     is set), with the same value.
+//
+// It follows both sides: the ranges in the curator's namespace (one etcd
+// watch) and the Nodes (a Kubernetes list, then a watch), and patches a
+// Node whose podCIDR is empty as soon as both its range and itself exist.
+
+// podCIDRUser is the Kubernetes user the agent sets podCIDRs as.
+const podCIDRUser = "polis:pod-cidr"
+
+// podCIDRCertLifetime bounds the certificate; the run ends before (see
+// podCIDRs.run) and the next one issues a fresh one.
+const podCIDRCertLifetime = 24 * time.Hour
+
+// podCIDRs is the runnable that keeps spec.podCIDR.
+type podCIDRs struct {
+	hc     *http.Client
+	server string
+	// cli reads the curator's namespace, where source says the ranges
+	// are.
+	cli    *clientv3.Client
+	source PodRangeSource
+	status event.ValueWatch[*controlplane.Status]
+	// renew is when the run ends to issue a fresh certificate.
+	renew time.Time
+}
+
+// newPodCIDRs issues the client certificate and returns the runnable.
+func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, source PodRangeSource, status event.ValueWatch[*controlplane.Status]) (*podCIDRs, error) {
+	now := time.Now()
+	pair, err := cluster.IssueClient(podCIDRUser, []string{"system:masters"}, now)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the pod CIDR writer's certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(pair.Cert, pair.Key)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(cluster.CACert) {
+		return nil, errors.New("the Kubernetes CA certificate does not parse")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+	return &podCIDRs{
+		hc:     &http.Client{Transport: tr},
+		server: server,
+		cli:    cli,
+		source: source,
+		status: status,
+		renew:  now.Add(podCIDRCertLifetime / 2),
+	}, nil
+}
+
+// nodeObject is what is read of a Node.
+type nodeObject struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Spec struct {
+		PodCIDR string `json:"podCIDR"`
+	} `json:"spec"`
+}
+
+// errWatchEnded is follow's return when the apiserver ended its Node
+// watch, as it does every few minutes by design.
+var errWatchEnded = errors.New("the Node watch ended")
+
+func (p *podCIDRs) run(ctx context.Context) error {
+	defer p.hc.CloseIdleConnections()
+	if _, err := event.Get(ctx, p.status, event.Filter(func(s *controlplane.Status) bool { return s != nil && s.Ready })); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	// The run ends before the certificate does; the next one issues a
+	// fresh one (see Start).
+	ctx, cancel := context.WithDeadline(ctx, p.renew)
+	defer cancel()
+	for {
+		err := p.follow(ctx)
+		switch {
+		case errors.Is(err, errWatchEnded):
+			continue
+		case ctx.Err() != nil && time.Now().After(p.renew):
+			return errors.New("renewing the pod CIDR writer's certificate")
+		default:
+			return err
+		}
+	}
+}
+
+// follow lists the Nodes and the ranges, and then follows both until
+// either watch ends.
+func (p *podCIDRs) follow(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ranges, rev, err := p.readRanges(ctx)
+	if err != nil {
+		return err
+	}
+	rangeEvents := p.cli.Watch(clientv3.WithRequireLeader(ctx), p.source.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	nodes, rv, err := p.listNodes(ctx)
+	if err != nil {
+		return err
+	}
+	// waiting are the Nodes whose podCIDR is empty, by name.
+	waiting := map[string]bool{}
+	for _, n := range nodes {
+		if n.Spec.PodCIDR == "" {
+			waiting[n.Metadata.Name] = true
+		}
+	}
+	nodeEvents := make(chan nodeObject)
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- p.watchNodes(ctx, rv, nodeEvents) }()
+	defer func() {
+		cancel()
+		<-watchDone
+	}()
+	for {
+		for name := range waiting {
+			r, ok := ranges[name]
+			if !ok {
+				continue
+			}
+			if err := p.patch(ctx, name, r); err != nil {
+				return err
+			}
+			log.Info("set the Node's podCIDR", zap.String("node", name), zap.Stringer("podCIDR", r))
+			delete(waiting, name)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-watchDone:
+			watchDone <- err // for the deferred wait
+			if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+				return errWatchEnded
+			}
+			return fmt.Errorf("watching Nodes: %w", err)
+		case n := <-nodeEvents:
+			if n.Spec.PodCIDR == "" {
+				waiting[n.Metadata.Name] = true
+			} else if r, ok := ranges[n.Metadata.Name]; ok && n.Spec.PodCIDR != r.String() {
+				log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", n.Metadata.Name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
+			}
+		case wr, ok := <-rangeEvents:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("watching the pod ranges: %v", wr.Err())
+			}
+			for _, ev := range wr.Events {
+				r, ok := p.source.Range(ev.Kv.Key)
+				if !ok {
+					continue
+				}
+				if ev.Type == clientv3.EventTypePut {
+					ranges[string(ev.Kv.Value)] = r
+					continue
+				}
+				for id, had := range ranges {
+					if had == r {
+						delete(ranges, id)
+					}
+				}
+			}
+		}
+	}
+}
+
+// readRanges reads the pod ranges given out, by node ID, and the etcd
+// revision they were read at.
+func (p *podCIDRs) readRanges(ctx context.Context) (map[string]netip.Prefix, int64, error) {
+	resp, err := p.cli.Get(ctx, p.source.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the pod ranges: %w", err)
+	}
+	out := make(map[string]netip.Prefix, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if r, ok := p.source.Range(kv.Key); ok {
+			out[string(kv.Value)] = r
+		}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// listNodes lists the Nodes and the resource version to watch from.
+func (p *podCIDRs) listNodes(ctx context.Context) ([]nodeObject, string, error) {
+	body, err := p.do(ctx, http.MethodGet, "/api/v1/nodes", "", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer body.Close()
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Items []nodeObject `json:"items"`
+	}
+	if err := json.NewDecoder(io.LimitReader(body, 64<<20)).Decode(&list); err != nil {
+		return nil, "", fmt.Errorf("listing Nodes: %w", err)
+	}
+	return list.Items, list.Metadata.ResourceVersion, nil
+}
+
+// watchNodes sends every Node added or changed after rv to out, until the
+// watch ends (ctx, or the apiserver ending it).
+func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeObject) error {
+	q := url.Values{"watch": {"1"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"false"}}
+	body, err := p.do(ctx, http.MethodGet, "/api/v1/nodes?"+q.Encode(), "", nil)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	for {
+		var ev struct {
+			Type   string     `json:"type"`
+			Object nodeObject `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			return err
+		}
+		switch ev.Type {
+		case "ADDED", "MODIFIED":
+		case "ERROR":
+			return errors.New("the apiserver ended the watch (its resource version expired)")
+		default:
+			continue
+		}
+		select {
+		case out <- ev.Object:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// patch sets Node name's podCIDR (and podCIDRs) to r.
+func (p *podCIDRs) patch(ctx context.Context, name string, r netip.Prefix) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"podCIDR": r.String(), "podCIDRs": []string{r.String()}}})
+	if err != nil {
+		return err
+	}
+	body, err := p.do(ctx, http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(name), "application/merge-patch+json", patch)
+	if err != nil {
+		return fmt.Errorf("setting Node %s's podCIDR: %w", name, err)
+	}
+	return body.Close()
+}
+
+// do makes one request to the apiserver and returns the body of a 2xx
+// answer; any other is an error with the apiserver's message.
+func (p *podCIDRs) do(ctx context.Context, method, path, contentType string, body []byte) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.server+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+	}
+	return resp.Body, nil
+}
