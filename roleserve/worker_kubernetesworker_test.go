@@ -2,6 +2,12 @@ package roleserve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +21,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -27,6 +34,8 @@ type kubeletIssuer struct {
 	node   string
 	refuse error
 	calls  int
+	// apiServer is the apiserver the answers name; none answers if unset.
+	apiServer netip.AddrPort
 }
 
 func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.IssueKubeletCredentialsResponse, error) {
@@ -60,10 +69,14 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 		}
 		return c.Raw
 	}
+	// Unless apiServer is set, nothing answers: the Node is never Ready.
+	api := &cpb.KubernetesAPIServer{NodeId: "node-c", Address: "127.0.0.1", Port: 1}
+	if k.apiServer.IsValid() {
+		api.Address, api.Port = k.apiServer.Addr().String(), uint32(k.apiServer.Port())
+	}
 	return &cpb.IssueKubeletCredentialsResponse{
 		ClientCertificate: der(client), ServingCertificate: der(serving), CaCertificate: der(k.ca.CACert),
-		// Nothing answers there: the Node is never Ready in this test.
-		ApiServers: []*cpb.KubernetesAPIServer{{NodeId: "node-c", Address: "127.0.0.1", Port: 1}},
+		ApiServers: []*cpb.KubernetesAPIServer{api},
 		NodeName:   k.node,
 	}, nil
 }
@@ -237,4 +250,94 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	if k, c := strings.Index(string(data), "kubelet-stop"), strings.Index(string(data), "containerd-stop"); k < 0 || c < k {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
 	}
+}
+
+// labelledNode is an apiserver's Node for the labels test: GET answers
+// with the labels it holds, a PATCH's labels (a JSON merge patch) are
+// applied; only for the node's own certificate.
+type labelledNode struct {
+	mu     sync.Mutex
+	name   string
+	labels map[string]string
+}
+
+func (n *labelledNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.TLS.PeerCertificates[0].Subject.CommonName != pki.NodeUserPrefix+n.name || r.URL.Path != "/api/v1/nodes/"+n.name {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r.Method == http.MethodPatch {
+		var p struct {
+			Metadata struct{ Labels map[string]*string }
+		}
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for k, v := range p.Metadata.Labels {
+			if v == nil {
+				delete(n.labels, k)
+			} else {
+				n.labels[k] = *v
+			}
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"labels": n.labels}})
+}
+
+func (n *labelledNode) get() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.labels)
+}
+
+// A change of the node's Polis labels reaches the Node's labels while the
+// kubelet runs, mapped as at registration.
+func TestKubernetesWorkerKeepsLabels(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &labelledNode{name: creds.NodeID, labels: map[string]string{kubelet.LabelPrefix + "zone": "a", "kubernetes.io/hostname": "h"}}
+	serving, err := ca.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CACert)
+	srv := httptest.NewUnstartedServer(node)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: netip.MustParseAddrPort(srv.Listener.Addr().String())}
+	rt, bundle, _ := testRuntime(t)
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr)
+	w.cgroupV2 = func(string) bool { return true }
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{"zone": "a"})
+	v.LocalRoles.Set(workerRoles)
+	waitFor(t, &v.KubernetesWorker, "kubelet running", func(s *KubernetesWorkerStatus) bool { return s != nil && s.KubeletRunning })
+
+	v.LocalLabels.Set(map[string]string{"zone": "b", "example.com/rack": "7"})
+	want := map[string]string{kubelet.LabelPrefix + "zone": "b", "example.com/rack": "7", "kubernetes.io/hostname": "h"}
+	for deadline := time.Now().Add(time.Minute); !maps.Equal(node.get(), want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node's labels are %v, want %v", node.get(), want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	v.LocalRoles.Set(noRoles)
+	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
 }

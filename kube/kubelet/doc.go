@@ -17,7 +17,8 @@
 //	     │    then: ctr images import <pause image>   (nothing is pulled)
 //	     ├─ apiproxy    127.0.0.1:ProxyPort → the apiservers, in turn
 //	     ├─ kubelet     polis-kube kubelet --config ... --kubeconfig ...
-//	     └─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//	     ├─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//	     └─ nodelabels  PATCH the Node's labels as the kubelet (SetLabels)
 //
 // A kubelet that exits is restarted alone, with backoff; containerd
 // exiting ends the run (the kubelet cannot work without it), and the
@@ -42,7 +43,11 @@
 // the node's Polis labels: a key without a prefix gets LabelPrefix
 // ("node.polis-os.io/"), a key with a prefix of its own is kept, and one
 // in the kubernetes.io or k8s.io namespaces is left out. kubelet applies
-// them when it registers the Node.
+// them when it registers the Node; afterwards the runner keeps them
+// (SetLabels, nodelabels): it patches the Node as the kubelet whenever they
+// change, and removes the labels it set that are gone, known by the
+// annotation LabelsAnnotation (and LabelPrefix), leaving others' labels
+// alone.
 //
 // # What it does not do
 //

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -65,6 +66,8 @@ type Runner struct {
 	cfg    Config
 	proxy  apiproxy.Relay
 	status memory.Value[*Status]
+	// labels are the Node's labels as SetLabels last said.
+	labels memory.Value[map[string]string]
 
 	mu    sync.Mutex
 	cur   Status
@@ -79,6 +82,7 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, creds: cfg.Credentials}
 	r.status.Name = StatusName
+	r.labels.Set(maps.Clone(cfg.Labels))
 	r.proxy.SetServers(cfg.APIServers)
 	r.proxy.Reached = func(ctx context.Context, err error) {
 		ok := err == nil
@@ -173,6 +177,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "nodelabels", r.labeller()); err != nil {
 		return err
 	}
 	r.note("")
