@@ -101,7 +101,7 @@ func testRuntime(t *testing.T) (rt *KubernetesRuntime, bundle, log string) {
 		t.Fatal(err)
 	}
 	for name, body := range map[string]string{
-		"containerd": "touch $RUN/up\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		"containerd": "touch $RUN/up $RUN/containerd.sock\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 		"ctr":        "[ \"$5\" != version ] || test -e $RUN/up\n",
 		"polis-kube": "echo \"$*\" >>$LOG\ntrap 'echo kubelet-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 	} {
@@ -171,11 +171,10 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 }
 
 // With everything there, the worker asks the curator for the kubelet's
-// credentials (a refusal is in the status and retried), runs containerd
-// and kubelet, reports them running and that the Node is not Ready, asks
-// again for the apiservers while none answers, and
-// when the role goes stops the kubelet, then containerd, before it says
-// so.
+// credentials (a refusal is in the status and retried), runs containerd,
+// and while no apiserver answers holds the kubelet back, says so, and
+// asks the curator again for the apiservers; when the role goes it stops
+// containerd before it says so.
 func TestKubernetesWorkerRuns(t *testing.T) {
 	creds := testCredentials(t)
 	ca, err := pki.NewCluster("test", time.Now())
@@ -202,23 +201,12 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	f.kubelet.mu.Lock()
 	f.kubelet.refuse = nil
 	f.kubelet.mu.Unlock()
-	st := waitFor(t, &v.KubernetesWorker, "containerd and kubelet running", func(s *KubernetesWorkerStatus) bool {
-		return s != nil && s.ContainerdRunning && s.KubeletRunning && s.Note != "" && s.Note != noteStarting
+	// No apiserver answers: containerd runs, the kubelet waits for one.
+	st := waitFor(t, &v.KubernetesWorker, "containerd running, the kubelet waiting for an apiserver", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && strings.Contains(s.Note, "waiting for an apiserver")
 	})
-	if st.NodeReady {
-		t.Error("the Node is Ready, yet no apiserver answers")
-	}
-	// The script notes its arguments once it runs.
-	var data []byte
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "--hostname-override"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet never noted its arguments: %q", data)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-		data, _ = os.ReadFile(log)
-	}
-	if args := string(data); !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
-		t.Errorf("kubelet started with %q", args)
+	if st.NodeReady || st.KubeletRunning {
+		t.Errorf("status %+v: a kubelet runs, or the Node is Ready, yet no apiserver answers", st)
 	}
 	// No apiserver answers: the worker asks the curator again for the
 	// list, without waiting for the credentials' renewal.
@@ -243,13 +231,18 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
-	data, err = os.ReadFile(log)
+	if data := readFile(t, log); !strings.Contains(data, "containerd-stop") || strings.Contains(data, "kubelet") {
+		t.Errorf("want containerd stopped, and no kubelet ever started, before the status says the role is gone; log:\n%s", data)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, c := strings.Index(string(data), "kubelet-stop"), strings.Index(string(data), "containerd-stop"); k < 0 || c < k {
-		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
-	}
+	return string(data)
 }
 
 // labelledNode is an apiserver's Node for the labels test: GET answers
@@ -262,6 +255,10 @@ type labelledNode struct {
 }
 
 func (n *labelledNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
 	if r.TLS.PeerCertificates[0].Subject.CommonName != pki.NodeUserPrefix+n.name || r.URL.Path != "/api/v1/nodes/"+n.name {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
@@ -293,8 +290,10 @@ func (n *labelledNode) get() map[string]string {
 	return maps.Clone(n.labels)
 }
 
-// A change of the node's Polis labels reaches the Node's labels while the
-// kubelet runs, mapped as at registration.
+// With an apiserver answering, the kubelet runs with the node's name,
+// address and labels; a change of the node's Polis labels reaches the
+// Node's labels while it runs, mapped as at registration; when the role
+// goes the kubelet stops before containerd.
 func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	creds := testCredentials(t)
 	ca, err := pki.NewCluster("test", time.Now())
@@ -319,7 +318,7 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 
 	f := newFakeCurator()
 	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: netip.MustParseAddrPort(srv.Listener.Addr().String())}
-	rt, bundle, _ := testRuntime(t)
+	rt, bundle, log := testRuntime(t)
 	v := NewValues()
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr)
@@ -328,7 +327,20 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
 	v.LocalRoles.Set(workerRoles)
-	waitFor(t, &v.KubernetesWorker, "kubelet running", func(s *KubernetesWorkerStatus) bool { return s != nil && s.KubeletRunning })
+	waitFor(t, &v.KubernetesWorker, "containerd and kubelet running", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && s.KubeletRunning
+	})
+	// The script notes its arguments once it runs.
+	var args string
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(args, "--hostname-override"); args = readFile(t, log) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet never noted its arguments: %q", args)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	if !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
+		t.Errorf("kubelet started with %q", args)
+	}
 
 	v.LocalLabels.Set(map[string]string{"zone": "b", "example.com/rack": "7"})
 	want := map[string]string{kubelet.LabelPrefix + "zone": "b", "example.com/rack": "7", "kubernetes.io/hostname": "h"}
@@ -340,4 +352,8 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	}
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
+	data := readFile(t, log)
+	if k, c := strings.Index(data, "kubelet-stop"), strings.Index(data, "containerd-stop"); k < 0 || c < k {
+		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
+	}
 }

@@ -78,6 +78,10 @@ type nodeStore struct {
 }
 
 func (n *nodeStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
 	if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+n.name || r.URL.Path != "/api/v1/nodes/"+n.name {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return

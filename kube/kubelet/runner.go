@@ -2,7 +2,9 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/netip"
 	"os"
@@ -137,6 +139,10 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		supervisor.Cleanup(ctx, func() { kubeletCgroup.Close() })
 		cmd.CgroupFD = int(runtimeCgroup.Fd())
 	}
+	// A socket left by a containerd before would look like this one's.
+	if err := os.Remove(r.cfg.containerdSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("kubelet: removing containerd's old socket: %w", err)
+	}
 	r.note("starting containerd")
 	containerd, err := process.Start(log.Named("containerd"), cmd)
 	if err != nil {
@@ -161,6 +167,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}
 	proxyAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), r.cfg.ProxyPort)
 	if err := supervisor.Run(ctx, "apiproxy", runProxy(&r.proxy, proxyAddr)); err != nil {
+		return err
+	}
+	if err := r.waitAPIServer(ctx); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
@@ -217,21 +226,25 @@ func (r *Runner) prepare() error {
 }
 
 // waitContainerd waits until containerd answers on its socket, or fails
-// if it exits first.
+// if it exits first. ctr is asked only once the socket is there: every
+// ctr is a 23 MB binary's start, which under TCG took the single vCPU
+// from containerd's own start when it was asked every poll.
 func (r *Runner) waitContainerd(ctx context.Context, containerd *process.Process) error {
 	log := supervisor.Logger(ctx)
 	deadline := time.Now().Add(containerdStartTimeout)
 	for {
-		err := r.ctr(ctx, log, 10*time.Second, "version")
-		if err == nil {
-			return nil
+		err := fmt.Errorf("no socket yet")
+		if _, serr := os.Stat(r.cfg.containerdSocket()); serr == nil {
+			if err = r.ctr(ctx, log, 10*time.Second, "version"); err == nil {
+				return nil
+			}
 		}
 		select {
 		case <-containerd.Exited():
 			return fmt.Errorf("containerd (pid %d) ended before it answered: %s", containerd.PID(), exitString(containerd.Err()))
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond): // polling interval of a deadline-bounded wait
+		case <-time.After(100 * time.Millisecond): // polling interval of a deadline-bounded wait
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("containerd does not answer on %s after %v: %w", r.cfg.containerdSocket(), containerdStartTimeout, err)

@@ -47,6 +47,10 @@ func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(c.CACert)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
 		if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+name || r.URL.Path != "/api/v1/nodes/"+name {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
@@ -80,7 +84,7 @@ func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 	}
 	script(filepath.Join(bin, "containerd"), `echo "containerd $*" >>$LOG
 echo "containerd pretending"
-touch $RUN/up
+touch $RUN/up $RUN/containerd.sock
 trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
 sleep 600 & wait
 `)
