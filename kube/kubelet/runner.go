@@ -290,8 +290,22 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 		if err := killCgroup(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
 			log.Error("killing the shims", zap.Error(err))
 		}
+		// The kernel's word for it (and the VM test's check): nothing
+		// Kubernetes started is left, kubelet, containers or shims.
+		switch populated, err := cgroupPopulated(r.cfg.Cgroup); {
+		case err != nil:
+			log.Error("checking what is left of the Kubernetes node", zap.Error(err))
+		case populated:
+			log.Error("processes are left in the Kubernetes node's cgroup after its stop", zap.String("cgroup", r.cfg.Cgroup))
+		default:
+			log.Info(StoppedMessage, zap.String("cgroup", r.cfg.Cgroup))
+		}
 	}
 }
+
+// StoppedMessage is logged once a stopped runner has found its cgroup
+// empty: no kubelet, container, shim or containerd left.
+const StoppedMessage = "the Kubernetes node stopped: no process left in its cgroup"
 
 // Renew replaces the kubelet's credentials and the apiservers: the files
 // are rewritten, the proxy follows the new list at once, and the kubelet

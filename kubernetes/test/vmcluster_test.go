@@ -68,8 +68,10 @@ func TestVMClusterRunsPods(t *testing.T) {
 	if err := demoimage.Build(ctx, root, imageDir); err != nil {
 		t.Fatal(err)
 	}
+	probeDir := filepath.Join(dir, "authz-image")
+	buildAuthzProbe(ctx, t, probeDir)
 	start := time.Now()
-	printed := runLaunch(t, bin, root, vmTimeout, "--vm", "--kubernetes", "--image", "demo="+imageDir, "--nodes", "3",
+	printed := runLaunch(t, bin, root, vmTimeout, "--vm", "--kubernetes", "--image", "demo="+imageDir, "--image", "authz="+probeDir, "--nodes", "3",
 		// One etcd member (node 1): under TCG, raft among three VMs makes
 		// every write of the apiserver's bootstrap slower still.
 		"--consensus-members=false", "--dir", dir, "--keep")
@@ -90,8 +92,10 @@ func TestVMClusterRunsPods(t *testing.T) {
 	kubeconfig := filepath.Join(config, "kubeconfig")
 	cs := proxiedClient(t, kubeconfig, proxy)
 	workers := map[string]string{} // Polis node ID → its VM (launch-node label)
+	ids := map[string]string{}     // VM → Polis node ID
 	for i, a := range []string{"10.77.0.2", "10.77.0.3"} {
-		workers[nodeID(t, bin, config, netip.MustParseAddr(a))] = fmt.Sprintf("node%d", i+2)
+		id, vm := nodeID(t, bin, config, netip.MustParseAddr(a)), fmt.Sprintf("node%d", i+2)
+		workers[id], ids[vm] = vm, id
 	}
 
 	// Both workers' Nodes, Ready, named by their Polis IDs, with the Polis
@@ -149,17 +153,21 @@ func TestVMClusterRunsPods(t *testing.T) {
 	}
 
 	// kubectl logs and exec, through the apiserver to the kubelets.
-	kubectl := func(args ...string) string {
-		t.Helper()
+	tryKubectl := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, filepath.Join(dir, "polis-kube"), append([]string{"kubectl", "--kubeconfig", kubeconfig}, args...)...)
 		// No proxy from the environment: the kubeconfig's proxy-url
 		// must do.
 		cmd.Env = append(os.Environ(), "HTTPS_PROXY=", "https_proxy=", "HTTP_PROXY=", "http_proxy=")
 		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := tryKubectl(args...)
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return out
 	}
 	linkBundle(t, dir)
 	for _, p := range list.Items {
@@ -170,6 +178,19 @@ func TestVMClusterRunsPods(t *testing.T) {
 			t.Errorf("kubectl exec %s -- %s get http://localhost:8080/: %q, want hello from %s", p.Name, demoimage.Entrypoint, out, p.Name)
 		}
 	}
+	if t.Failed() {
+		return
+	}
+
+	c := &vmCluster{bin: bin, config: config, proxy: proxy, cs: cs, ids: ids}
+	// node2's kubelet credentials, on node2, against node3's Secret and
+	// Node: the Node authorizer and NodeRestriction hold.
+	c.checkNodeAuthorizer(ctx, t, "node2", "node3")
+	c.checkLabelsFollow(ctx, t, "node2")
+	// KubernetesWorker taken from node3 and given back (the worker's own
+	// start, timed with the apiserver running), then node2 rebooted.
+	c.checkRoleTakenAway(ctx, t, "node3", tryKubectl)
+	c.checkReboot(ctx, t, "node2")
 }
 
 // linkBundle puts the Kubernetes bundle the launcher used (the system
