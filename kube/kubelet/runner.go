@@ -88,13 +88,17 @@ func New(cfg Config) (*Runner, error) {
 	r.proxy.SetServers(cfg.APIServers)
 	r.proxy.Reached = func(ctx context.Context, err error) {
 		ok := err == nil
-		if !ok {
-			supervisor.Logger(ctx).Warn("dropping a connection", zap.Error(err))
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.cur.NoAPIServer == !ok {
 			return
+		}
+		// Said when it changes: while the apiservers start, the kubelet
+		// and the runner's probes try several times a second.
+		if ok {
+			supervisor.Logger(ctx).Info("an apiserver answers again")
+		} else {
+			supervisor.Logger(ctx).Warn("no apiserver answers; dropping connections until one does", zap.Error(err))
 		}
 		r.cur.NoAPIServer = !ok
 		r.publishLocked()

@@ -161,13 +161,19 @@ func TestVMClusterRunsPods(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	// The apiserver's way to a kubelet (logs, exec) is a TLS connection
+	// that a single loaded vCPU may not finish in the apiserver's 10 s
+	// ("TLS handshake timeout"): asked again until the test's deadline.
 	kubectl := func(args ...string) string {
 		t.Helper()
-		out, err := tryKubectl(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
+		return waitList(ctx, t, "kubectl "+strings.Join(args, " "), func() (bool, string, error) {
+			out, err := tryKubectl(args...)
+			if err != nil {
+				t.Logf("kubectl %s: %v: %s (asking again)", strings.Join(args, " "), err, out)
+				time.Sleep(2 * time.Second) // pause between tries of a deadline-bounded wait
+			}
+			return err == nil, out, err
+		})
 	}
 	linkBundle(t, dir)
 	for _, p := range list.Items {

@@ -266,23 +266,33 @@ func (c *vmCluster) demoPodOn(ctx context.Context, t *testing.T, id string) stri
 	return ""
 }
 
-// waitPodRunsAgain waits until pod's container runs again, started after
-// since, and times it.
+// waitPodRunsAgain waits until a demo Pod runs on vm's node again, its
+// container started after since (pod, the one that ran there before, or
+// its replacement if the Node was NotReady long enough for it to be
+// evicted), and times it.
 func (c *vmCluster) waitPodRunsAgain(ctx context.Context, t *testing.T, vm, pod string, since time.Time) {
-	waitList(ctx, t, vm+": "+pod+" running again", func() (bool, string, error) {
-		p, err := c.cs.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	id := c.ids[vm]
+	running := waitList(ctx, t, vm+": a demo Pod running again (before: "+pod+")", func() (bool, string, error) {
+		list, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=demo"})
 		if err != nil {
 			return false, "", err
 		}
-		for _, s := range p.Status.ContainerStatuses {
-			// The apiserver's clock is the VM's; a second of slack.
-			if r := s.State.Running; r != nil && r.StartedAt.After(since.Add(-time.Second)) {
-				return true, "", nil
+		var seen []string
+		for _, p := range list.Items {
+			if p.Spec.NodeName != id {
+				continue
 			}
+			for _, s := range p.Status.ContainerStatuses {
+				// The apiserver's clock is the VM's; a second of slack.
+				if r := s.State.Running; r != nil && r.StartedAt.After(since.Add(-time.Second)) {
+					return true, p.Name, nil
+				}
+			}
+			seen = append(seen, fmt.Sprintf("%s %s %s", p.Name, p.Status.Phase, podWaiting(&p)))
 		}
-		return false, fmt.Sprintf("%s %s", p.Status.Phase, podWaiting(p)), nil
+		return false, strings.Join(seen, "; "), nil
 	})
-	t.Logf("%s: %s running again %v after", vm, pod, time.Since(since).Round(100*time.Millisecond))
+	t.Logf("%s: %s running again %v after", vm, running, time.Since(since).Round(100*time.Millisecond))
 }
 
 // connectThrough asks the launcher's proxy to CONNECT to addr and returns
