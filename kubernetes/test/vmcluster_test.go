@@ -46,7 +46,12 @@ var proxyLine = regexp.MustCompile(`proxy into the cluster network \S+: (http://
 // IDs with their Polis labels; a Deployment of two replicas of the demo
 // image, kept apart by pod anti-affinity, runs one Pod on each worker,
 // pulled from the launcher's registry; kubectl logs and exec reach them
-// through the apiserver. It needs qemu (skipped without it, outside CI).
+// through the apiserver. Then, on the same cluster (vmworker_test.go): a
+// worker's kubelet credentials are held to its own Node and Pods, label
+// changes in Polis reach the Node, KubernetesWorker taken from a worker
+// leaves nothing running and given back brings its Node and Pod back, and
+// a rebooted worker comes back Ready with its Pod running. It needs qemu
+// (skipped without it, outside CI).
 func TestVMClusterRunsPods(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		if os.Getenv("CI") == "true" {
