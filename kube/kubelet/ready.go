@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -120,7 +121,7 @@ func httpClient(creds Credentials) (*http.Client, error) {
 // local proxy, asked as the kubelet. A kubelet started before that fails
 // its first steps that need the apiserver (the Node's CSINode) and retries
 // them with a backoff of minutes, in which its Node is not Ready.
-func (r *Runner) waitAPIServer(ctx context.Context) error {
+func (r *Runner) waitAPIServer(ctx context.Context, containerd *process.Process) error {
 	for {
 		hc, err := httpClient(r.credentials())
 		if err != nil {
@@ -135,6 +136,8 @@ func (r *Runner) waitAPIServer(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-containerd.Exited():
+			return fmt.Errorf("containerd (pid %d) ended while the kubelet waited for an apiserver: %s", containerd.PID(), exitString(containerd.Err()))
 		case <-time.After(apiServerPoll): // polling interval; the wait is as long as the apiserver's start
 		}
 	}

@@ -173,7 +173,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := supervisor.Run(ctx, "apiproxy", runProxy(&r.proxy, proxyAddr)); err != nil {
 		return err
 	}
-	if err := r.waitAPIServer(ctx); err != nil {
+	if err := r.waitAPIServer(ctx, containerd); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{

@@ -289,3 +289,37 @@ func TestRunnerImportFails(t *testing.T) {
 		t.Errorf("a kubelet ran without the pause image: %+v", st)
 	}
 }
+
+// While no apiserver answers the kubelet is held back, and containerd
+// ending meanwhile ends the run.
+func TestRunnerWaitsForAnAPIServer(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, logPath := fakeRuntime(t, t.TempDir())
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
+	cfg.StopGrace = 2 * time.Second
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	st := waitStatus(t, r, "waiting for an apiserver", func(s *Status) bool {
+		return s.ContainerdRunning && strings.HasPrefix(s.Note, "waiting for an apiserver")
+	})
+	if st.KubeletRunning || strings.Contains(readLog(t, logPath), "kubelet --config") {
+		t.Fatalf("a kubelet started with no apiserver answering: %+v", st)
+	}
+	if err := syscall.Kill(st.ContainerdPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The run noticed: it ended and the supervisor started containerd
+	// afresh (the note saying why lives only until then).
+	waitStatus(t, r, "containerd started again", func(s *Status) bool {
+		return s.ContainerdRunning && s.ContainerdPID != st.ContainerdPID
+	})
+}
