@@ -95,9 +95,11 @@ const renewRetry = time.Minute
 // container runtime and cgroup v2. The kubelet's credentials come from the
 // curator (IssueKubeletCredentials) for keys made here, which never leave
 // the node; they are renewed at half their life, which restarts the
-// kubelet alone. When the role goes, the run ends and the supervisor stops
-// the runner's subtree: the kubelet, every container, containerd; the
-// status says "stopped" only then.
+// kubelet alone. The node's Polis labels are the Node's (kubelet.NodeLabels):
+// given at registration, and handed to the runner whenever they change,
+// which patches the Node. When the role goes, the run ends and the
+// supervisor stops the runner's subtree: the kubelet, every container,
+// containerd; the status says "stopped" only then.
 type workerKubernetesWorker struct {
 	g       *Graph
 	cfg     KubernetesConfig
@@ -119,7 +121,7 @@ type workerKubernetesWorker struct {
 
 	localRoles  event.ValueWatch[*cpb.Roles]         // reads
 	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
-	localLabels event.ValueWatch[map[string]string]  // reads (at registration)
+	localLabels event.ValueWatch[map[string]string]  // reads (the Node's labels, kept by the runner)
 	podRange    event.ValueWatch[netip.Prefix]       // reads (the CNI range)
 	peers       event.ValueWatch[[]clusternet.Peer]  // reads (by clusternet.Run)
 	status      event.Value[*KubernetesWorkerStatus] // writes
@@ -285,6 +287,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	defer in.Close()
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)
+	nodeLabels := Input(in, w.localLabels, nil)
 	runnerStatus := Input(in, runner.Status(), nil)
 	podRanges := Input(in, w.podRange, nil)
 	renewAt, lastAsked := issued.renewAt, time.Now()
@@ -314,6 +317,11 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 			// Pods' addresses and the CNI configuration must follow.
 			log.Info("the pod range changed", zap.Stringer("from", podRange), zap.Stringer("to", podRanges.Latest()))
 			return errKubernetesWorkerStop
+		}
+		// Nil: not known for now (the curator unreachable); the Node
+		// keeps the labels it has.
+		if nodeLabels.Changed() && nodeLabels.Latest() != nil {
+			runner.SetLabels(kubelet.NodeLabels(nodeLabels.Latest()))
 		}
 		w.status.Set(workerStatus(runnerStatus.Latest()))
 	}

@@ -2,6 +2,12 @@ package roleserve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +23,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -29,6 +36,8 @@ type kubeletIssuer struct {
 	node   string
 	refuse error
 	calls  int
+	// apiServer is the apiserver the answers name; none answers if unset.
+	apiServer netip.AddrPort
 }
 
 func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.IssueKubeletCredentialsResponse, error) {
@@ -62,10 +71,14 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 		}
 		return c.Raw
 	}
+	// Unless apiServer is set, nothing answers: the Node is never Ready.
+	api := &cpb.KubernetesAPIServer{NodeId: "node-c", Address: "127.0.0.1", Port: 1}
+	if k.apiServer.IsValid() {
+		api.Address, api.Port = k.apiServer.Addr().String(), uint32(k.apiServer.Port())
+	}
 	return &cpb.IssueKubeletCredentialsResponse{
 		ClientCertificate: der(client), ServingCertificate: der(serving), CaCertificate: der(k.ca.CACert),
-		// Nothing answers there: the Node is never Ready in this test.
-		ApiServers: []*cpb.KubernetesAPIServer{{NodeId: "node-c", Address: "127.0.0.1", Port: 1}},
+		ApiServers: []*cpb.KubernetesAPIServer{api},
 		NodeName:   k.node,
 	}, nil
 }
@@ -90,7 +103,7 @@ func testRuntime(t *testing.T) (rt *KubernetesRuntime, bundle, log string) {
 		t.Fatal(err)
 	}
 	for name, body := range map[string]string{
-		"containerd": "touch $RUN/up\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		"containerd": "touch $RUN/up $RUN/containerd.sock\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 		"ctr":        "[ \"$5\" != version ] || test -e $RUN/up\n",
 		"polis-kube": "echo \"$*\" >>$LOG\ntrap 'echo kubelet-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 	} {
@@ -166,11 +179,10 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 }
 
 // With everything there, the worker asks the curator for the kubelet's
-// credentials (a refusal is in the status and retried), runs containerd
-// and kubelet, reports them running and that the Node is not Ready, asks
-// again for the apiservers while none answers, and
-// when the role goes stops the kubelet, then containerd, before it says
-// so.
+// credentials (a refusal is in the status and retried), runs containerd,
+// and while no apiserver answers holds the kubelet back, says so, and
+// asks the curator again for the apiservers; when the role goes it stops
+// containerd before it says so.
 func TestKubernetesWorkerRuns(t *testing.T) {
 	creds := testCredentials(t)
 	ca, err := pki.NewCluster("test", time.Now())
@@ -209,23 +221,12 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	f.kubelet.mu.Lock()
 	f.kubelet.refuse = nil
 	f.kubelet.mu.Unlock()
-	st := waitFor(t, &v.KubernetesWorker, "containerd and kubelet running", func(s *KubernetesWorkerStatus) bool {
-		return s != nil && s.ContainerdRunning && s.KubeletRunning && s.Note != "" && s.Note != noteStarting
+	// No apiserver answers: containerd runs, the kubelet waits for one.
+	st := waitFor(t, &v.KubernetesWorker, "containerd running, the kubelet waiting for an apiserver", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && strings.Contains(s.Note, "waiting for an apiserver")
 	})
-	if st.NodeReady {
-		t.Error("the Node is Ready, yet no apiserver answers")
-	}
-	// The script notes its arguments once it runs.
-	var data []byte
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "--hostname-override"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet never noted its arguments: %q", data)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-		data, _ = os.ReadFile(log)
-	}
-	if args := string(data); !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
-		t.Errorf("kubelet started with %q", args)
+	if st.NodeReady || st.KubeletRunning {
+		t.Errorf("status %+v: a kubelet runs, or the Node is Ready, yet no apiserver answers", st)
 	}
 	// No apiserver answers: the worker asks the curator again for the
 	// list, without waiting for the credentials' renewal.
@@ -276,11 +277,133 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	if n := cleared.Load(); n != 1 {
 		t.Errorf("the pod network was cleared %d times once the role went, want once", n)
 	}
-	data, err = os.ReadFile(log)
+	if data := readFile(t, log); !strings.Contains(data, "containerd-stop") || strings.Contains(data, "kubelet") {
+		t.Errorf("want containerd stopped, and no kubelet ever started, before the status says the role is gone; log:\n%s", data)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, c := strings.Index(string(data), "kubelet-stop"), strings.Index(string(data), "containerd-stop"); k < 0 || c < k {
+	return string(data)
+}
+
+// labelledNode is an apiserver's Node for the labels test: GET answers
+// with the labels it holds, a PATCH's labels (a JSON merge patch) are
+// applied; only for the node's own certificate.
+type labelledNode struct {
+	mu     sync.Mutex
+	name   string
+	labels map[string]string
+}
+
+func (n *labelledNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		_, _ = w.Write([]byte("ok"))
+		return
+	}
+	if r.TLS.PeerCertificates[0].Subject.CommonName != pki.NodeUserPrefix+n.name || r.URL.Path != "/api/v1/nodes/"+n.name {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r.Method == http.MethodPatch {
+		var p struct {
+			Metadata struct{ Labels map[string]*string }
+		}
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for k, v := range p.Metadata.Labels {
+			if v == nil {
+				delete(n.labels, k)
+			} else {
+				n.labels[k] = *v
+			}
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"labels": n.labels}})
+}
+
+func (n *labelledNode) get() map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.labels)
+}
+
+// With an apiserver answering, the kubelet runs with the node's name,
+// address and labels; a change of the node's Polis labels reaches the
+// Node's labels while it runs, mapped as at registration; when the role
+// goes the kubelet stops before containerd.
+func TestKubernetesWorkerKeepsLabels(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &labelledNode{name: creds.NodeID, labels: map[string]string{kubelet.LabelPrefix + "zone": "a", "kubernetes.io/hostname": "h"}}
+	serving, err := ca.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CACert)
+	srv := httptest.NewUnstartedServer(node)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: netip.MustParseAddrPort(srv.Listener.Addr().String())}
+	rt, bundle, log := testRuntime(t)
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.cgroupV2 = func(string) bool { return true }
+	// Not this machine's network.
+	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
+	w.clearPodNetwork = func() error { return nil }
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{"zone": "a"})
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(workerRoles)
+	waitFor(t, &v.KubernetesWorker, "containerd and kubelet running", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && s.KubeletRunning
+	})
+	// The script notes its arguments once it runs.
+	var args string
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(args, "--hostname-override"); args = readFile(t, log) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet never noted its arguments: %q", args)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	if !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
+		t.Errorf("kubelet started with %q", args)
+	}
+
+	v.LocalLabels.Set(map[string]string{"zone": "b", "example.com/rack": "7"})
+	want := map[string]string{kubelet.LabelPrefix + "zone": "b", "example.com/rack": "7", "kubernetes.io/hostname": "h"}
+	for deadline := time.Now().Add(time.Minute); !maps.Equal(node.get(), want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node's labels are %v, want %v", node.get(), want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	v.LocalRoles.Set(noRoles)
+	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
+	data := readFile(t, log)
+	if k, c := strings.Index(data, "kubelet-stop"), strings.Index(data, "containerd-stop"); k < 0 || c < k {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
 	}
 }

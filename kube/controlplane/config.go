@@ -136,11 +136,24 @@ func (c Config) apiserverArgs() []string {
 	return args
 }
 
+// leaderElectionArgs are the controller-manager's and the scheduler's
+// leader election timings: a lease of 30 s renewed within 25 s, twice
+// Kubernetes' 15 s and 10 s. A renewal goes through the apiserver to etcd;
+// under TCG on a loaded host it took longer than 10 s several times a run
+// (docs/benchmarks.md, issue 19), and each time the component exited and
+// started again, which held up every Deployment for a minute. The price:
+// when a controller node dies, another takes over after 30 s, not 15 s.
+var leaderElectionArgs = []string{
+	"--leader-elect-lease-duration=30s",
+	"--leader-elect-renew-deadline=25s",
+	"--leader-elect-retry-period=3s",
+}
+
 // controllerManagerArgs are kube-controller-manager's flags. It serves no
 // port of its own (--secure-port=0): the node's status says how it is.
 func (c Config) controllerManagerArgs() []string {
 	kc := c.file(pki.FileControllerManagerKubeconfig)
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + kc,
 		"--secure-port=0",
 		"--service-account-private-key-file=" + c.file(pki.FileServiceAccountKey),
@@ -149,14 +162,14 @@ func (c Config) controllerManagerArgs() []string {
 		"--service-cluster-ip-range=" + c.ServiceCIDR.String(),
 		"--cluster-name=polis",
 		"--profiling=false",
-	}
+	}, leaderElectionArgs...)
 }
 
 // schedulerArgs are kube-scheduler's flags.
 func (c Config) schedulerArgs() []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + c.file(pki.FileSchedulerKubeconfig),
 		"--secure-port=0",
 		"--profiling=false",
-	}
+	}, leaderElectionArgs...)
 }

@@ -16,10 +16,15 @@
 //	Run ─┬─ (containerd, a process of the run itself)
 //	     │    then: ctr images import <pause image>   (nothing is pulled)
 //	     ├─ apiproxy    127.0.0.1:ProxyPort → the apiservers, in turn
+//	     │    then: wait until an apiserver answers /readyz
 //	     ├─ kubelet     polis-kube kubelet --config ... --kubeconfig ...
-//	     └─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//	     ├─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//	     └─ nodelabels  PATCH the Node's labels as the kubelet (SetLabels)
 //
-// A kubelet that exits is restarted alone, with backoff; containerd
+// The kubelet starts once an apiserver is ready: one started before fails
+// its first steps that need the apiserver and retries them with a backoff
+// of minutes, its Node not Ready meanwhile. A kubelet that exits is
+// restarted alone, with backoff; containerd
 // exiting ends the run (the kubelet cannot work without it), and the
 // supervisor starts it afresh. Stop order: when the run ends, the
 // supervisor stops the kubelet (and the proxy and probe) first; only then,
@@ -42,7 +47,11 @@
 // the node's Polis labels: a key without a prefix gets LabelPrefix
 // ("node.polis-os.io/"), a key with a prefix of its own is kept, and one
 // in the kubernetes.io or k8s.io namespaces is left out. kubelet applies
-// them when it registers the Node.
+// them when it registers the Node; afterwards the runner keeps them
+// (SetLabels, nodelabels): it patches the Node as the kubelet whenever they
+// change, and removes the labels it set that are gone, known by the
+// annotation LabelsAnnotation (and LabelPrefix), leaving others' labels
+// alone.
 //
 // # What it does not do
 //

@@ -76,12 +76,26 @@ func q(s string) string { return strconv.Quote(s) }
 // 2.x): root on the data disk, state and socket in RunDir, runc from
 // BinDir with cgroupfs (no systemd), the CNI plugins from the system disk
 // with the conf dir Polis writes, the pause image pinned as the sandbox,
-// and registries from the hosts directory.
+// and registries from the hosts directory. Plugins the node cannot use
+// (snapshotters for other filesystems, tracing, NRI) are not loaded:
+// under TCG every plugin's start is seconds of a single vCPU.
 func (c Config) containerdConfig() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `version = 3
 root = %s
 state = %s
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.differ.v1.erofs",
+  "io.containerd.mount-handler.v1.erofs",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+  "io.containerd.nri.v1.nri",
+]
 
 [grpc]
   address = %s

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -114,4 +115,51 @@ func httpClient(creds Credentials) (*http.Client, error) {
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
 	return &http.Client{Transport: tr, Timeout: probeTimeout}, nil
+}
+
+// waitAPIServer waits until an apiserver answers /readyz ok through the
+// local proxy, asked as the kubelet. A kubelet started before that fails
+// its first steps that need the apiserver (the Node's CSINode) and retries
+// them with a backoff of minutes, in which its Node is not Ready.
+func (r *Runner) waitAPIServer(ctx context.Context, containerd *process.Process) error {
+	for {
+		hc, err := httpClient(r.credentials())
+		if err != nil {
+			return err
+		}
+		err = apiServerReady(ctx, hc, r.cfg.server())
+		hc.CloseIdleConnections()
+		if err == nil {
+			return nil
+		}
+		r.note("waiting for an apiserver: " + err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-containerd.Exited():
+			return fmt.Errorf("containerd (pid %d) ended while the kubelet waited for an apiserver: %s", containerd.PID(), exitString(containerd.Err()))
+		case <-time.After(apiServerPoll): // polling interval; the wait is as long as the apiserver's start
+		}
+	}
+}
+
+// apiServerPoll is how often waitAPIServer asks.
+const apiServerPoll = 500 * time.Millisecond
+
+// apiServerReady asks server's /readyz.
+func apiServerReady(ctx context.Context, hc *http.Client, server string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz: %s", resp.Status)
+	}
+	return nil
 }

@@ -2,7 +2,10 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -65,6 +68,8 @@ type Runner struct {
 	cfg    Config
 	proxy  apiproxy.Relay
 	status memory.Value[*Status]
+	// labels are the Node's labels as SetLabels last said.
+	labels memory.Value[map[string]string]
 
 	mu    sync.Mutex
 	cur   Status
@@ -79,16 +84,21 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, creds: cfg.Credentials}
 	r.status.Name = StatusName
+	r.labels.Set(maps.Clone(cfg.Labels))
 	r.proxy.SetServers(cfg.APIServers)
 	r.proxy.Reached = func(ctx context.Context, err error) {
 		ok := err == nil
-		if !ok {
-			supervisor.Logger(ctx).Warn("dropping a connection", zap.Error(err))
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.cur.NoAPIServer == !ok {
 			return
+		}
+		// Said when it changes: while the apiservers start, the kubelet
+		// and the runner's probes try several times a second.
+		if ok {
+			supervisor.Logger(ctx).Info("an apiserver answers again")
+		} else {
+			supervisor.Logger(ctx).Warn("no apiserver answers; dropping connections until one does", zap.Error(err))
 		}
 		r.cur.NoAPIServer = !ok
 		r.publishLocked()
@@ -133,6 +143,10 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		supervisor.Cleanup(ctx, func() { kubeletCgroup.Close() })
 		cmd.CgroupFD = int(runtimeCgroup.Fd())
 	}
+	// A socket left by a containerd before would look like this one's.
+	if err := os.Remove(r.cfg.containerdSocket()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("kubelet: removing containerd's old socket: %w", err)
+	}
 	r.note("starting containerd")
 	containerd, err := process.Start(log.Named("containerd"), cmd)
 	if err != nil {
@@ -159,6 +173,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := supervisor.Run(ctx, "apiproxy", runProxy(&r.proxy, proxyAddr)); err != nil {
 		return err
 	}
+	if err := r.waitAPIServer(ctx, containerd); err != nil {
+		return err
+	}
 	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
 		Started: func(pid int) {
 			r.update(func(s *Status) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ })
@@ -173,6 +190,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {
+		return err
+	}
+	if err := supervisor.Run(ctx, "nodelabels", r.labeller()); err != nil {
 		return err
 	}
 	r.note("")
@@ -210,21 +230,25 @@ func (r *Runner) prepare() error {
 }
 
 // waitContainerd waits until containerd answers on its socket, or fails
-// if it exits first.
+// if it exits first. ctr is asked only once the socket is there: every
+// ctr is a 23 MB binary's start, which under TCG took the single vCPU
+// from containerd's own start when it was asked every poll.
 func (r *Runner) waitContainerd(ctx context.Context, containerd *process.Process) error {
 	log := supervisor.Logger(ctx)
 	deadline := time.Now().Add(containerdStartTimeout)
 	for {
-		err := r.ctr(ctx, log, 10*time.Second, "version")
-		if err == nil {
-			return nil
+		err := fmt.Errorf("no socket yet")
+		if _, serr := os.Stat(r.cfg.containerdSocket()); serr == nil {
+			if err = r.ctr(ctx, log, 10*time.Second, "version"); err == nil {
+				return nil
+			}
 		}
 		select {
 		case <-containerd.Exited():
 			return fmt.Errorf("containerd (pid %d) ended before it answered: %s", containerd.PID(), exitString(containerd.Err()))
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond): // polling interval of a deadline-bounded wait
+		case <-time.After(100 * time.Millisecond): // polling interval of a deadline-bounded wait
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("containerd does not answer on %s after %v: %w", r.cfg.containerdSocket(), containerdStartTimeout, err)
@@ -270,8 +294,22 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 		if err := killCgroup(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
 			log.Error("killing the shims", zap.Error(err))
 		}
+		// The kernel's word for it (and the VM test's check): nothing
+		// Kubernetes started is left, kubelet, containers or shims.
+		switch populated, err := cgroupPopulated(r.cfg.Cgroup); {
+		case err != nil:
+			log.Error("checking what is left of the Kubernetes node", zap.Error(err))
+		case populated:
+			log.Error("processes are left in the Kubernetes node's cgroup after its stop", zap.String("cgroup", r.cfg.Cgroup))
+		default:
+			log.Info(StoppedMessage, zap.String("cgroup", r.cfg.Cgroup))
+		}
 	}
 }
+
+// StoppedMessage is logged once a stopped runner has found its cgroup
+// empty: no kubelet, container, shim or containerd left.
+const StoppedMessage = "the Kubernetes node stopped: no process left in its cgroup"
 
 // Renew replaces the kubelet's credentials and the apiservers: the files
 // are rewritten, the proxy follows the new list at once, and the kubelet

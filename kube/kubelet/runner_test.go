@@ -47,6 +47,10 @@ func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(c.CACert)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
 		if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+name || r.URL.Path != "/api/v1/nodes/"+name {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
@@ -80,7 +84,7 @@ func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 	}
 	script(filepath.Join(bin, "containerd"), `echo "containerd $*" >>$LOG
 echo "containerd pretending"
-touch $RUN/up
+touch $RUN/up $RUN/containerd.sock
 trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
 sleep 600 & wait
 `)
@@ -284,4 +288,38 @@ func TestRunnerImportFails(t *testing.T) {
 	if st.KubeletRunning || st.KubeletStarts != 0 {
 		t.Errorf("a kubelet ran without the pause image: %+v", st)
 	}
+}
+
+// While no apiserver answers the kubelet is held back, and containerd
+// ending meanwhile ends the run.
+func TestRunnerWaitsForAnAPIServer(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, logPath := fakeRuntime(t, t.TempDir())
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
+	cfg.StopGrace = 2 * time.Second
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	st := waitStatus(t, r, "waiting for an apiserver", func(s *Status) bool {
+		return s.ContainerdRunning && strings.HasPrefix(s.Note, "waiting for an apiserver")
+	})
+	if st.KubeletRunning || strings.Contains(readLog(t, logPath), "kubelet --config") {
+		t.Fatalf("a kubelet started with no apiserver answering: %+v", st)
+	}
+	if err := syscall.Kill(st.ContainerdPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The run noticed: it ended and the supervisor started containerd
+	// afresh (the note saying why lives only until then).
+	waitStatus(t, r, "containerd started again", func(s *Status) bool {
+		return s.ContainerdRunning && s.ContainerdPID != st.ContainerdPID
+	})
 }

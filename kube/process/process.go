@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/polis-os/polis/supervisor"
 )
@@ -188,6 +189,11 @@ func Runnable(c Command, stopGrace time.Duration, h Hooks) supervisor.Runnable {
 // LogLines logs every line read from out on log until out ends. klog lines
 // start with their severity letter (I, W, E, F); the level follows it.
 func LogLines(log *zap.Logger, out io.Reader) {
+	// A child's error line is its own report, not the agent's: no stack
+	// trace of the goroutine that copies it (the node's logger adds one to
+	// every error, and a kubelet waiting for its apiserver logs several
+	// errors a second, each a trace captured and printed for nothing).
+	log = log.WithOptions(zap.AddStacktrace(zapcore.FatalLevel))
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {

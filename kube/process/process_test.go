@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -52,5 +53,22 @@ wait`}})
 			t.Fatalf("the process group is still there: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+}
+
+// A child's lines are logged at klog's level, and its errors carry no
+// stack trace of the agent's, whatever the logger adds to errors.
+func TestLogLinesLevels(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	LogLines(zap.New(core, zap.AddStacktrace(zap.ErrorLevel)), strings.NewReader("I0101 fine\nW0101 careful\nE0101 broken\nplain\n"))
+	want := []zapcore.Level{zap.InfoLevel, zap.WarnLevel, zap.ErrorLevel, zap.InfoLevel}
+	got := logs.All()
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d: %v", len(got), len(want), got)
+	}
+	for i, e := range got {
+		if e.Level != want[i] || e.Stack != "" {
+			t.Errorf("%q: level %v, stack %q; want %v and no stack", e.Message, e.Level, e.Stack, want[i])
+		}
 	}
 }

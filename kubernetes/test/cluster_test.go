@@ -56,6 +56,11 @@ func shortTempDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv("POLIS_KEEP") != "" {
+		// Kept for a look at the nodes' storage and consoles.
+		t.Logf("POLIS_KEEP: keeping %s", d)
+		return d
+	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }

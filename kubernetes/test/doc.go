@@ -10,6 +10,10 @@
 // the same with VMs (polis-launch --vm --kubernetes --image demo=DIR, one
 // controller and two workers) and runs Pods: both workers' Nodes Ready
 // with their labels, a Deployment of the demo image (launch/demoimage)
-// spread over both, kubectl logs and exec through the launcher's proxy; it
-// needs qemu. scripts/test runs them after the main module's tests.
+// spread over both, kubectl logs and exec through the launcher's proxy, a
+// worker's kubelet credentials held to its own Node by the Node authorizer
+// (./authzprobe, run on the worker), label changes reaching the Node,
+// KubernetesWorker taken away (nothing left) and given back, a worker
+// rebooted; it needs qemu. scripts/test runs them after the main module's
+// tests.
 package test

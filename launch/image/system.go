@@ -21,7 +21,7 @@ import (
 // systemFormatVersion changes when the system disk's format changes (file
 // system, compression, what the builder adds), so that a cached disk of an
 // older format is rebuilt.
-const systemFormatVersion = "polis-system-3"
+const systemFormatVersion = "polis-system-4"
 
 // systemPad is what the system disk's size is rounded up to: whole
 // sectors, and pages.
@@ -174,7 +174,14 @@ func buildSystemDisk(dir, out, key string) error {
 	// (128 KiB) and fails every data block ("zstd decompression error:
 	// 64", I/O errors on read). Its zlib stream uses a 32 KiB window,
 	// which the kernel's zlib inflates with no such limit.
-	if err := sq.Finalize(squashfs.FinalizeOptions{Compression: &squashfs.CompressorGzip{CompressionLevel: 6}, FileUID: &root, FileGID: &root}); err != nil {
+	//
+	// File data is stored uncompressed, only the tables are compressed: a
+	// guest under TCG inflates at emulated speed, and starting containerd
+	// and the kubelet inflated about 200 MB of binaries on the first
+	// start, tens of seconds of a single vCPU (docs/benchmarks.md, issue
+	// 19). The disk is a file in the host's page cache, shared by every
+	// VM: its size costs little.
+	if err := sq.Finalize(squashfs.FinalizeOptions{Compression: &squashfs.CompressorGzip{CompressionLevel: 6}, NoCompressData: true, NoCompressFragments: true, FileUID: &root, FileGID: &root}); err != nil {
 		return fmt.Errorf("writing the system disk: squashfs: %w", err)
 	}
 	// A disk is read in whole sectors: the kernel sees a file of 131,429
