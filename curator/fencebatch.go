@@ -37,6 +37,17 @@ type fenceBatch struct {
 	reading bool
 	// issued counts the reads issued (tests check the sharing with it).
 	issued atomic.Int64
+	// life ends the reads when the cache that owns them stops (setLifetime):
+	// a shared read runs on no caller's context, and must not outlive the
+	// curator, retrying against a closed etcd.
+	life context.Context
+}
+
+// setLifetime ties the reads issued from now on to ctx.
+func (b *fenceBatch) setLifetime(ctx context.Context) {
+	b.mu.Lock()
+	b.life = ctx
+	b.mu.Unlock()
 }
 
 // read returns a fence read issued after the call, shared with the other
@@ -49,7 +60,11 @@ func (b *fenceBatch) read(ctx context.Context, cli *clientv3.Client) (*fenceRead
 		b.next = r
 		if !b.reading {
 			b.reading = true
-			go b.issue(cli)
+			life := b.life
+			if life == nil {
+				life = context.Background()
+			}
+			go b.issue(life, cli)
 		}
 	}
 	b.mu.Unlock()
@@ -63,8 +78,8 @@ func (b *fenceBatch) read(ctx context.Context, cli *clientv3.Client) (*fenceRead
 
 // issue makes the reads calls joined, one after the other, until none is
 // waiting. A read is shared, so it runs on its own deadline, not a
-// caller's.
-func (b *fenceBatch) issue(cli *clientv3.Client) {
+// caller's, within the cache's life.
+func (b *fenceBatch) issue(life context.Context, cli *clientv3.Client) {
 	for {
 		b.mu.Lock()
 		r := b.next
@@ -76,7 +91,7 @@ func (b *fenceBatch) issue(cli *clientv3.Client) {
 		}
 		b.mu.Unlock()
 		b.issued.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
+		ctx, cancel := context.WithTimeout(life, fenceTimeout)
 		resp, err := cli.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 		cancel()

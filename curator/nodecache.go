@@ -220,6 +220,7 @@ func (c *nodeCache) current(ctx context.Context) (*nodeSnapshot, error) {
 // run keeps the cache in step with etcd. A corrupt record is logged and
 // left out of the cache (so the node is refused everywhere), not served.
 func (c *nodeCache) run(ctx context.Context) error {
+	c.fences.setLifetime(ctx)
 	// A corrupt record is an entry with an error in the range's
 	// snapshots, not a watch error: the other records keep flowing.
 	w := c.source.Watch()
