@@ -32,7 +32,7 @@ func TestRoleServerGraph(t *testing.T) {
 controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator-status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
-kubernetesworker: reads localLabels, localRoles, membership; writes kube.kubelet.status, kubernetesWorker
+kubernetesworker: reads localLabels, localRoles, membership; writes kube.dns.status, kube.kubelet.status, kube.proxy.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localLabels, localRoles
 statuspush: reads consensusSnapshots, kubernetes, kubernetesWorker, localCurator, membership; writes nothing

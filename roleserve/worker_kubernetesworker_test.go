@@ -53,6 +53,19 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 	if err != nil {
 		return nil, err
 	}
+	var services [2][]byte
+	for i, sv := range []struct {
+		spki []byte
+		user string
+	}{{req.ProxyKeySpki, pki.ProxyUser}, {req.DnsKeySpki, pki.DNSUser}} {
+		pub, err := pki.ParseClientPublicKey(sv.spki)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if services[i], err = k.ca.SignClient(pub, sv.user, nil, time.Hour, now); err != nil {
+			return nil, err
+		}
+	}
 	der := func(p []byte) []byte {
 		c, err := pki.ParseCertificate(p)
 		if err != nil {
@@ -63,8 +76,10 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 	return &cpb.IssueKubeletCredentialsResponse{
 		ClientCertificate: der(client), ServingCertificate: der(serving), CaCertificate: der(k.ca.CACert),
 		// Nothing answers there: the Node is never Ready in this test.
-		ApiServers: []*cpb.KubernetesAPIServer{{NodeId: "node-c", Address: "127.0.0.1", Port: 1}},
-		NodeName:   k.node,
+		ApiServers:       []*cpb.KubernetesAPIServer{{NodeId: "node-c", Address: "127.0.0.1", Port: 1}},
+		NodeName:         k.node,
+		ProxyCertificate: der(services[0]),
+		DnsCertificate:   der(services[1]),
 	}, nil
 }
 
@@ -90,7 +105,9 @@ func testRuntime(t *testing.T) (rt *KubernetesRuntime, bundle, log string) {
 	for name, body := range map[string]string{
 		"containerd": "touch $RUN/up\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 		"ctr":        "[ \"$5\" != version ] || test -e $RUN/up\n",
-		"polis-kube": "echo \"$*\" >>$LOG\ntrap 'echo kubelet-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		// kubelet and kube-proxy: "$1-stop" is kubelet-stop or proxy-stop.
+		"polis-kube":    "echo \"$*\" >>$LOG\ntrap 'echo $1-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		"polis-coredns": "echo \"coredns $*\" >>$LOG\ntrap 'echo dns-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 	} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nLOG="+log+"\nRUN="+run+"\n"+body), 0o755); err != nil {
 			t.Fatal(err)
@@ -189,15 +206,15 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	f.kubelet.mu.Lock()
 	f.kubelet.refuse = nil
 	f.kubelet.mu.Unlock()
-	st := waitFor(t, &v.KubernetesWorker, "containerd and kubelet running", func(s *KubernetesWorkerStatus) bool {
-		return s != nil && s.ContainerdRunning && s.KubeletRunning && s.Note != "" && s.Note != noteStarting
+	st := waitFor(t, &v.KubernetesWorker, "containerd, kubelet, kube-proxy and DNS running", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && s.KubeletRunning && s.ProxyRunning && s.DNSRunning && s.Note != "" && s.Note != noteStarting
 	})
 	if st.NodeReady {
 		t.Error("the Node is Ready, yet no apiserver answers")
 	}
-	// The script notes its arguments once it runs.
+	// The scripts note their arguments once they run.
 	var data []byte
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "--hostname-override"); {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "--hostname-override") || !strings.Contains(string(data), "proxy --config=") || !strings.Contains(string(data), "coredns -conf"); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the kubelet never noted its arguments: %q", data)
 		}
@@ -227,6 +244,17 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), `user: "system:node:`+creds.NodeID+`"`) {
 		t.Errorf("kubeconfig %s: %v", kc, err)
 	}
+	// kube-proxy and the DNS server have theirs, with their own users;
+	// the kubelet gives Pods the node's address as their nameserver.
+	for file, user := range map[string]string{"proxy/kube-proxy.kubeconfig": pki.ProxyUser, "dns/dns.kubeconfig": pki.DNSUser} {
+		kc, err := os.ReadFile(filepath.Join(rt.RunDir, file))
+		if err != nil || !strings.Contains(string(kc), `user: "`+user+`"`) {
+			t.Errorf("kubeconfig %s: %s: %v", file, kc, err)
+		}
+	}
+	if kcfg, err := os.ReadFile(filepath.Join(rt.RunDir, "kubelet.yaml")); err != nil || !strings.Contains(string(kcfg), "clusterDNS:\n  - \""+kubeAddr.String()+"\"") {
+		t.Errorf("kubelet configuration names no cluster DNS at %s: %s %v", kubeAddr, kcfg, err)
+	}
 
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
@@ -236,5 +264,10 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	}
 	if k, c := strings.Index(string(data), "kubelet-stop"), strings.Index(string(data), "containerd-stop"); k < 0 || c < k {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
+	}
+	for _, stop := range []string{"proxy-stop", "dns-stop"} {
+		if !strings.Contains(string(data), stop) {
+			t.Errorf("no %s before the status says the role is gone; log:\n%s", stop, data)
+		}
 	}
 }
