@@ -18,10 +18,11 @@ const (
 	// DefaultDomain is the cluster's DNS domain (the kubelet's
 	// clusterDomain).
 	DefaultDomain = "cluster.local"
-	// HealthPort and ReadyPort are where /health and /ready answer, on
-	// 127.0.0.1.
-	HealthPort = 8080
-	ReadyPort  = 8181
+	// HealthPort, ReadyPort and MetricsPort are where /health, /ready
+	// and /metrics answer, on 127.0.0.1.
+	HealthPort  = 8080
+	ReadyPort   = 8181
+	MetricsPort = 9153
 	// CacheSeconds is how long answers are cached.
 	CacheSeconds = 30
 )
@@ -112,20 +113,21 @@ func (c Config) Files() ([]nodeservice.File, error) {
 // corefile is the server's configuration: one server block for the
 // cluster's domain on the node's address; the kubernetes plugin with the
 // Services of every namespace (no Pod records: that would need a Pod
-// watch); cache and errors; health and ready on loopback.
+// watch); cache and errors; health, ready and metrics on loopback.
 func (c Config) corefile() []byte {
 	return fmt.Appendf(nil, `%s:53 {
 	bind %s
 	errors
 	health 127.0.0.1:%d
 	ready 127.0.0.1:%d
+	prometheus 127.0.0.1:%d
 	kubernetes %s {
 		kubeconfig %s %s
 		pods disabled
 	}
 	cache %d
 }
-`, c.Domain, c.NodeIP, HealthPort, ReadyPort, c.Domain, c.file(fileKubeconfig), kubeconfigContext, CacheSeconds)
+`, c.Domain, c.NodeIP, HealthPort, ReadyPort, MetricsPort, c.Domain, c.file(fileKubeconfig), kubeconfigContext, CacheSeconds)
 }
 
 // Args are the server's command line.

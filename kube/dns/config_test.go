@@ -29,6 +29,7 @@ func TestFiles(t *testing.T) {
 	errors
 	health 127.0.0.1:8080
 	ready 127.0.0.1:8181
+	prometheus 127.0.0.1:9153
 	kubernetes cluster.local {
 		kubeconfig /run/polis/dns/dns.kubeconfig polis
 		pods disabled

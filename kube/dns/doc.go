@@ -22,8 +22,9 @@
 // (pki.DNSUser) from the cluster's Kubernetes CA, issued by the curator to
 // nodes that hold KubernetesWorker; kube/controlplane binds that user to a
 // ClusterRole that may list and watch Services, EndpointSlices and
-// Namespaces, and nothing else. /health and /ready are served on the
-// node's loopback address.
+// Namespaces, and nothing else. /health, /ready and /metrics (Prometheus:
+// queries, cache, the process' memory) are served on the node's loopback
+// address.
 //
 // # What it does not do
 //

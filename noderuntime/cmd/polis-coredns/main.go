@@ -9,6 +9,7 @@
 //	bind        listen on the node's address alone
 //	ready       /ready once the kubernetes plugin has synced (loopback)
 //	health      /health while the process lives (loopback)
+//	prometheus  /metrics: queries, cache, the process' memory (loopback)
 //	errors      log failed queries
 //	cache       answer repeated questions without the API
 //	kubernetes  Services and Pods of cluster.local from the apiserver
@@ -28,12 +29,13 @@ import (
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/metrics"
 	_ "github.com/coredns/coredns/plugin/ready"
 )
 
 // directives are the plugins above in upstream's execution order (its
 // generated dnsserver.Directives): a query passes through them top down.
-var directives = []string{"bind", "ready", "health", "errors", "cache", "kubernetes"}
+var directives = []string{"bind", "ready", "health", "prometheus", "errors", "cache", "kubernetes"}
 
 func main() {
 	dnsserver.Directives = directives
