@@ -284,7 +284,12 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 			return err
 		}
 		if !ok {
-			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services), time.Now()
+			// An early ask (for the apiservers' list) leaves kube-proxy and
+			// the DNS server alone: they reach the apiservers through the
+			// kubelet's proxy, and their certificates are good past the
+			// next renewal, which is sooner than their end.
+			due := !time.Now().Before(renewAt)
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, due), time.Now()
 			continue
 		}
 		if roles.Latest().GetKubernetesWorker() == nil {
@@ -296,9 +301,9 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 }
 
-// renew asks for fresh credentials and hands them to the runner; it
-// returns when to renew next.
-func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices) time.Time {
+// renew asks for fresh credentials and hands them to the runner (and to
+// the node services if servicesToo); it returns when to renew next.
+func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, servicesToo bool) time.Time {
 	log := supervisor.Logger(ctx)
 	if !hasCurator(m) {
 		log.Warn("cannot renew the kubelet's credentials: no curator")
@@ -308,7 +313,7 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	if err == nil {
 		err = runner.Renew(issued.creds, issued.servers)
 	}
-	if err == nil {
+	if err == nil && servicesToo {
 		err = services.renew(w, issued)
 	}
 	if err != nil {
