@@ -3,6 +3,7 @@ package curator
 import (
 	"cmp"
 	"context"
+	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -221,8 +222,11 @@ func kubernetesAPIServers(snap *nodeSnapshot) []*cpb.KubernetesAPIServer {
 // Kubernetes CA: a client certificate naming the caller, and only the
 // caller (the name comes from its node certificate, never from the
 // request), as system:node:<ID> in system:nodes, and a serving certificate
-// for its external address. Only a node that holds KubernetesWorker, read
-// from etcd on the leader, gets them.
+// for its external address; and, for the keys the request carries, the
+// client certificates of the node services every worker runs beside the
+// kubelet (kube-proxy, the node's DNS server), under their fixed user
+// names. Only a node that holds KubernetesWorker, read from etcd on the
+// leader, gets them.
 func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueKubeletCredentialsRequest) (*cpb.IssueKubeletCredentialsResponse, error) {
 	id := callerFrom(ctx).NodeID
 	l := leaderFrom(ctx)
@@ -236,6 +240,32 @@ func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueK
 	}
 	if clientPub.Equal(servingPub) {
 		return nil, status.Error(codes.InvalidArgument, "serving_key_spki is the client key: use two keys")
+	}
+	// The node services' keys: optional, each a key of its own.
+	services := []struct {
+		field string
+		der   []byte
+		user  string
+		pub   *ecdsa.PublicKey
+	}{
+		{field: "proxy_key_spki", der: req.ProxyKeySpki, user: pki.ProxyUser},
+		{field: "dns_key_spki", der: req.DnsKeySpki, user: pki.DNSUser},
+	}
+	seen := []*ecdsa.PublicKey{clientPub, servingPub}
+	for i := range services {
+		sv := &services[i]
+		if len(sv.der) == 0 {
+			continue
+		}
+		if sv.pub, err = pki.ParseClientPublicKey(sv.der); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v; want the DER of a PKIX ECDSA P-256 public key", sv.field, err)
+		}
+		for _, k := range seen {
+			if sv.pub.Equal(k) {
+				return nil, status.Errorf(codes.InvalidArgument, "%s is a key of another request field: use a key of its own", sv.field)
+			}
+		}
+		seen = append(seen, sv.pub)
 	}
 	n, _, err := getNode(ctx, r.s.cfg.Client, id)
 	if err != nil {
@@ -265,8 +295,21 @@ func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueK
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "signing the kubelet's serving certificate: %v", err)
 	}
-	var ders [3][]byte
-	for i, p := range [][]byte{clientPEM, servingPEM, cluster.CACert} {
+	servicePEMs := make([][]byte, len(services))
+	for i, sv := range services {
+		if sv.pub == nil {
+			continue
+		}
+		// No groups: each user's permissions are bound to it by name.
+		if servicePEMs[i], err = cluster.SignClient(sv.pub, sv.user, nil, KubeletCertificateLifetime, now); err != nil {
+			return nil, status.Errorf(codes.Internal, "signing the client certificate of %s: %v", sv.user, err)
+		}
+	}
+	var ders [5][]byte
+	for i, p := range [][]byte{clientPEM, servingPEM, cluster.CACert, servicePEMs[0], servicePEMs[1]} {
+		if p == nil {
+			continue
+		}
 		c, err := pki.ParseCertificate(p)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "a certificate just signed: %v", err)
@@ -279,5 +322,7 @@ func (r *rpcServer) IssueKubeletCredentials(ctx context.Context, req *cpb.IssueK
 		CaCertificate:      ders[2],
 		ApiServers:         servers,
 		NodeName:           id,
+		ProxyCertificate:   ders[3],
+		DnsCertificate:     ders[4],
 	}, nil
 }

@@ -289,7 +289,10 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	_, err = cpb.NewCuratorServiceClient(c.asFirstNode()).IssueKubeletCredentials(ctx, req)
 	wantStatus(t, "the controller node", err, codes.FailedPrecondition, "does not hold the KubernetesWorker role")
 
-	before := time.Now()
+	// Certificates hold whole seconds: a NotAfter is now+lifetime cut to
+	// the second, which may be later than before+lifetime when the call
+	// crosses a second.
+	before := time.Now().Truncate(time.Second)
 	resp, err := asNode(worker).IssueKubeletCredentials(ctx, req)
 	if err != nil {
 		t.Fatalf("IssueKubeletCredentials: %v", err)
@@ -335,6 +338,37 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	if len(resp.ApiServers) != 1 || resp.ApiServers[0].NodeId != first {
 		t.Errorf("apiservers %v, want the first node's alone", resp.ApiServers)
 	}
+	if resp.ProxyCertificate != nil || resp.DnsCertificate != nil {
+		t.Error("node services' certificates issued without their keys")
+	}
+
+	// With the node services' keys: their certificates, under their fixed
+	// names, in no group, for the keys sent.
+	proxyKey, dnsKey := newP256(t), newP256(t)
+	withServices := &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ServingKeySpki, ProxyKeySpki: pkixDER(t, &proxyKey.PublicKey), DnsKeySpki: pkixDER(t, &dnsKey.PublicKey)}
+	resp, err = asNode(worker).IssueKubeletCredentials(ctx, withServices)
+	if err != nil {
+		t.Fatalf("IssueKubeletCredentials with the node services' keys: %v", err)
+	}
+	for _, sv := range []struct {
+		der  []byte
+		user string
+		key  *ecdsa.PrivateKey
+	}{{resp.ProxyCertificate, pki.ProxyUser, proxyKey}, {resp.DnsCertificate, pki.DNSUser, dnsKey}} {
+		cert, err := x509.ParseCertificate(sv.der)
+		if err != nil {
+			t.Fatalf("%s's certificate: %v", sv.user, err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("%s's certificate does not verify as a client's: %v", sv.user, err)
+		}
+		if cert.Subject.CommonName != sv.user || len(cert.Subject.Organization) != 0 || !sv.key.PublicKey.Equal(cert.PublicKey) {
+			t.Errorf("certificate for %v (groups %v), for the key sent: %v; want %s in no group", cert.Subject.CommonName, cert.Subject.Organization, sv.key.PublicKey.Equal(cert.PublicKey), sv.user)
+		}
+		if life := cert.NotAfter.Sub(before); life > KubeletCertificateLifetime || life < KubeletCertificateLifetime-time.Minute {
+			t.Errorf("%s's certificate is valid for %v from now, want %v", sv.user, life, KubeletCertificateLifetime)
+		}
+	}
 
 	// Bad keys are named.
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
@@ -349,6 +383,9 @@ func TestIssueKubeletCredentials(t *testing.T) {
 		{"no serving key", "serving_key_spki: no public key", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki}},
 		{"P-384 serving key", "not on P-256", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: pkixDER(t, &p384.PublicKey)}},
 		{"one key twice", "use two keys", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ClientKeySpki}},
+		{"P-384 proxy key", "proxy_key_spki", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ServingKeySpki, ProxyKeySpki: pkixDER(t, &p384.PublicKey)}},
+		{"the DNS key is the client key", "dns_key_spki is a key of another", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ServingKeySpki, DnsKeySpki: req.ClientKeySpki}},
+		{"one key for both services", "dns_key_spki is a key of another", &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ServingKeySpki, ProxyKeySpki: withServices.ProxyKeySpki, DnsKeySpki: withServices.ProxyKeySpki}},
 	} {
 		_, err := asNode(worker).IssueKubeletCredentials(ctx, tc.req)
 		wantStatus(t, tc.name, err, codes.InvalidArgument, tc.mentions)

@@ -103,10 +103,11 @@
 // confined to the consensus namespace "kubernetes" through an etcd proxy,
 // the PKI the cluster's) while the node holds KubernetesController, over
 // the local consensus member. The kubernetesworker worker runs the
-// Kubernetes node (kube/kubelet: containerd, then kubelet) while the node
-// holds KubernetesWorker, the node agent was given a container runtime
-// (KubernetesConfig.Runtime: the system disk, in a VM) and the machine
-// has cgroup v2; it asks the curator for the kubelet's certificates
+// Kubernetes node (kube/kubelet: containerd, then kubelet; beside them
+// kube-proxy, kube/proxy, and the node's DNS server, kube/dns) while the
+// node holds KubernetesWorker, the node agent was given a container
+// runtime (KubernetesConfig.Runtime: the system disk, in a VM) and the
+// machine has cgroup v2; it asks the curator for their certificates
 // (keys made on the node) and renews them at half their life. Each
 // status tells what runs (and whether the apiserver is ready, whether the
 // Node is Ready) and why a held role is not run: no bundle, no runtime

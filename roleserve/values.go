@@ -209,6 +209,9 @@ type KubernetesWorkerStatus struct {
 	// ContainerdRunning and KubeletRunning are set while their processes
 	// run.
 	ContainerdRunning, KubeletRunning bool
+	// ProxyRunning and DNSRunning are set while kube-proxy's and the node
+	// DNS server's processes run.
+	ProxyRunning, DNSRunning bool
 	// NodeReady is set while the apiserver says the node's Node is Ready.
 	NodeReady bool
 	// Note says why the role, when held, is not run in full (not
@@ -226,7 +229,7 @@ func (s *KubernetesWorkerStatus) String() string {
 		return "no KubernetesWorker role"
 	}
 	var parts []string
-	for name, on := range map[string]bool{"containerd": s.ContainerdRunning, "kubelet": s.KubeletRunning} {
+	for name, on := range map[string]bool{"containerd": s.ContainerdRunning, "kubelet": s.KubeletRunning, "kube-proxy": s.ProxyRunning, "dns": s.DNSRunning} {
 		if on {
 			parts = append(parts, name)
 		}
@@ -291,6 +294,8 @@ func kubernetesProto(s *KubernetesStatus, w *KubernetesWorkerStatus) *cpb.Kubern
 	if worker {
 		p.ContainerdRunning = w.ContainerdRunning
 		p.KubeletRunning = w.KubeletRunning
+		p.ProxyRunning = w.ProxyRunning
+		p.DnsRunning = w.DNSRunning
 		p.NodeReady = w.NodeReady
 		p.WorkerNote = w.Note
 	}

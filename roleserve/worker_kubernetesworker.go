@@ -1,6 +1,7 @@
 package roleserve
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +22,11 @@ import (
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/kube/dns"
 	"github.com/polis-os/polis/kube/kubelet"
+	"github.com/polis-os/polis/kube/nodeservice"
+	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/kube/proxy"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -30,7 +36,8 @@ import (
 // agent without one (process mode) runs no kubelet.
 type KubernetesRuntime struct {
 	// BinDir holds containerd, containerd-shim-runc-v2, runc, ctr, mount
-	// and umount.
+	// and umount, nft (for kube-proxy) and polis-coredns (the node's DNS
+	// server).
 	BinDir string
 	// CNIBinDir holds the CNI plugins.
 	CNIBinDir string
@@ -91,15 +98,20 @@ const (
 const renewRetry = time.Minute
 
 // workerKubernetesWorker runs the Kubernetes node (kube/kubelet:
-// containerd, then kubelet) while the node holds KubernetesWorker, has a
-// container runtime and cgroup v2. The kubelet's credentials come from the
-// curator (IssueKubeletCredentials) for keys made here, which never leave
-// the node; they are renewed at half their life, which restarts the
-// kubelet alone. The node's Polis labels are the Node's (kubelet.NodeLabels):
-// given at registration, and handed to the runner whenever they change,
-// which patches the Node. When the role goes, the run ends and the
-// supervisor stops the runner's subtree: the kubelet, every container,
-// containerd; the status says "stopped" only then.
+// containerd, then kubelet) and its node services beside it (kube/proxy:
+// kube-proxy; kube/dns: the node's DNS server, which the kubelet names as
+// Pods' nameserver at the node's address) and the pod network (clusternet:
+// routes over WireGuard to the other workers' Pods) while the node holds
+// KubernetesWorker, has a container runtime and cgroup v2. Their
+// credentials come from the curator (IssueKubeletCredentials) for keys
+// made here, which never leave the node; they are renewed at half their
+// life, which restarts the kubelet and the services alone. The node's
+// Polis labels are the Node's (kubelet.NodeLabels): given at registration,
+// and handed to the runner whenever they change, which patches the Node.
+// When the role goes, the run ends and the supervisor stops the runner's
+// subtree: the kubelet, every container, containerd, kube-proxy and the
+// DNS server; the pod network is cleared; the status says "stopped" only
+// then.
 type workerKubernetesWorker struct {
 	g       *Graph
 	cfg     KubernetesConfig
@@ -118,6 +130,9 @@ type workerKubernetesWorker struct {
 	// test seams, since the real ones program the machine's network.
 	runPodNetwork   func(ctx context.Context, c clusternet.Config) error
 	clearPodNetwork func() error
+	// runningPodRange is the pod range the running node was started
+	// with (runNode); a change ends the run.
+	runningPodRange netip.Prefix
 
 	localRoles  event.ValueWatch[*cpb.Roles]         // reads
 	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
@@ -130,6 +145,8 @@ type workerKubernetesWorker struct {
 func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr, keyFile string) *workerKubernetesWorker {
 	const name = "kubernetesworker"
 	Produces(g, name, kubelet.StatusName)
+	Produces(g, name, nodeservice.StatusName(proxy.Name))
+	Produces(g, name, nodeservice.StatusName(dns.Name))
 	return &workerKubernetesWorker{
 		g:               g,
 		cfg:             cfg,
@@ -216,6 +233,7 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 // child ("node") and reports its status until the role goes; it then
 // returns errKubernetesWorkerStop.
 func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string, podRange netip.Prefix) error {
+	w.runningPodRange = podRange
 	log := supervisor.Logger(ctx)
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
@@ -241,6 +259,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		NodeIP:        w.address,
 		PodCIDR:       podRange,
 		Labels:        kubelet.NodeLabels(labels),
+		ClusterDNS:    []netip.Addr{w.address},
 		Credentials:   issued.creds,
 		APIServers:    issued.servers,
 		ProxyPort:     rt.ProxyPort,
@@ -281,6 +300,16 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
 	}
+	services, err := w.nodeServices(issued)
+	if err != nil {
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("not available: " + err.Error())})
+		return err
+	}
+	for _, sv := range []*nodeService{services.proxy, services.dns} {
+		if err := supervisor.Run(ctx, sv.spec.Name, sv.runner.Run); err != nil {
+			return err
+		}
+	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 
 	in := w.g.Inputs("kubernetesworker")
@@ -290,6 +319,8 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	nodeLabels := Input(in, w.localLabels, nil)
 	runnerStatus := Input(in, runner.Status(), nil)
 	podRanges := Input(in, w.podRange, nil)
+	proxyStatus := Input(in, services.proxy.runner.Status(), nil)
+	dnsStatus := Input(in, services.dns.runner.Status(), nil)
 	renewAt, lastAsked := issued.renewAt, time.Now()
 	for {
 		// With no apiserver answering, the list may be stale (controller
@@ -304,7 +335,12 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 			return err
 		}
 		if !ok {
-			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner), time.Now()
+			// An early ask (for the apiservers' list) leaves kube-proxy and
+			// the DNS server alone: they reach the apiservers through the
+			// kubelet's proxy, and their certificates are good past the
+			// next renewal, which is sooner than their end.
+			due := !time.Now().Before(renewAt)
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, due), time.Now()
 			continue
 		}
 		if roles.Latest().GetKubernetesWorker() == nil {
@@ -323,13 +359,13 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		if nodeLabels.Changed() && nodeLabels.Latest() != nil {
 			runner.SetLabels(kubelet.NodeLabels(nodeLabels.Latest()))
 		}
-		w.status.Set(workerStatus(runnerStatus.Latest()))
+		w.status.Set(workerStatus(runnerStatus.Latest(), proxyStatus.Latest(), dnsStatus.Latest()))
 	}
 }
 
-// renew asks for fresh credentials and hands them to the runner; it
-// returns when to renew next.
-func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner) time.Time {
+// renew asks for fresh credentials and hands them to the runner (and to
+// the node services if servicesToo); it returns when to renew next.
+func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, servicesToo bool) time.Time {
 	log := supervisor.Logger(ctx)
 	if !hasCurator(m) {
 		log.Warn("cannot renew the kubelet's credentials: no curator")
@@ -339,6 +375,9 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	if err == nil {
 		err = runner.Renew(issued.creds, issued.servers)
 	}
+	if err == nil && servicesToo {
+		err = services.renew(w, issued)
+	}
 	if err != nil {
 		log.Warn("renewing the kubelet's credentials", zap.Error(err))
 		return time.Now().Add(w.retry)
@@ -347,12 +386,17 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	return issued.renewAt
 }
 
-// workerStatus is the role's status from what the runner says.
-func workerStatus(s *kubelet.Status) *KubernetesWorkerStatus {
-	st := &KubernetesWorkerStatus{Held: true, ContainerdRunning: s.ContainerdRunning, KubeletRunning: s.KubeletRunning, NodeReady: s.NodeReady}
+// workerStatus is the role's status from what the runners say.
+func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status) *KubernetesWorkerStatus {
+	st := &KubernetesWorkerStatus{Held: true, ContainerdRunning: s.ContainerdRunning, KubeletRunning: s.KubeletRunning, NodeReady: s.NodeReady,
+		ProxyRunning: proxy != nil && proxy.Running, DNSRunning: dns != nil && dns.Running}
 	switch {
 	case s.Note != "":
 		st.Note = s.Note
+	case !st.ProxyRunning:
+		st.Note = "kube-proxy does not run: " + proxy.Note
+	case !st.DNSRunning:
+		st.Note = "the DNS server does not run: " + dns.Note
 	case !s.NodeReady:
 		st.Note = s.NodeNote
 	}
@@ -364,26 +408,31 @@ func workerStatus(s *kubelet.Status) *KubernetesWorkerStatus {
 // in memory: the curator signs their public halves.
 type kubeletKeys struct {
 	client, serving *ecdsa.PrivateKey
+	// proxy and dns are kube-proxy's and the DNS server's client keys.
+	proxy, dns *ecdsa.PrivateKey
 }
 
 func newKubeletKeys() (*kubeletKeys, error) {
-	c, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
+	var ks [4]*ecdsa.PrivateKey
+	for i := range ks {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		ks[i] = k
 	}
-	s, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	return &kubeletKeys{client: c, serving: s}, nil
+	return &kubeletKeys{client: ks[0], serving: ks[1], proxy: ks[2], dns: ks[3]}, nil
 }
 
 // issuedCredentials is the curator's answer, ready for the runner.
 type issuedCredentials struct {
 	nodeName string
 	creds    kubelet.Credentials
-	servers  []netip.AddrPort
-	renewAt  time.Time
+	// proxy and dns are kube-proxy's and the DNS server's client
+	// certificate and key (PEM).
+	proxy, dns pki.Pair
+	servers    []netip.AddrPort
+	renewAt    time.Time
 }
 
 // issue asks the curator for the kubelet's credentials.
@@ -396,9 +445,17 @@ func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership
 	if err != nil {
 		return nil, err
 	}
+	proxyPub, err := x509.MarshalPKIXPublicKey(&keys.proxy.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	dnsPub, err := x509.MarshalPKIXPublicKey(&keys.dns.PublicKey)
+	if err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
-	resp, err := cpb.NewCuratorServiceClient(m.Curator).IssueKubeletCredentials(cctx, &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: clientPub, ServingKeySpki: servingPub})
+	resp, err := cpb.NewCuratorServiceClient(m.Curator).IssueKubeletCredentials(cctx, &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: clientPub, ServingKeySpki: servingPub, ProxyKeySpki: proxyPub, DnsKeySpki: dnsPub})
 	if err != nil {
 		return nil, fmt.Errorf("IssueKubeletCredentials: %w", err)
 	}
@@ -414,6 +471,17 @@ func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership
 	if err != nil {
 		return nil, fmt.Errorf("the kubelet's client certificate from the curator: %w", err)
 	}
+	if len(resp.ProxyCertificate) == 0 || len(resp.DnsCertificate) == 0 {
+		return nil, errors.New("the curator issued no certificates for kube-proxy and the DNS server (a curator older than this node?)")
+	}
+	proxyKey, err := x509.MarshalECPrivateKey(keys.proxy)
+	if err != nil {
+		return nil, err
+	}
+	dnsKey, err := x509.MarshalECPrivateKey(keys.dns)
+	if err != nil {
+		return nil, err
+	}
 	out := &issuedCredentials{
 		nodeName: resp.NodeName,
 		creds: kubelet.Credentials{
@@ -423,6 +491,8 @@ func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership
 			ServingCert: pemBlock("CERTIFICATE", resp.ServingCertificate),
 			ServingKey:  pemBlock("EC PRIVATE KEY", servingKey),
 		},
+		proxy:   pki.Pair{Cert: pemBlock("CERTIFICATE", resp.ProxyCertificate), Key: pemBlock("EC PRIVATE KEY", proxyKey)},
+		dns:     pki.Pair{Cert: pemBlock("CERTIFICATE", resp.DnsCertificate), Key: pemBlock("EC PRIVATE KEY", dnsKey)},
 		renewAt: client.NotBefore.Add(client.NotAfter.Sub(client.NotBefore) / 2),
 	}
 	if out.nodeName != m.Credentials.NodeID {
@@ -440,4 +510,74 @@ func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership
 
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// nodeService is one node service's spec and runner.
+type nodeService struct {
+	spec   nodeservice.Spec
+	runner *nodeservice.Runner
+}
+
+// nodeServices are the services every worker node runs beside the
+// kubelet, reaching the apiservers through the kubelet's local proxy.
+type nodeServices struct {
+	proxy, dns *nodeService
+}
+
+// nodeServiceSpecs renders the services' specs for issued credentials.
+func (w *workerKubernetesWorker) nodeServiceSpecs(issued *issuedCredentials) (proxySpec, dnsSpec nodeservice.Spec, err error) {
+	rt := w.cfg.Runtime
+	server := "https://localhost:" + strconv.Itoa(int(cmp.Or(rt.ProxyPort, kubelet.DefaultProxyPort)))
+	proxySpec, err = proxy.Config{
+		Bundle: w.cfg.Bundle, BinDir: rt.BinDir, Dir: filepath.Join(rt.RunDir, proxy.Name),
+		// The node's own range as "the cluster's": kube-proxy treats
+		// traffic from it as local and does not masquerade it, so a
+		// Pod's connection to a Service reaches an endpoint on another
+		// node with the Pod's own address, which that node's WireGuard
+		// peer entry accepts; the node's address would be dropped there.
+		// Traffic from other nodes' Pods never passes this node's
+		// Service rules.
+		NodeName: issued.nodeName, NodeIP: w.address, ClusterCIDR: w.runningPodRange,
+		Server: server, CA: issued.creds.CA, Cert: issued.proxy.Cert, Key: issued.proxy.Key,
+	}.Spec()
+	if err != nil {
+		return proxySpec, dnsSpec, err
+	}
+	dnsSpec, err = dns.Config{
+		Binary: filepath.Join(rt.BinDir, "polis-coredns"), Dir: filepath.Join(rt.RunDir, dns.Name), NodeIP: w.address,
+		Server: server, CA: issued.creds.CA, Cert: issued.dns.Cert, Key: issued.dns.Key,
+	}.Spec()
+	return proxySpec, dnsSpec, err
+}
+
+// nodeServices makes the services' runners.
+func (w *workerKubernetesWorker) nodeServices(issued *issuedCredentials) (*nodeServices, error) {
+	proxySpec, dnsSpec, err := w.nodeServiceSpecs(issued)
+	if err != nil {
+		return nil, err
+	}
+	out := &nodeServices{}
+	for _, x := range []struct {
+		spec nodeservice.Spec
+		to   **nodeService
+	}{{proxySpec, &out.proxy}, {dnsSpec, &out.dns}} {
+		r, err := nodeservice.New(x.spec)
+		if err != nil {
+			return nil, err
+		}
+		*x.to = &nodeService{spec: x.spec, runner: r}
+	}
+	return out, nil
+}
+
+// renew hands the services their new credentials (which restarts them).
+func (s *nodeServices) renew(w *workerKubernetesWorker, issued *issuedCredentials) error {
+	proxySpec, dnsSpec, err := w.nodeServiceSpecs(issued)
+	if err != nil {
+		return err
+	}
+	if err := s.proxy.runner.Renew(proxySpec.Files); err != nil {
+		return err
+	}
+	return s.dns.runner.Renew(dnsSpec.Files)
 }

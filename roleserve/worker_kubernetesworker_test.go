@@ -64,6 +64,19 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 	if err != nil {
 		return nil, err
 	}
+	var services [2][]byte
+	for i, sv := range []struct {
+		spki []byte
+		user string
+	}{{req.ProxyKeySpki, pki.ProxyUser}, {req.DnsKeySpki, pki.DNSUser}} {
+		pub, err := pki.ParseClientPublicKey(sv.spki)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if services[i], err = k.ca.SignClient(pub, sv.user, nil, time.Hour, now); err != nil {
+			return nil, err
+		}
+	}
 	der := func(p []byte) []byte {
 		c, err := pki.ParseCertificate(p)
 		if err != nil {
@@ -78,8 +91,10 @@ func (k *kubeletIssuer) issue(req *cpb.IssueKubeletCredentialsRequest) (*cpb.Iss
 	}
 	return &cpb.IssueKubeletCredentialsResponse{
 		ClientCertificate: der(client), ServingCertificate: der(serving), CaCertificate: der(k.ca.CACert),
-		ApiServers: []*cpb.KubernetesAPIServer{api},
-		NodeName:   k.node,
+		ApiServers:       []*cpb.KubernetesAPIServer{api},
+		NodeName:         k.node,
+		ProxyCertificate: der(services[0]),
+		DnsCertificate:   der(services[1]),
 	}, nil
 }
 
@@ -105,7 +120,9 @@ func testRuntime(t *testing.T) (rt *KubernetesRuntime, bundle, log string) {
 	for name, body := range map[string]string{
 		"containerd": "touch $RUN/up $RUN/containerd.sock\ntrap 'echo containerd-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 		"ctr":        "[ \"$5\" != version ] || test -e $RUN/up\n",
-		"polis-kube": "echo \"$*\" >>$LOG\ntrap 'echo kubelet-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		// kubelet and kube-proxy: "$1-stop" is kubelet-stop or proxy-stop.
+		"polis-kube":    "echo \"$*\" >>$LOG\ntrap 'echo $1-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
+		"polis-coredns": "echo \"coredns $*\" >>$LOG\ntrap 'echo dns-stop >>$LOG; exit 0' TERM\nsleep 600 & wait\n",
 	} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nLOG="+log+"\nRUN="+run+"\n"+body), 0o755); err != nil {
 			t.Fatal(err)
@@ -221,12 +238,22 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	f.kubelet.mu.Lock()
 	f.kubelet.refuse = nil
 	f.kubelet.mu.Unlock()
-	// No apiserver answers: containerd runs, the kubelet waits for one.
-	st := waitFor(t, &v.KubernetesWorker, "containerd running, the kubelet waiting for an apiserver", func(s *KubernetesWorkerStatus) bool {
-		return s != nil && s.ContainerdRunning && strings.Contains(s.Note, "waiting for an apiserver")
+	// No apiserver answers: containerd, kube-proxy and the DNS server
+	// run, the kubelet waits for one.
+	st := waitFor(t, &v.KubernetesWorker, "containerd, kube-proxy and DNS running, the kubelet waiting for an apiserver", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.ContainerdRunning && s.ProxyRunning && s.DNSRunning && strings.Contains(s.Note, "waiting for an apiserver")
 	})
 	if st.NodeReady || st.KubeletRunning {
 		t.Errorf("status %+v: a kubelet runs, or the Node is Ready, yet no apiserver answers", st)
+	}
+	// The scripts note their arguments once they run.
+	var data []byte
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "proxy --config=") || !strings.Contains(string(data), "coredns -conf"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-proxy and the DNS server never noted their arguments: %q", data)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+		data, _ = os.ReadFile(log)
 	}
 	// No apiserver answers: the worker asks the curator again for the
 	// list, without waiting for the credentials' renewal.
@@ -270,6 +297,17 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	}
 	if n := cleared.Load(); n != 0 {
 		t.Errorf("the pod network was cleared %d times while the role is held", n)
+	}
+	// kube-proxy and the DNS server have theirs, with their own users;
+	// the kubelet gives Pods the node's address as their nameserver.
+	for file, user := range map[string]string{"proxy/kube-proxy.kubeconfig": pki.ProxyUser, "dns/dns.kubeconfig": pki.DNSUser} {
+		kc, err := os.ReadFile(filepath.Join(rt.RunDir, file))
+		if err != nil || !strings.Contains(string(kc), `user: "`+user+`"`) {
+			t.Errorf("kubeconfig %s: %s: %v", file, kc, err)
+		}
+	}
+	if kcfg, err := os.ReadFile(filepath.Join(rt.RunDir, "kubelet.yaml")); err != nil || !strings.Contains(string(kcfg), "clusterDNS:\n  - \""+kubeAddr.String()+"\"") {
+		t.Errorf("kubelet configuration names no cluster DNS at %s: %s %v", kubeAddr, kcfg, err)
 	}
 
 	v.LocalRoles.Set(noRoles)
@@ -405,6 +443,11 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	data := readFile(t, log)
 	if k, c := strings.Index(data, "kubelet-stop"), strings.Index(data, "containerd-stop"); k < 0 || c < k {
 		t.Errorf("want the kubelet stopped, then containerd, before the status says the role is gone; log:\n%s", data)
+	}
+	for _, stop := range []string{"proxy-stop", "dns-stop"} {
+		if !strings.Contains(string(data), stop) {
+			t.Errorf("no %s before the status says the role is gone; log:\n%s", stop, data)
+		}
 	}
 }
 

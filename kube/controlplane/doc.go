@@ -14,7 +14,8 @@
 //	Run ─┬─ apiserver           polis-kube apiserver ...
 //	     ├─ controller-manager  polis-kube controller-manager ...
 //	     ├─ scheduler           polis-kube scheduler ...
-//	     └─ readyz              GET https://address:port/readyz
+//	     ├─ readyz              GET https://address:port/readyz
+//	     └─ rbac                the node services' RBAC, applied when ready
 //
 // A component runnable starts its process, logs each line it writes on the
 // runnable's logger (so the node's log names the component; klog's
@@ -24,6 +25,13 @@
 // after StopGrace) and returns only once the process is gone: when Run has
 // returned, no component process is left. The processes are also killed by
 // the kernel if the node agent dies (Pdeathsig).
+//
+// Kubernetes' bootstrap policy knows the components and kube-proxy
+// (system:kube-proxy), not the node DNS server that every worker runs
+// (kube/dns): once the apiserver is ready, and again after each of its
+// restarts, the rbac runnable applies (server-side apply, so every
+// controller node may) a ClusterRole polis:dns that lists and watches
+// Services, EndpointSlices and Namespaces, bound to the user pki.DNSUser.
 //
 // Status is a value telling the truth: which components run (with their
 // pids and how often each started) and whether the apiserver's /readyz

@@ -141,6 +141,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "readyz", r.probe(roots)); err != nil {
 		return err
 	}
+	if err := supervisor.Run(ctx, "rbac", r.applyRBAC(roots)); err != nil {
+		return err
+	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	<-ctx.Done()
 	r.setReady(false, "stopped", 0)

@@ -2,7 +2,12 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -88,6 +93,10 @@ func TestControlPlane(t *testing.T) {
 	if st.Server != server {
 		t.Errorf("status names server %q, want %q", st.Server, server)
 	}
+
+	// The node DNS server's user may list and watch what it serves from,
+	// and nothing else, once the runner has applied its RBAC.
+	checkDNSRBAC(t, files, server)
 
 	// Everything the apiserver stored sits under the confined prefix.
 	var k8sKeys int
@@ -195,5 +204,69 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if strings.Contains(args, "endpoint-reconciler") {
 		t.Errorf("a non-loopback address got the endpoint reconciler turned off: %s", args)
+	}
+}
+
+// checkDNSRBAC asks the apiserver, as the system:masters client of the
+// control plane's files, what pki.DNSUser may do (SubjectAccessReview),
+// until the runner's RBAC is there.
+func checkDNSRBAC(t *testing.T, files pki.Files, server string) {
+	t.Helper()
+	pair, err := tls.X509KeyPair(files[pki.FileKubeletClientCert], files[pki.FileKubeletClientKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(files[pki.FileCA])
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	allowed := func(group, resource, verb string) (bool, error) {
+		review := fmt.Sprintf(`{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":{"user":%q,"resourceAttributes":{"group":%q,"resource":%q,"verb":%q}}}`, pki.DNSUser, group, resource, verb)
+		resp, err := hc.Post(server+"/apis/authorization.k8s.io/v1/subjectaccessreviews", "application/json", strings.NewReader(review))
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Status struct{ Allowed bool } `json:"status"`
+		}
+		if resp.StatusCode != http.StatusCreated {
+			return false, fmt.Errorf("SubjectAccessReview: %s", resp.Status)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		return out.Status.Allowed, err
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ok, err := allowed("", "services", "watch")
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s may not watch services %v after the apiserver was ready: %v", pki.DNSUser, readyTimeout, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a deadline-bounded wait
+	}
+	for _, c := range []struct {
+		group, resource, verb string
+		want                  bool
+	}{
+		{"", "services", "list", true},
+		{"", "namespaces", "watch", true},
+		{"discovery.k8s.io", "endpointslices", "list", true},
+		{"", "services", "get", false},
+		{"", "services", "update", false},
+		{"", "secrets", "list", false},
+		{"", "pods", "list", false},
+		{"", "endpoints", "list", false},
+	} {
+		got, err := allowed(c.group, c.resource, c.verb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s may %s %s/%s: %v, want %v", pki.DNSUser, c.verb, c.group, c.resource, got, c.want)
+		}
 	}
 }

@@ -93,6 +93,10 @@ type Config struct {
 	// ResolvConf is the resolv.conf the kubelet gives pods with the
 	// Default DNS policy; empty: none.
 	ResolvConf string
+	// ClusterDNS are the nameservers of Pods with the ClusterFirst DNS
+	// policy (the default): the node's DNS server (kube/dns) listens on
+	// the node's address. Empty: Pods get no cluster DNS.
+	ClusterDNS []netip.Addr
 	// Registries configures where images are pulled from: registry host
 	// (as in image references, "host:port") → endpoint URL (http or
 	// https), written as containerd's hosts directory.
@@ -143,6 +147,11 @@ func (c Config) withDefaults() (Config, error) {
 	for _, a := range c.APIServers {
 		if !a.IsValid() || a.Port() == 0 {
 			errs = append(errs, fmt.Errorf("apiserver %v is not an address and port", a))
+		}
+	}
+	for _, a := range c.ClusterDNS {
+		if !a.IsValid() || a.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("config field ClusterDNS: %v is not a nameserver address", a))
 		}
 	}
 	for host, endpoint := range c.Registries {

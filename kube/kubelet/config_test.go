@@ -32,6 +32,7 @@ func TestConfigValidation(t *testing.T) {
 		"registry not a URL":  {func(c *Config) { c.Registries = map[string]string{"demo:5000": "10.0.0.1:5000"} }, "not an http(s) URL"},
 		"registry with slash": {func(c *Config) { c.Registries = map[string]string{"a/b": "http://x"} }, `registry host "a/b"`},
 		"long run dir":        {func(c *Config) { c.RunDir = "/" + strings.Repeat("r", 100) }, "longer than 107 bytes"},
+		"unspecified DNS":     {func(c *Config) { c.ClusterDNS = []netip.Addr{netip.IPv4Unspecified()} }, "ClusterDNS: 0.0.0.0 is not a nameserver"},
 	} {
 		c := good
 		c.Credentials = good.Credentials
@@ -52,5 +53,18 @@ func TestNodeLabels(t *testing.T) {
 	want := map[string]string{LabelPrefix + "zone": "a", "example.com/rack": "7"}
 	if !maps.Equal(got, want) {
 		t.Errorf("NodeLabels = %v, want %v", got, want)
+	}
+}
+
+// The kubelet names the node's DNS server as Pods' nameserver, and only
+// when given one.
+func TestKubeletConfigClusterDNS(t *testing.T) {
+	c := Config{NodeIP: netip.MustParseAddr("10.0.0.2"), RunDir: "/run/k", StateDir: "/data/k", PodCIDR: DefaultPodCIDR}
+	if got := string(c.kubeletConfig()); strings.Contains(got, "clusterDNS") {
+		t.Errorf("without ClusterDNS the configuration names one:\n%s", got)
+	}
+	c.ClusterDNS = []netip.Addr{c.NodeIP}
+	if got := string(c.kubeletConfig()); !strings.Contains(got, "\nclusterDNS:\n  - \"10.0.0.2\"\n") || !strings.Contains(got, "\nclusterDomain: cluster.local\n") {
+		t.Errorf("the configuration does not name 10.0.0.2 as the cluster's DNS for cluster.local:\n%s", got)
 	}
 }

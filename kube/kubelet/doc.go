@@ -11,7 +11,9 @@
 // goes (the data disk) and sockets and generated files (ephemeral
 // storage), the node's name (its Polis node ID), address and labels, the
 // kubelet's certificates (issued by the curator, IssueKubeletCredentials,
-// for keys the node keeps) and the apiservers. Its Run:
+// for keys the node keeps), the apiservers, and the Pods' nameserver (the
+// node's DNS server, kube/dns, which the kubernetes worker runs beside the
+// kubelet with kube-proxy). Its Run:
 //
 //	Run ─┬─ (containerd, a process of the run itself)
 //	     │    then: ctr images import <pause image>   (nothing is pulled)

@@ -165,7 +165,8 @@ func (c Config) cniConfig() []byte {
 // clients authenticated by the Kubernetes CA or asked of the apiserver
 // (webhook), never anonymous, and authorized by the apiserver; serving
 // with the certificate the curator issued; no static pods, no read-only
-// port; swap tolerated; pods' logs on the data disk.
+// port; swap tolerated; pods' logs on the data disk; Pods' nameservers
+// ClusterDNS, when given.
 func (c Config) kubeletConfig() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -200,6 +201,12 @@ serializeImagePulls: false
 		DefaultClusterDomain, q(c.ResolvConf), q(c.PodCIDR.Masked().String()), q(filepath.Join(c.StateDir, "pod-logs")))
 	if c.Cgroup != "" {
 		fmt.Fprintf(&b, "cgroupRoot: %s\n", q(strings.TrimPrefix(c.cgroup(cgroupPods), CgroupMount)))
+	}
+	if len(c.ClusterDNS) > 0 {
+		b.WriteString("clusterDNS:\n")
+		for _, a := range c.ClusterDNS {
+			fmt.Fprintf(&b, "  - %s\n", q(a.String()))
+		}
 	}
 	return []byte(b.String())
 }

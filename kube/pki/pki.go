@@ -42,6 +42,12 @@ const (
 	// MastersGroup is Kubernetes' superuser group (cluster-admin), for the
 	// cluster's owner.
 	MastersGroup = "system:masters"
+	// ProxyUser is kube-proxy's user on every worker node: Kubernetes'
+	// default policy binds it to system:node-proxier.
+	ProxyUser = "system:kube-proxy"
+	// DNSUser is the node DNS server's user on every worker node, bound by
+	// kube/controlplane to reading Services, EndpointSlices and Namespaces.
+	DNSUser = "polis:dns"
 )
 
 // ServiceNames are the in-cluster DNS names of the kubernetes service,

@@ -49,7 +49,10 @@ var proxyLine = regexp.MustCompile(`proxy into the cluster network \S+: (http://
 // IDs with their Polis labels; a Deployment of two replicas of the demo
 // image, kept apart by pod anti-affinity, runs one Pod on each worker,
 // pulled from the launcher's registry; kubectl logs and exec reach them
-// through the apiserver. Then, on the same cluster (vmworker_test.go): a
+// through the apiserver; each reaches the other by Pod IP across the
+// workers, and the launcher's capture of the wire never shows the marker
+// they send (WireGuard); a Service in front of both is reached by its DNS
+// names (checkServicesByName). Then, on the same cluster (vmworker_test.go): a
 // worker's kubelet credentials are held to its own Node and Pods, label
 // changes in Polis reach the Node, KubernetesWorker taken from a worker
 // leaves nothing running and given back brings its Node and Pod back, and
@@ -209,6 +212,8 @@ func TestVMClusterRunsPods(t *testing.T) {
 	}
 	// Pod to Pod across the workers, encrypted on the wire.
 	checkPodToPod(t, kubectl, list.Items, filepath.Join(dir, "wire.pcap"))
+	// A Service in front of both, by its DNS names, from a Pod.
+	checkServicesByName(ctx, t, cs, bin, config, tryKubectl, list.Items)
 	if t.Failed() {
 		return
 	}

@@ -44,13 +44,14 @@ var DefaultModules = []string{
 	// and veth pairs for pod networks, with bridged traffic passing
 	// netfilter (br_netfilter); conntrack and NAT, and the nftables
 	// expressions Services and port mappings are written with (kube-proxy's
-	// nftables mode: ct, nat, masquerade, redirect, reject, fib, numgen,
-	// limit; conntrack entries are cleared over netlink).
+	// nftables mode: ct, nat, masquerade, redirect, reject (in its ip and
+	// ip6 tables too), fib, numgen, limit; conntrack entries are cleared
+	// over netlink).
 	"overlay",
 	"bridge", "br_netfilter", "veth",
 	"nf_conntrack", "nf_nat", "nf_conntrack_netlink",
 	"nf_tables", "nft_chain_nat", "nft_ct", "nft_nat", "nft_masq", "nft_redir",
-	"nft_reject_inet", "nft_fib_inet", "nft_numgen", "nft_limit",
+	"nft_reject_inet", "nft_reject_ipv4", "nft_reject_ipv6", "nft_fib_inet", "nft_numgen", "nft_limit",
 	// Pod traffic between nodes, encrypted (clusternet): WireGuard, with
 	// the UDP tunnel and crypto libraries it depends on.
 	"wireguard",

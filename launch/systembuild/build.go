@@ -24,6 +24,7 @@ const (
 	ContainerdVersion = "v2.4.2"
 	RuncVersion       = "v1.5.2"
 	CNIPluginsVersion = "v1.10.0"
+	CoreDNSVersion    = "v1.15.0"
 )
 
 // PauseImage is the image reference that images/pause.tar carries: the pod
@@ -80,7 +81,8 @@ func Build(ctx context.Context, outDir string) error {
 }
 
 // Files are the tree's regular files, relative to its root, in the order
-// Build makes them: what an image builder copies, and what the tests check.
+// Build makes them: what the tests check. Besides them, NftDir holds
+// Debian's nft with the libraries it needs on the build machine.
 func Files() []string {
 	files := []string{KubeBundle}
 	for _, s := range steps() {
@@ -93,7 +95,8 @@ func Files() []string {
 }
 
 // Build builds the system tree into outDir: the Kubernetes bundle, the
-// runtime's binaries, mount and umount, and the pause image archive.
+// runtime's binaries, CoreDNS, Debian's nft (NftDir) and its launcher,
+// mount and umount, and the pause image archive.
 // outDir holds nothing else afterwards that Build did not put there
 // before; files of other names in it are left alone.
 func (b Builder) Build(ctx context.Context, outDir string) error {
@@ -142,6 +145,10 @@ func (b Builder) Build(ctx context.Context, outDir string) error {
 	if err := checkCgoTools(ctx); err != nil {
 		return fmt.Errorf("systembuild: %w", err)
 	}
+	if _, err := os.Stat(NftProgram); err != nil {
+		// Before the long builds, as installNft would fail after them.
+		return fmt.Errorf("systembuild: kube-proxy's nftables mode needs Debian's nft, and %s is missing: install it as root with: apt-get install %s (scripts/test does)", NftProgram, NftPackage)
+	}
 	logf("building the system tree into %s", out)
 
 	if err := keepTimesIfUnchanged([]string{filepath.Join(out, KubeBundle)}, func() error {
@@ -158,6 +165,10 @@ func (b Builder) Build(ctx context.Context, outDir string) error {
 		if err := keepTimesIfUnchanged(outputs, func() error { return goBuild(ctx, src, out, s, logf) }); err != nil {
 			return fmt.Errorf("systembuild: %w", err)
 		}
+	}
+
+	if _, err := installNft(ctx, out, logf); err != nil {
+		return fmt.Errorf("systembuild: %w", err)
 	}
 
 	busybox, err := fetchBusybox(ctx, filepath.Join(cache, "deb"), logf)

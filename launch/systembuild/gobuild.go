@@ -20,8 +20,9 @@ type step struct {
 	// module is the module's directory below the source root ("" for the
 	// main module).
 	module string
-	// packages are the main packages to build; outputs the file names go
-	// build gives them (the last element of each import path).
+	// packages are the main packages to build; outputs the names of their
+	// binaries (with several packages, the names go build gives them: the
+	// last element of each import path).
 	packages, outputs []string
 	// outDir is the directory below the output root they go to.
 	outDir string
@@ -60,6 +61,23 @@ func steps() []step {
 			// static binary, out of the link. Its version comes from the
 			// module's VERSION file.
 			tags: []string{"seccomp", "urfave_cli_no_docs", "netgo", "osusergo"},
+		},
+		{
+			// Polis' own main with CoreDNS' plugins the node needs
+			// (noderuntime/cmd/polis-coredns); it reports CoreDNS'
+			// version itself.
+			name:     "CoreDNS " + CoreDNSVersion,
+			module:   "noderuntime",
+			packages: []string{noderuntimeModule + "/cmd/polis-coredns"},
+			outputs:  []string{"polis-coredns"},
+			outDir:   BinDir,
+		},
+		{
+			// Runs Debian's nft from NftDir: see cmd/polis-nft.
+			name:     "polis-nft",
+			packages: []string{"./cmd/polis-nft"},
+			outputs:  []string{"nft"},
+			outDir:   BinDir,
 		},
 		{
 			name:   "the CNI plugins " + CNIPluginsVersion,

@@ -1080,8 +1080,9 @@ type KubernetesStatus struct {
 	// is, or is not held. At most 200 bytes.
 	ControllerNote string `protobuf:"bytes,4,opt,name=controller_note,json=controllerNote,proto3" json:"controller_note,omitempty"`
 	// Why KubernetesWorker, when held, is not run in full (not available,
-	// starting, containerd or kubelet down, the Node not Ready); empty when
-	// it runs with its Node Ready, or is not held. At most 200 bytes.
+	// starting, containerd, kubelet, kube-proxy or the DNS server down, the
+	// Node not Ready); empty when it runs with its Node Ready, or is not
+	// held. At most 200 bytes.
 	WorkerNote string `protobuf:"bytes,5,opt,name=worker_note,json=workerNote,proto3" json:"worker_note,omitempty"`
 	// Whether containerd's process runs on the node (KubernetesWorker).
 	ContainerdRunning bool `protobuf:"varint,6,opt,name=containerd_running,json=containerdRunning,proto3" json:"containerd_running,omitempty"`
@@ -1090,7 +1091,12 @@ type KubernetesStatus struct {
 	// Whether the node's Node object in Kubernetes (named by the node's ID)
 	// has the condition Ready=True, as the kubelet's own credentials read
 	// it from an apiserver.
-	NodeReady     bool `protobuf:"varint,8,opt,name=node_ready,json=nodeReady,proto3" json:"node_ready,omitempty"`
+	NodeReady bool `protobuf:"varint,8,opt,name=node_ready,json=nodeReady,proto3" json:"node_ready,omitempty"`
+	// Whether kube-proxy's process runs on the node (KubernetesWorker).
+	ProxyRunning bool `protobuf:"varint,9,opt,name=proxy_running,json=proxyRunning,proto3" json:"proxy_running,omitempty"`
+	// Whether the node's DNS server (CoreDNS) runs on the node
+	// (KubernetesWorker).
+	DnsRunning    bool `protobuf:"varint,10,opt,name=dns_running,json=dnsRunning,proto3" json:"dns_running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1177,6 +1183,20 @@ func (x *KubernetesStatus) GetKubeletRunning() bool {
 func (x *KubernetesStatus) GetNodeReady() bool {
 	if x != nil {
 		return x.NodeReady
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetProxyRunning() bool {
+	if x != nil {
+		return x.ProxyRunning
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetDnsRunning() bool {
+	if x != nil {
+		return x.DnsRunning
 	}
 	return false
 }
@@ -1483,7 +1503,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\"[\n" +
 	"\x0eSnapshotPolicy\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x12\n" +
-	"\x04keep\x18\x02 \x01(\rR\x04keep\"\xbd\x02\n" +
+	"\x04keep\x18\x02 \x01(\rR\x04keep\"\x83\x03\n" +
 	"\x10KubernetesStatus\x12\x18\n" +
 	"\arunning\x18\x01 \x03(\tR\arunning\x12'\n" +
 	"\x0fapiserver_ready\x18\x02 \x01(\bR\x0eapiserverReady\x12%\n" +
@@ -1494,7 +1514,11 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x12containerd_running\x18\x06 \x01(\bR\x11containerdRunning\x12'\n" +
 	"\x0fkubelet_running\x18\a \x01(\bR\x0ekubeletRunning\x12\x1d\n" +
 	"\n" +
-	"node_ready\x18\b \x01(\bR\tnodeReady\"$\n" +
+	"node_ready\x18\b \x01(\bR\tnodeReady\x12#\n" +
+	"\rproxy_running\x18\t \x01(\bR\fproxyRunning\x12\x1f\n" +
+	"\vdns_running\x18\n" +
+	" \x01(\bR\n" +
+	"dnsRunning\"$\n" +
 	"\x0eRunningCurator\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\"X\n" +
 	"\x0fCuratorEndpoint\x12\x17\n" +

@@ -1539,8 +1539,14 @@ type IssueKubeletCredentialsRequest struct {
 	// The public half of the kubelet's serving key, in the same form.
 	// Required, and not the client key.
 	ServingKeySpki []byte `protobuf:"bytes,2,opt,name=serving_key_spki,json=servingKeySpki,proto3" json:"serving_key_spki,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The public half of kube-proxy's client key, in the same form.
+	// Optional; when set, a key of its own (none of the others).
+	ProxyKeySpki []byte `protobuf:"bytes,3,opt,name=proxy_key_spki,json=proxyKeySpki,proto3" json:"proxy_key_spki,omitempty"`
+	// The public half of the node DNS server's client key, in the same form.
+	// Optional; when set, a key of its own (none of the others).
+	DnsKeySpki    []byte `protobuf:"bytes,4,opt,name=dns_key_spki,json=dnsKeySpki,proto3" json:"dns_key_spki,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IssueKubeletCredentialsRequest) Reset() {
@@ -1587,6 +1593,20 @@ func (x *IssueKubeletCredentialsRequest) GetServingKeySpki() []byte {
 	return nil
 }
 
+func (x *IssueKubeletCredentialsRequest) GetProxyKeySpki() []byte {
+	if x != nil {
+		return x.ProxyKeySpki
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsRequest) GetDnsKeySpki() []byte {
+	if x != nil {
+		return x.DnsKeySpki
+	}
+	return nil
+}
+
 // IssueKubeletCredentialsResponse is the calling node's kubelet
 // credentials.
 type IssueKubeletCredentialsResponse struct {
@@ -1605,9 +1625,15 @@ type IssueKubeletCredentialsResponse struct {
 	ApiServers []*KubernetesAPIServer `protobuf:"bytes,4,rep,name=api_servers,json=apiServers,proto3" json:"api_servers,omitempty"`
 	// The Kubernetes node name the certificates are for: the caller's node
 	// ID.
-	NodeName      string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeName string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// DER of kube-proxy's client certificate (system:kube-proxy), when the
+	// request carried proxy_key_spki.
+	ProxyCertificate []byte `protobuf:"bytes,6,opt,name=proxy_certificate,json=proxyCertificate,proto3" json:"proxy_certificate,omitempty"`
+	// DER of the node DNS server's client certificate (polis:dns), when the
+	// request carried dns_key_spki.
+	DnsCertificate []byte `protobuf:"bytes,7,opt,name=dns_certificate,json=dnsCertificate,proto3" json:"dns_certificate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *IssueKubeletCredentialsResponse) Reset() {
@@ -1673,6 +1699,20 @@ func (x *IssueKubeletCredentialsResponse) GetNodeName() string {
 		return x.NodeName
 	}
 	return ""
+}
+
+func (x *IssueKubeletCredentialsResponse) GetProxyCertificate() []byte {
+	if x != nil {
+		return x.ProxyCertificate
+	}
+	return nil
+}
+
+func (x *IssueKubeletCredentialsResponse) GetDnsCertificate() []byte {
+	if x != nil {
+		return x.DnsCertificate
+	}
+	return nil
 }
 
 var File_polis_curator_v1_curator_proto protoreflect.FileDescriptor
@@ -1744,17 +1784,22 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
 	"\x12GetOwnerKeyRequest\"2\n" +
 	"\x13GetOwnerKeyResponse\x12\x1b\n" +
-	"\towner_key\x18\x01 \x01(\fR\bownerKey\"r\n" +
+	"\towner_key\x18\x01 \x01(\fR\bownerKey\"\xba\x01\n" +
 	"\x1eIssueKubeletCredentialsRequest\x12&\n" +
 	"\x0fclient_key_spki\x18\x01 \x01(\fR\rclientKeySpki\x12(\n" +
-	"\x10serving_key_spki\x18\x02 \x01(\fR\x0eservingKeySpki\"\x8d\x02\n" +
+	"\x10serving_key_spki\x18\x02 \x01(\fR\x0eservingKeySpki\x12$\n" +
+	"\x0eproxy_key_spki\x18\x03 \x01(\fR\fproxyKeySpki\x12 \n" +
+	"\fdns_key_spki\x18\x04 \x01(\fR\n" +
+	"dnsKeySpki\"\xe3\x02\n" +
 	"\x1fIssueKubeletCredentialsResponse\x12-\n" +
 	"\x12client_certificate\x18\x01 \x01(\fR\x11clientCertificate\x12/\n" +
 	"\x13serving_certificate\x18\x02 \x01(\fR\x12servingCertificate\x12%\n" +
 	"\x0eca_certificate\x18\x03 \x01(\fR\rcaCertificate\x12F\n" +
 	"\vapi_servers\x18\x04 \x03(\v2%.polis.curator.v1.KubernetesAPIServerR\n" +
 	"apiServers\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName2\x84\r\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName\x12+\n" +
+	"\x11proxy_certificate\x18\x06 \x01(\fR\x10proxyCertificate\x12'\n" +
+	"\x0fdns_certificate\x18\a \x01(\fR\x0ednsCertificate2\x84\r\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12\x84\x01\n" +
 	"\x15WatchClusterDirectory\x12..polis.curator.v1.WatchClusterDirectoryRequest\x1a/.polis.curator.v1.WatchClusterDirectoryResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +

@@ -174,6 +174,14 @@ type CuratorServiceClient interface {
 	//   - A serving certificate for the caller's external address
 	//     (NodeStatus.external_address), which apiservers check when they
 	//     reach the kubelet (logs, exec).
+	//   - When the request carries their keys, client certificates for the
+	//     node services beside the kubelet: system:kube-proxy for kube-proxy
+	//     (bound by Kubernetes' own bootstrap RBAC to system:node-proxier:
+	//     read Services, EndpointSlices and Nodes, write Events), and
+	//     polis:dns for the node's DNS server (bound by the control plane,
+	//     kube/controlplane, to listing and watching Services,
+	//     EndpointSlices and Namespaces, and nothing else). Every worker
+	//     node runs both, so a node that may have a kubelet may have them.
 	//
 	// The request carries no node ID: the name is the caller's, from its
 	// node certificate, so a node cannot ask for another node's identity.
@@ -184,7 +192,7 @@ type CuratorServiceClient interface {
 	// KubernetesController.
 	//
 	// Errors: INVALID_ARGUMENT if a key is not a PKIX ECDSA P-256 public
-	// key, or both are the same key; FAILED_PRECONDITION if the caller does
+	// key, or two are the same key; FAILED_PRECONDITION if the caller does
 	// not hold KubernetesWorker, has reported no external address, or no
 	// node holds KubernetesController; UNAVAILABLE if the Kubernetes PKI
 	// cannot be read.
@@ -550,6 +558,14 @@ type CuratorServiceServer interface {
 	//   - A serving certificate for the caller's external address
 	//     (NodeStatus.external_address), which apiservers check when they
 	//     reach the kubelet (logs, exec).
+	//   - When the request carries their keys, client certificates for the
+	//     node services beside the kubelet: system:kube-proxy for kube-proxy
+	//     (bound by Kubernetes' own bootstrap RBAC to system:node-proxier:
+	//     read Services, EndpointSlices and Nodes, write Events), and
+	//     polis:dns for the node's DNS server (bound by the control plane,
+	//     kube/controlplane, to listing and watching Services,
+	//     EndpointSlices and Namespaces, and nothing else). Every worker
+	//     node runs both, so a node that may have a kubelet may have them.
 	//
 	// The request carries no node ID: the name is the caller's, from its
 	// node certificate, so a node cannot ask for another node's identity.
@@ -560,7 +576,7 @@ type CuratorServiceServer interface {
 	// KubernetesController.
 	//
 	// Errors: INVALID_ARGUMENT if a key is not a PKIX ECDSA P-256 public
-	// key, or both are the same key; FAILED_PRECONDITION if the caller does
+	// key, or two are the same key; FAILED_PRECONDITION if the caller does
 	// not hold KubernetesWorker, has reported no external address, or no
 	// node holds KubernetesController; UNAVAILABLE if the Kubernetes PKI
 	// cannot be read.

@@ -6,6 +6,7 @@
 //	polis-kube controller-manager kube-controller-manager
 //	polis-kube scheduler          kube-scheduler
 //	polis-kube kubelet            kubelet (the node agent that runs Pods)
+//	polis-kube proxy              kube-proxy (Services, in nftables mode on Polis)
 //	polis-kube kubectl            kubectl
 //	polis-kube version            the Kubernetes version built in
 //
@@ -36,6 +37,7 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
@@ -53,6 +55,10 @@ var components = map[string]func() int{
 	// containerd); it is built with CGO_ENABLED=0 like the rest, which
 	// upstream supports for Linux.
 	"kubelet": func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
+	// kube-proxy runs beside the kubelet on worker nodes; in nftables
+	// mode it programs the kernel through Debian's nft, which the system
+	// disk carries (launch/systembuild).
+	"proxy": func() int { return cli.Run(proxy.NewProxyCommand()) },
 	"kubectl": func() int {
 		// As upstream's kubectl: verbosity from the arguments before the
 		// command is built, so building it can log.

@@ -1,0 +1,192 @@
+package nodeservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/kube/process"
+	"github.com/polis-os/polis/supervisor"
+)
+
+// DefaultStopGrace bounds a clean stop of the process.
+const DefaultStopGrace = 10 * time.Second
+
+// File is one generated file: its absolute path and contents, and whether
+// it holds a secret (0600; others are 0644).
+type File struct {
+	Path   string
+	Data   []byte
+	Secret bool
+}
+
+// Spec is what a Runner runs.
+type Spec struct {
+	// Name names the service in the status value's name and in messages.
+	Name string
+	// Files are written before every start of the command.
+	Files []File
+	// Command is the process.
+	Command process.Command
+	// StopGrace: DefaultStopGrace if 0.
+	StopGrace time.Duration
+}
+
+// StatusName is the name of the status value of the service name (event
+// Info), by which the role server's graph knows it.
+func StatusName(name string) string { return "kube." + name + ".status" }
+
+// Status is what the service does. Values are immutable once published.
+type Status struct {
+	// Running is true while the process runs; PID is its pid then.
+	Running bool
+	PID     int
+	// Starts counts the processes started since the Runner was made.
+	Starts int
+	// Note says how the process last ended while it does not run, or why
+	// it could not start; empty while it runs.
+	Note string
+}
+
+// Runner runs one node service; see the package doc.
+type Runner struct {
+	spec   Spec
+	status memory.Value[*Status]
+
+	mu    sync.Mutex
+	files []File
+	cur   Status
+}
+
+// New checks spec and returns a Runner ready to Run.
+func New(spec Spec) (*Runner, error) {
+	if spec.Name == "" {
+		return nil, errors.New("nodeservice: the spec has no name")
+	}
+	if !filepath.IsAbs(spec.Command.Path) {
+		return nil, fmt.Errorf("nodeservice %s: command %q is not an absolute path", spec.Name, spec.Command.Path)
+	}
+	if err := checkFiles(spec.Files); err != nil {
+		return nil, fmt.Errorf("nodeservice %s: %w", spec.Name, err)
+	}
+	if spec.StopGrace == 0 {
+		spec.StopGrace = DefaultStopGrace
+	}
+	r := &Runner{spec: spec, files: spec.Files}
+	r.status.Name = StatusName(spec.Name)
+	r.cur.Note = "not started"
+	r.publishLocked()
+	return r, nil
+}
+
+func checkFiles(fs []File) error {
+	for _, f := range fs {
+		if !filepath.IsAbs(f.Path) {
+			return fmt.Errorf("file %q is not an absolute path", f.Path)
+		}
+	}
+	return nil
+}
+
+// Status is the service's status as a value.
+func (r *Runner) Status() event.ValueWatch[*Status] { return &r.status }
+
+// Run writes the files and runs the command until ctx ends, restarting
+// it (with the supervisor's backoff) when it exits. It is a
+// supervisor.Runnable.
+func (r *Runner) Run(ctx context.Context) error {
+	r.mu.Lock()
+	fs := r.files
+	r.mu.Unlock()
+	if err := write(fs); err != nil {
+		r.update(func(s *Status) { s.Note = "failed, restarting: " + err.Error() })
+		return err
+	}
+	if err := supervisor.Run(ctx, "process", process.Runnable(r.spec.Command, r.spec.StopGrace, process.Hooks{
+		Started: func(pid int) {
+			r.update(func(s *Status) { s.Running, s.PID, s.Note = true, pid, ""; s.Starts++ })
+		},
+		Exited: func(err error) {
+			r.update(func(s *Status) {
+				s.Running, s.PID = false, 0
+				s.Note = "ended: " + exitString(err)
+			})
+		},
+	})); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Renew replaces the files (the same paths with new contents: fresh
+// credentials) and stops the running process, which its runnable starts
+// again to read them.
+func (r *Runner) Renew(fs []File) error {
+	if err := checkFiles(fs); err != nil {
+		return fmt.Errorf("nodeservice %s: %w", r.spec.Name, err)
+	}
+	r.mu.Lock()
+	r.files = fs
+	pid := r.cur.PID
+	r.mu.Unlock()
+	if err := write(fs); err != nil {
+		return err
+	}
+	if pid != 0 {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+	}
+	return nil
+}
+
+func (r *Runner) update(f func(*Status)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.cur)
+	r.publishLocked()
+}
+
+func (r *Runner) publishLocked() {
+	s := r.cur
+	r.status.Set(&s)
+}
+
+// write writes fs, each to a temporary name first and renamed, so that no
+// process reads half a file; directories are made 0700.
+func write(fs []File) error {
+	for _, f := range fs {
+		if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+			return fmt.Errorf("creating %s: %w", filepath.Dir(f.Path), err)
+		}
+		mode := os.FileMode(0o644)
+		if f.Secret {
+			mode = 0o600
+		}
+		tmp := f.Path + ".tmp"
+		if err := os.WriteFile(tmp, f.Data, mode); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		if err := os.Chmod(tmp, mode); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+		if err := os.Rename(tmp, f.Path); err != nil {
+			return fmt.Errorf("writing %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+func exitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
