@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/kube/controlplane"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -267,30 +266,7 @@ const podRangesTimeout = time.Minute
 //	reads:  s.leader, node records
 //	writes: node records' pod ranges, podRangePrefix
 func (s *Service) runPodRanges(ctx context.Context) error {
-	var in event.Inputs
-	defer in.Close()
-	leader := event.Input(&in, &s.leader, nil)
-	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	var done *leaderState
-	for {
-		if _, err := in.Wait(ctx); err != nil {
-			return err
-		}
-		l := leader.Latest()
-		if l == nil || l == done {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, podRangesTimeout)
-		err := s.givePodRanges(rctx, l)
-		cancel()
-		if errors.Is(err, ErrNotLeader) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("giving pod ranges to workers without one: %w", err)
-		}
-		done = l
-	}
+	return s.oncePerTerm(ctx, podRangesTimeout, "giving pod ranges to workers without one", s.givePodRanges)
 }
 
 func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {

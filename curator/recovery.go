@@ -37,30 +37,7 @@ const recoveryTimeout = time.Minute
 //	reads:  s.leader, the consensus member's recovery record
 //	writes: node records of lost members, recoveryKey
 func (s *Service) runRecovery(ctx context.Context) error {
-	var in event.Inputs
-	defer in.Close()
-	leader := event.Input(&in, &s.leader, nil)
-	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	var done *leaderState
-	for {
-		if _, err := in.Wait(ctx); err != nil {
-			return err
-		}
-		l := leader.Latest()
-		if l == nil || l == done {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, recoveryTimeout)
-		err := s.followUpRecovery(rctx, l)
-		cancel()
-		if errors.Is(err, ErrNotLeader) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("following up the cluster's recovery: %w", err)
-		}
-		done = l
-	}
+	return s.oncePerTerm(ctx, recoveryTimeout, "following up the cluster's recovery", s.followUpRecovery)
 }
 
 func (s *Service) followUpRecovery(ctx context.Context, l *leaderState) error {
