@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/node/diskseal"
 	"github.com/polis-os/polis/node/pid1"
@@ -288,47 +289,9 @@ func checkDataDiskEncrypted(t *testing.T, path string) {
 	if sb := diskseal.DataOffset + 1080; head[sb] == 0x53 && head[sb+1] == 0xEF {
 		t.Error("the data disk holds an ext4 superblock in clear")
 	}
-	for _, found := range fileContains(t, path, "-----BEGIN", "polis-data") {
+	for _, found := range testutil.FileContains(t, path, "-----BEGIN", "polis-data") {
 		t.Errorf("the data disk holds %q in clear", found)
 	}
-}
-
-// fileContains returns which of the strings the file holds, reading it
-// as a stream (a 2 GiB disk image need not fit in memory).
-func fileContains(t *testing.T, path string, strs ...string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	keep := 0
-	for _, s := range strs {
-		keep = max(keep, len(s)-1)
-	}
-	found := map[string]bool{}
-	buf := make([]byte, 4<<20)
-	n := 0 // bytes kept from the previous chunk
-	for {
-		m, err := io.ReadFull(f, buf[n:])
-		chunk := buf[:n+m]
-		for _, s := range strs {
-			if bytes.Contains(chunk, []byte(s)) {
-				found[s] = true
-			}
-		}
-		if err != nil {
-			break
-		}
-		n = copy(buf, chunk[len(chunk)-keep:])
-	}
-	var out []string
-	for _, s := range strs {
-		if found[s] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // TestProbeKVM: the probe answers within its bound whether or not KVM

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/node/pid1"
@@ -604,7 +604,7 @@ func testColdStart(ctx context.Context, t *testing.T, c *launch.Cluster) {
 	start = time.Now()
 	for _, n := range c.Nodes {
 		for _, disk := range []string{"esp.img", "data.img"} {
-			for _, found := range fileContains(t, filepath.Join(n.Dir, disk), marker, "-----BEGIN", "PRIVATE KEY", "POLIS-UNSEALED") {
+			for _, found := range testutil.FileContains(t, filepath.Join(n.Dir, disk), marker, "-----BEGIN", "PRIVATE KEY", "POLIS-UNSEALED") {
 				t.Errorf("%s's %s holds %q in clear", n, disk, found)
 			}
 		}
@@ -650,42 +650,4 @@ func waitLeader(ctx context.Context, t *testing.T, c *launch.Cluster, not *launc
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// fileContains returns which of the strings the file holds, reading it
-// as a stream (a 2 GiB disk image need not fit in memory).
-func fileContains(t *testing.T, path string, strs ...string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	keep := 0
-	for _, s := range strs {
-		keep = max(keep, len(s)-1)
-	}
-	found := map[string]bool{}
-	buf := make([]byte, 4<<20)
-	n := 0 // bytes kept from the previous chunk
-	for {
-		m, err := io.ReadFull(f, buf[n:])
-		chunk := buf[:n+m]
-		for _, s := range strs {
-			if bytes.Contains(chunk, []byte(s)) {
-				found[s] = true
-			}
-		}
-		if err != nil {
-			break
-		}
-		n = copy(buf, chunk[len(chunk)-keep:])
-	}
-	var out []string
-	for _, s := range strs {
-		if found[s] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
