@@ -67,7 +67,7 @@ func TestBuild(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, path, "nonsense")
 	usage, err := cmd.CombinedOutput()
-	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(usage), "apiserver|controller-manager|kubectl|kubelet|scheduler|version") {
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(usage), "apiserver|controller-manager|kubectl|kubelet|proxy|scheduler|version") {
 		t.Errorf("an unknown component: exit %v, %v, %q; want exit 2 and the usage", cmd.ProcessState.ExitCode(), err, usage)
 	}
 	kubelet, err := exec.CommandContext(ctx, path, "kubelet", "--version").Output()

@@ -60,6 +60,18 @@ func TestRunner(t *testing.T) {
 			t.Errorf("%s: %v, want mode %v", name, err, perm)
 		}
 	}
+	// Running says the process was started, not that it has read its
+	// files yet: wait until it has, or Renew may stop it before.
+	for deadline := time.Now().Add(waitTimeout); ; {
+		seen, _ := os.ReadFile(filepath.Join(dir, "seen"))
+		if strings.Contains(string(seen), "one") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process did not read its file: %q", seen)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
 	if err := r.Renew(files("two")); err != nil {
 		t.Fatal(err)
 	}
