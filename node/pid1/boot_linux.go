@@ -30,8 +30,10 @@ type Machine struct {
 	DataSealing string
 
 	logf     func(format string, args ...any)
+	opts     BootOptions
 	mounts   []string                // mounted storage, in mount order
 	mapped   bool                    // the data disk's dm-crypt mapping exists
+	data     *DataDisk               // nil for a plain data disk
 	tpm      *localstorage.TPMSealer // nil without a TPM
 	requests chan Action
 }
@@ -57,12 +59,12 @@ func (a Action) String() string {
 // steps). logf prints to the console. On the initramfs' rootfs it does
 // not return: it moves to a tmpfs root and executes /init again, and the
 // second run, on the new root, prepares the machine.
-func Boot(logf func(format string, args ...any)) (*Machine, error) {
+func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, error) {
 	start := time.Now()
 	step := func(format string, args ...any) {
 		logf("polis: [%6.2fs] "+format, append([]any{time.Since(start).Seconds()}, args...)...)
 	}
-	m := &Machine{StorageRoot: StorageRoot, logf: logf, requests: make(chan Action, 1)}
+	m := &Machine{StorageRoot: StorageRoot, logf: logf, opts: opts, requests: make(chan Action, 1)}
 	if _, err := switchRootIfNeeded(logf); err != nil {
 		return nil, err
 	}
@@ -107,6 +109,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	}
 	step("network: lo and %s up, %v", nic, m.Address)
 	go reapOrphans()
+	// Before the disks: a data disk bound to its cluster may wait for a
+	// curator, and the power button must work meanwhile.
+	go m.watchPowerButton()
 	disks, err := waitForDisks()
 	if err != nil {
 		return nil, err
@@ -122,7 +127,6 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	m.System = sysDev != ""
-	go m.watchPowerButton()
 	// What the summary says is read back from the kernel's mount table,
 	// not assumed from the calls above.
 	root, system, err := checkMounts(sysDev, sysID)

@@ -265,7 +265,10 @@ func format(dev, fstype, label string) error {
 	if fstype == "vfat" {
 		_, err = d.CreateFilesystem(disk.FilesystemSpec{Partition: 0, FSType: filesystem.TypeFat32, VolumeLabel: label})
 	} else {
-		_, err = ext4.Create(d.Backend, d.Size, 0, d.LogicalBlocksize, &ext4.Params{VolumeName: label, InodeRatio: dataInodeRatio})
+		// The journal is left as the disk holds it rather than zeroed
+		// (lazyJournal says why it is safe): 64 MiB fewer writes, each
+		// through the cipher on the encrypted data disk.
+		_, err = ext4.Create(&lazyJournal{Storage: d.Backend}, d.Size, 0, d.LogicalBlocksize, &ext4.Params{VolumeName: label, InodeRatio: dataInodeRatio})
 	}
 	if err != nil {
 		return fmt.Errorf("formatting %s as %s: %w", dev, fstype, err)
