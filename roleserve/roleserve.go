@@ -98,8 +98,8 @@ type namedRunnable struct {
 }
 
 // externalValues are written outside the role server: credentials by
-// enrolment (node/).
-var externalValues = []string{"credentials"}
+// enrolment, dataClusterBound by the data disk's binding (node/).
+var externalValues = []string{"credentials", "dataClusterBound"}
 
 // New builds every worker over v. Building them declares the whole graph
 // (see Graph), so Graph is complete, and checked, as soon as New returns.

@@ -32,7 +32,9 @@ var dataSealing = map[string]cpb.DataSealing{
 // pid1 halts the machine. It never returns normally: PID 1 must not exit.
 func runAsInit() {
 	console := func(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args...) }
-	m, err := pid1.Boot(console)
+	// A data disk bound to its cluster needs its cluster part before it
+	// unlocks: the agent's code asks the curators, from what the ESP holds.
+	m, err := pid1.Boot(console, pid1.BootOptions{ClusterPart: node.FetchClusterPart})
 	if err != nil {
 		pid1.Fatal(console, err)
 	}
@@ -56,6 +58,9 @@ func runAsInit() {
 		o.cfg.Sealer = s
 	}
 	o.cfg.DataSealing = dataSealing[m.DataSealing]
+	if d := m.DataDisk(); d != nil {
+		o.cfg.DataDisk = d
+	}
 	ring := logring.New(logring.Config{})
 	o.cfg.LogRing = ring
 	o.cfg.Power = func(a nodeapi.PowerAction) {

@@ -93,6 +93,9 @@ type Node struct {
 	// before Start to recover a cluster that lost its quorum on this
 	// node.
 	RecoverConsensus bool
+	// DataDisk is passed to the agent (node.Config): the data disk it
+	// binds to its cluster. Set it before Start.
+	DataDisk node.DataDisk
 
 	stop func()
 }
@@ -142,6 +145,7 @@ func (n *Node) Start(t testing.TB) {
 		KubernetesBundle:        n.KubernetesBundle,
 		KubernetesAPIServerPort: n.KubernetesAPIServerPort,
 		RecoverConsensus:        n.RecoverConsensus,
+		DataDisk:                n.DataDisk,
 		Power: func(a nodeapi.PowerAction) {
 			select {
 			case n.PowerRequests <- a:
