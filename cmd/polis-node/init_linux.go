@@ -38,6 +38,13 @@ func runAsInit() {
 	if err != nil {
 		pid1.Fatal(console, err)
 	}
+	if m.DiskBench != "" {
+		// Measuring the data disk (docs/benchmarks.md), not a node.
+		if err := runDiskBench(console, m); err != nil {
+			pid1.Fatal(console, err)
+		}
+		m.Halt(pid1.PowerOff)
+	}
 	// The same flags a development node gets, so the defaults (ports,
 	// lease, heartbeat) are the same, and those the kernel command line
 	// sets (pid1.AgentFlags); the parameters come from fw_cfg.

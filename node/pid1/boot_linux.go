@@ -24,6 +24,9 @@ type Machine struct {
 	// System says whether the machine has a system disk, mounted
 	// read-only at SystemRoot: the agent then runs Kubernetes from it.
 	System bool
+	// DiskBench is the mode of DiskBenchParameter, "" without it: the
+	// agent then measures the data disk instead of running.
+	DiskBench string
 	// DataSealing says how the data disk's key is sealed: "tpm",
 	// "software" (protects nothing against a copy of the disk), or
 	// DataSealingNone for a plain disk from before sealing.
@@ -97,6 +100,9 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 		return nil, fmt.Errorf("reading the kernel command line: %w", err)
 	}
 	if m.Address, m.AgentArgs, err = parseCommandLine(string(cmdline)); err != nil {
+		return nil, err
+	}
+	if m.DiskBench, err = diskBenchMode(string(cmdline)); err != nil {
 		return nil, err
 	}
 	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
@@ -193,6 +199,9 @@ func parseCommandLine(cmdline string) (netip.Prefix, []string, error) {
 		if !ok {
 			continue
 		}
+		if k == DiskBenchParameter {
+			continue // diskBenchMode's
+		}
 		if k == AddressParameter {
 			p, err := netip.ParsePrefix(v)
 			if err != nil || !p.Addr().Is4() && !p.Addr().Is6() || p.Addr().IsUnspecified() {
@@ -221,3 +230,17 @@ func (m *Machine) Requests() <-chan Action { return m.requests }
 
 // ephemeralDir is the tmpfs for localstorage's ephemeral part.
 func (m *Machine) ephemeralDir() string { return filepath.Join(m.StorageRoot, "ephemeral") }
+
+// diskBenchMode is the value of DiskBenchParameter on the command line, ""
+// without it.
+func diskBenchMode(cmdline string) (string, error) {
+	for f := range strings.FieldsSeq(cmdline) {
+		if v, ok := strings.CutPrefix(f, DiskBenchParameter+"="); ok {
+			if v != DiskBenchDefault && v != DiskBenchNoWorkqueue {
+				return "", fmt.Errorf("kernel command line: %s=%q: want %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue)
+			}
+			return v, nil
+		}
+	}
+	return "", nil
+}

@@ -426,7 +426,11 @@ func (m *Machine) formatData(mapped string, step func(string, ...any)) error {
 // mapData maps dev's encrypted area with the data key; the mapping is
 // removed after the data disk is unmounted (unmountAll).
 func (m *Machine) mapData(dev string, key []byte) (string, error) {
-	mapped, err := devmapper.CreateCrypt(devmapper.Crypt{Name: DataMapping, Device: dev, Offset: diskseal.DataOffset / devmapper.SectorSize, Key: key})
+	c := devmapper.Crypt{Name: DataMapping, Device: dev, Offset: diskseal.DataOffset / devmapper.SectorSize, Key: key}
+	if m.DiskBench == DiskBenchNoWorkqueue {
+		c.Options = []string{"no_read_workqueue", "no_write_workqueue"}
+	}
+	mapped, err := devmapper.CreateCrypt(c)
 	if err != nil {
 		return "", fmt.Errorf("mapping the data disk %s: %w", dev, err)
 	}

@@ -38,6 +38,19 @@ func TestParseCommandLine(t *testing.T) {
 			t.Errorf("parseCommandLine(%q): %v, want an error naming %s", tc.cmdline, err, tc.want)
 		}
 	}
+	// The disk benchmark's parameter is not the agent's.
+	const bench = "polis.address=10.77.0.2/24 polis.diskbench=no-workqueue"
+	if _, args, err := parseCommandLine(bench); err != nil || len(args) != 0 {
+		t.Errorf("parseCommandLine(%q) = %q, %v", bench, args, err)
+	}
+	for cmdline, want := range map[string]string{bench: DiskBenchNoWorkqueue, "polis.diskbench=default": DiskBenchDefault, "quiet": ""} {
+		if got, err := diskBenchMode(cmdline); err != nil || got != want {
+			t.Errorf("diskBenchMode(%q) = %q, %v; want %q", cmdline, got, err, want)
+		}
+	}
+	if _, err := diskBenchMode("polis.diskbench=fast"); err == nil {
+		t.Error("diskBenchMode accepted an unknown mode")
+	}
 }
 
 // TestProbe checks what PID 1 decides to do with a disk: only a blank one
