@@ -109,7 +109,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs = waitUp(ctx, t, c, bootIDs(recs), nil)
+	waitUp(ctx, t, c, bootIDs(recs), nil)
 	phase(t, start, "both started again → UP and healthy (new boot IDs)")
 	unlocks(t, worker, 2)
 
