@@ -236,8 +236,8 @@ func (m *Machine) ephemeralDir() string { return filepath.Join(m.StorageRoot, "e
 func diskBenchMode(cmdline string) (string, error) {
 	for f := range strings.FieldsSeq(cmdline) {
 		if v, ok := strings.CutPrefix(f, DiskBenchParameter+"="); ok {
-			if v != DiskBenchDefault && v != DiskBenchNoWorkqueue {
-				return "", fmt.Errorf("kernel command line: %s=%q: want %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue)
+			if v != DiskBenchDefault && v != DiskBenchNoWorkqueue && v != DiskBenchZeroedJournal {
+				return "", fmt.Errorf("kernel command line: %s=%q: want %s, %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue, DiskBenchZeroedJournal)
 			}
 			return v, nil
 		}

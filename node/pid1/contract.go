@@ -70,8 +70,10 @@ const (
 	// DiskBenchParameter (polis.diskbench=MODE) makes the machine measure
 	// its data disk instead of running the agent, and power off: for
 	// docs/benchmarks.md only (launch/vm's BenchmarkDataDisk). MODE is
-	// DiskBenchDefault, or DiskBenchNoWorkqueue to map an encrypted data
-	// disk with dm-crypt's no_read_workqueue and no_write_workqueue.
+	// DiskBenchDefault; DiskBenchNoWorkqueue to map an encrypted data
+	// disk with dm-crypt's no_read_workqueue and no_write_workqueue;
+	// DiskBenchZeroedJournal to format a blank one with its journal
+	// zeroed, as before lazyjournal.go.
 	DiskBenchParameter = ParameterPrefix + "diskbench"
 	// DiskBenchMessage starts the line with the figures.
 	DiskBenchMessage = "polis: diskbench:"
@@ -94,8 +96,9 @@ const (
 	HaltMessage = "polis: halting"
 	// DiskBenchDefault and DiskBenchNoWorkqueue are the modes of
 	// DiskBenchParameter.
-	DiskBenchDefault     = "default"
-	DiskBenchNoWorkqueue = "no-workqueue"
+	DiskBenchDefault       = "default"
+	DiskBenchNoWorkqueue   = "no-workqueue"
+	DiskBenchZeroedJournal = "zeroed-journal"
 	// RebootMessage starts the halt line of a reboot (the launcher boots
 	// the machine again: qemu runs with -no-reboot).
 	RebootMessage = HaltMessage + ": reboot"

@@ -406,9 +406,11 @@ func (m *Machine) createDataDisk(dev string, step func(string, ...any)) (string,
 // formatData formats the mapping and marks the header ready.
 func (m *Machine) formatData(mapped string, step func(string, ...any)) error {
 	t := time.Now()
-	if err := format(mapped, "ext4", "polis-data"); err != nil {
+	written, err := formatTimed(mapped, "ext4", "polis-data", m.DiskBench == DiskBenchZeroedJournal)
+	if err != nil {
 		return err
 	}
+	synced := time.Now()
 	d := m.data
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -419,7 +421,8 @@ func (m *Machine) formatData(mapped string, step func(string, ...any)) error {
 		return err
 	}
 	d.found = found
-	step("formatted the encrypted data disk %s (%s, %v sealing) as ext4 in %v", d.dev, devmapper.CryptCipher, h.Sealing, time.Since(t).Round(time.Millisecond))
+	step("formatted the encrypted data disk %s (%s, %v sealing) as ext4 in %v (written in %v, synced in %v, the header in %v)", d.dev, devmapper.CryptCipher, h.Sealing,
+		time.Since(t).Round(time.Millisecond), written.Round(time.Millisecond), synced.Sub(t.Add(written)).Round(time.Millisecond), time.Since(synced).Round(time.Millisecond))
 	return nil
 }
 
