@@ -81,7 +81,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 	// A reboot: the worker's disk unlocks with the cluster part.
 	start = time.Now()
 	reboot(ctx, t, c, worker)
-	recs = waitUp(ctx, t, c, bootIDs(recs), nil)
+	recs = waitUp(ctx, t, c, map[string]string{worker.ID(): recs[worker.ID()].Status.GetBootId()}, nil)
 	phase(t, start, "the worker rebooted → UP and healthy again (new boot ID)")
 	unlocks(t, worker, 1)
 
