@@ -119,6 +119,14 @@ func (s *TPMSealer) Unseal(sealed []byte) ([]byte, error) {
 // TCG's ECC P-256 template, quick to derive even in an emulator.
 var srkTemplate = tpm2.ECCSRKTemplate
 
+// Prepare derives the storage root key and keeps it loaded, so that the
+// first Seal or Unseal does not pay for it. A machine calls it early in
+// its boot, in the background: the first commands a TPM runs after a
+// reset are its slowest (an emulator runs its self-tests then).
+func (s *TPMSealer) Prepare() error {
+	return s.withSRK(func(tpm2.NamedHandle) error { return nil })
+}
+
 // withSRK runs f with the storage root key, derived on first use and
 // kept loaded. If f fails, the key is flushed and derived again, and f
 // runs once more: a handle the TPM no longer knows (the TPM was reset

@@ -123,13 +123,19 @@ func TestTPMSealer(t *testing.T) {
 // call still succeeds.
 func TestTPMSealerKeepsItsStorageRootKey(t *testing.T) {
 	s, _ := startSWTPM(t, t.TempDir())
-	sealed, err := s.Seal([]byte("the local part"))
-	if err != nil {
+	if err := s.Prepare(); err != nil {
 		t.Fatal(err)
 	}
 	first := s.srk
 	if first == nil {
-		t.Fatal("no storage root key kept after Seal")
+		t.Fatal("no storage root key kept after Prepare")
+	}
+	sealed, err := s.Seal([]byte("the local part"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.srk != first {
+		t.Fatal("Seal derived the storage root key again")
 	}
 	if _, err := s.Unseal(sealed); err != nil {
 		t.Fatal(err)

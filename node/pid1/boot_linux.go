@@ -83,6 +83,7 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 		return nil, err
 	}
 	step("loaded %d kernel modules", n)
+	m.prepareTPM()
 	if err := setSysctls(sysctls); err != nil {
 		return nil, err
 	}

@@ -162,6 +162,9 @@ func (d *DataDisk) forget() {
 // openSealers finds the machine's TPM, if it has one, and sets
 // m.tpm; without one the machine seals in software (m.tpm stays nil).
 func (m *Machine) openSealers() error {
+	if m.tpm != nil {
+		return nil
+	}
 	if _, err := os.Stat(TPMDevice); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -171,6 +174,22 @@ func (m *Machine) openSealers() error {
 	}
 	m.tpm = &localstorage.TPMSealer{TPM: t}
 	return nil
+}
+
+// prepareTPM opens the machine's TPM, if it has one by now, and has it
+// derive its storage root key in the background, while the machine brings
+// up its network and waits for its disks: the data disk's unseal then
+// does not wait for the TPM's first, slowest commands.
+func (m *Machine) prepareTPM() {
+	if err := m.openSealers(); err != nil || m.tpm == nil {
+		return // the data disk asks again, and says why
+	}
+	tpm := m.tpm
+	go func() {
+		if err := tpm.Prepare(); err != nil {
+			m.logf("polis: preparing the TPM: %v (the data disk's unseal tries again)", err)
+		}
+	}()
 }
 
 // Sealer is the sealer of the node's configuration: the TPM's on a
