@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -283,6 +284,14 @@ func formatTimed(dev, fstype, label string, zeroJournal bool) (written time.Dura
 		// The journal is left as the disk holds it rather than zeroed
 		// (lazyJournal says why it is safe): 64 MiB fewer writes, each
 		// through the cipher on the encrypted data disk.
+		// go-diskfs formats one string (fmt.Sprintf) per padding bit
+		// of every inode bitmap: half a million for the launcher's
+		// 2 GiB disk, 25 MB of garbage, on which the collector spends
+		// as long as the formatter on a machine's one CPU (twice as
+		// fast with it paused, on the host and under TCG:
+		// docs/benchmarks.md). The garbage is collected once it runs
+		// again.
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		var storage backend.Storage = &lazyJournal{Storage: d.Backend}
 		if zeroJournal {
 			storage = d.Backend
