@@ -86,6 +86,9 @@ type Config struct {
 	// (pid1.DiskBenchParameter, one of its modes) instead of running
 	// the agent; it powers off when done. For BenchmarkDataDisk.
 	DiskBench string
+	// DiskBenchStart, with DiskBench, is when the benchmark starts
+	// measuring (pid1.DiskBenchStartParameter); zero: at once.
+	DiskBenchStart time.Time
 }
 
 // Machine is one boot of a node machine: Start makes it, and it ends when
@@ -235,6 +238,9 @@ func (c *Config) kernelCommandLine() []string {
 	}
 	if c.DiskBench != "" {
 		l = append(l, pid1.DiskBenchParameter+"="+c.DiskBench)
+		if !c.DiskBenchStart.IsZero() {
+			l = append(l, fmt.Sprintf("%s=%d", pid1.DiskBenchStartParameter, c.DiskBenchStart.Unix()))
+		}
 	}
 	return l
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type Machine struct {
 	// DiskBench is the mode of DiskBenchParameter, "" without it: the
 	// agent then measures the data disk instead of running.
 	DiskBench string
+	// DiskBenchStart is when the benchmark starts measuring
+	// (DiskBenchStartParameter); zero: at once.
+	DiskBenchStart time.Time
 	// DataSealing says how the data disk's key is sealed: "tpm",
 	// "software" (protects nothing against a copy of the disk), or
 	// DataSealingNone for a plain disk from before sealing.
@@ -103,7 +107,7 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 	if m.Address, m.AgentArgs, err = parseCommandLine(string(cmdline)); err != nil {
 		return nil, err
 	}
-	if m.DiskBench, err = diskBenchMode(string(cmdline)); err != nil {
+	if m.DiskBench, m.DiskBenchStart, err = diskBenchMode(string(cmdline)); err != nil {
 		return nil, err
 	}
 	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
@@ -200,7 +204,7 @@ func parseCommandLine(cmdline string) (netip.Prefix, []string, error) {
 		if !ok {
 			continue
 		}
-		if k == DiskBenchParameter {
+		if k == DiskBenchParameter || k == DiskBenchStartParameter {
 			continue // diskBenchMode's
 		}
 		if k == AddressParameter {
@@ -233,15 +237,22 @@ func (m *Machine) Requests() <-chan Action { return m.requests }
 func (m *Machine) ephemeralDir() string { return filepath.Join(m.StorageRoot, "ephemeral") }
 
 // diskBenchMode is the value of DiskBenchParameter on the command line, ""
-// without it.
-func diskBenchMode(cmdline string) (string, error) {
+// without it, and of DiskBenchStartParameter.
+func diskBenchMode(cmdline string) (mode string, start time.Time, err error) {
 	for f := range strings.FieldsSeq(cmdline) {
 		if v, ok := strings.CutPrefix(f, DiskBenchParameter+"="); ok {
 			if v != DiskBenchDefault && v != DiskBenchNoWorkqueue && v != DiskBenchZeroedJournal {
-				return "", fmt.Errorf("kernel command line: %s=%q: want %s, %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue, DiskBenchZeroedJournal)
+				return "", time.Time{}, fmt.Errorf("kernel command line: %s=%q: want %s, %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue, DiskBenchZeroedJournal)
 			}
-			return v, nil
+			mode = v
+		}
+		if v, ok := strings.CutPrefix(f, DiskBenchStartParameter+"="); ok {
+			sec, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return "", time.Time{}, fmt.Errorf("kernel command line: %s=%q: want seconds since 1970", DiskBenchStartParameter, v)
+			}
+			start = time.Unix(sec, 0)
 		}
 	}
-	return "", nil
+	return mode, start, nil
 }

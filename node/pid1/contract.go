@@ -75,6 +75,10 @@ const (
 	// DiskBenchZeroedJournal to format a blank one with its journal
 	// zeroed, as before lazyjournal.go.
 	DiskBenchParameter = ParameterPrefix + "diskbench"
+	// DiskBenchStartParameter (polis.diskbench-start=UNIX-SECONDS) makes
+	// the benchmark wait until then before it measures, so that machines
+	// booted together measure together, whatever their boots took.
+	DiskBenchStartParameter = ParameterPrefix + "diskbench-start"
 	// DiskBenchMessage starts the line with the figures.
 	DiskBenchMessage = "polis: diskbench:"
 
