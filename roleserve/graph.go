@@ -63,8 +63,8 @@ func (g *Graph) Worker(name string) *Worker {
 // runnable in the supervisor tree.
 func (w *Worker) Name() string { return w.name }
 
-// workerNames returns the names of the graph's workers, in the order they were
-// added.
+// workerNames returns the names of the graph's workers, in the order
+// they were added.
 func (g *Graph) workerNames() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
