@@ -21,7 +21,7 @@ import (
 // whether its data disk is bound to the cluster (what polisctl node
 // describe shows).
 type workerStatusPush struct {
-	g            *Graph
+	*Worker
 	membership   event.ValueWatch[*ClusterMembership]       // reads
 	localCurator event.ValueWatch[*cpb.CuratorEndpoint]     // reads
 	kubernetes   event.ValueWatch[*KubernetesStatus]        // reads
@@ -37,15 +37,15 @@ type workerStatusPush struct {
 }
 
 func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint16) *workerStatusPush {
-	const name = "statuspush"
+	h := g.Worker("statuspush")
 	return &workerStatusPush{
-		g:             g,
-		membership:    Reads[*ClusterMembership](g, name, &v.Membership),
-		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
-		kubernetes:    Reads[*KubernetesStatus](g, name, &v.Kubernetes),
-		kubeWorker:    Reads[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
-		snapshots:     Reads[[]*cpb.ConsensusSnapshot](g, name, &v.ConsensusSnapshots),
-		dataBound:     Reads[bool](g, name, &v.DataClusterBound),
+		Worker:        h,
+		membership:    Reads[*ClusterMembership](h, &v.Membership),
+		localCurator:  Reads[*cpb.CuratorEndpoint](h, &v.LocalCurator),
+		kubernetes:    Reads[*KubernetesStatus](h, &v.Kubernetes),
+		kubeWorker:    Reads[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
+		snapshots:     Reads[[]*cpb.ConsensusSnapshot](h, &v.ConsensusSnapshots),
+		dataBound:     Reads[bool](h, &v.DataClusterBound),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -58,7 +58,7 @@ const rpcTimeout = 15 * time.Second
 
 func (w *workerStatusPush) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	in := w.g.Inputs("statuspush")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	local := Input(in, w.localCurator, nil)
