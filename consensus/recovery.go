@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
@@ -59,8 +61,9 @@ type Recovery struct {
 	At time.Time `json:"at"`
 	// Member is the name of the member the cluster was recovered on.
 	Member string `json:"member"`
-	// From says what the data came from: "member-data" (the member's own
-	// data directory).
+	// From says what the data came from: RecoveryFromMemberData (the
+	// member's own data directory) or RecoveryFromBackup (a snapshot
+	// restored onto fresh storage, PrepareRestore).
 	From string `json:"from"`
 	// Lost are the names of the members dropped from the membership.
 	Lost []string `json:"lost,omitempty"`
@@ -201,7 +204,23 @@ func (m *member) finishRecovery(ctx context.Context, id *identity, logger *zap.L
 	if err != nil {
 		return err
 	}
-	if _, err := m.cli.Put(ctx, recoveryKey, string(b)); err != nil {
+	ops := []clientv3.Op{clientv3.OpPut(recoveryKey, string(b))}
+	if rec.From == RecoveryFromBackup {
+		// A restored member's certificate was issued offline
+		// (PrepareRestore): etcd learns of it here, as it learns of
+		// the first member's at bootstrap, so that a later Remove
+		// can revoke it.
+		peerPEM, err := os.ReadFile(m.layout.peerCertFile())
+		if err != nil {
+			return fmt.Errorf("reading peer certificate: %w", err)
+		}
+		cert, err := parseCertPEM(peerPEM)
+		if err != nil {
+			return fmt.Errorf("parsing peer certificate: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(peerPrefix+m.cfg.Name, string(cert.Raw)))
+	}
+	if _, err := m.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 		return fmt.Errorf("recording the recovery: %w", err)
 	}
 	id.Recover = nil
