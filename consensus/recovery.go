@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -199,6 +200,19 @@ type pendingRecovery struct {
 // finishRecovery records a recovery that etcd has carried out, then clears
 // the mark, so that later starts are ordinary restarts.
 func (m *member) finishRecovery(ctx context.Context, id *identity, logger *zap.Logger) error {
+	// Every lease in the data was granted to a process of the cluster
+	// before it was lost (nothing here has started a client yet): the
+	// curator leader's election among them. Kept, it would make the
+	// recovered curator wait out the lease of a leader that is gone.
+	leases, err := m.cli.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the leases of the lost cluster: %w", err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := m.cli.Revoke(ctx, l.ID); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("revoking a lease of the lost cluster: %w", err)
+		}
+	}
 	rec := Recovery{At: time.Now().UTC(), Member: m.cfg.Name, From: id.Recover.From, Lost: id.Recover.Lost}
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -227,7 +241,7 @@ func (m *member) finishRecovery(ctx context.Context, id *identity, logger *zap.L
 	if err := writeIdentity(m.layout, id); err != nil {
 		return fmt.Errorf("clearing the recovery mark: %w", err)
 	}
-	logger.Warn("recovered the cluster as its single member", zap.String("from", rec.From), zap.Strings("lost", rec.Lost))
+	logger.Warn("recovered the cluster as its single member", zap.String("from", rec.From), zap.Strings("lost", rec.Lost), zap.Int("leases_revoked", len(leases.Leases)))
 	return nil
 }
 
