@@ -99,6 +99,11 @@ type Config struct {
 	// member of the cluster with all its data (consensus.PrepareRecovery,
 	// which refuses while another member answers). Once per agent.
 	RecoverConsensus bool
+	// Restore, on fresh storage, makes this node the single consensus
+	// member of a cluster restored from a backup or snapshot (restore.go):
+	// before anything starts, its member is made from the snapshot's
+	// data, refused on storage that holds a node. Once per storage.
+	Restore *RestoreSource
 }
 
 // Node is a node agent. Make it with New and run it with Run under a
@@ -121,6 +126,8 @@ type Node struct {
 	// recovered is set once RecoverConsensus was carried out, so that a
 	// restart of Run does not force a new cluster again.
 	recovered bool
+	// restorePrepared is set once Restore was carried out.
+	restorePrepared bool
 }
 
 // New validates cfg and lays out the storage root.
@@ -136,6 +143,16 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.KubernetesRuntime != "" && !filepath.IsAbs(cfg.KubernetesRuntime) {
 		return nil, fmt.Errorf("node config: KubernetesRuntime %q is not an absolute path", cfg.KubernetesRuntime)
+	}
+	if r := cfg.Restore; r != nil {
+		switch {
+		case (r.Backup == "") == (r.Snapshot == ""):
+			return nil, errors.New("node config: Restore needs one of a backup and a snapshot")
+		case r.Backup != "" && len(r.OwnerKey) != ed25519.PrivateKeySize:
+			return nil, errors.New("node config: restoring a backup needs the owner key to decrypt it")
+		case cfg.RecoverConsensus:
+			return nil, errors.New("node config: a node either recovers the cluster on its own consensus data or restores it onto fresh storage, not both")
+		}
 	}
 	if cfg.Sealer == nil {
 		cfg.Sealer = localstorage.Unsealed{}
@@ -162,6 +179,13 @@ func New(cfg Config) (*Node, error) {
 // node parameters that exist and parse. A --parameters file that was named
 // but is missing is an error here, not "no parameters found".
 func (n *Node) Preflight() error {
+	if n.cfg.Restore != nil {
+		// Restored, not bootstrapped nor registered: no parameters.
+		return nil
+	}
+	if restored, err := n.restored(); restored || err != nil {
+		return err
+	}
 	if _, err := readSealedConfiguration(n.root, n.cfg.Sealer); !errors.Is(err, fs.ErrNotExist) {
 		// Enrolled (the parameters are not needed), or a problem Run
 		// reports with its own advice.
@@ -196,6 +220,9 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	if err := n.PrepareRecovery(ctx, logger); err != nil {
+		return err
+	}
+	if err := n.PrepareRestore(ctx, logger); err != nil {
 		return err
 	}
 	en := &enrolment{
@@ -238,6 +265,17 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		}
 		logger.Info("rejoining the cluster", zap.String("node", identity.NodeID(en.key.Public().(ed25519.PublicKey))), zap.Bool("through_own_curator", en.localCurator), zap.Int("curators_known", len(en.curators)))
+	case errors.Is(err, fs.ErrNotExist) && n.restorePending():
+		// Restored onto this storage (restore.go) and not enrolled yet:
+		// the node's own curator adds it to the restored cluster, as the
+		// first node at bootstrap, and it joins through it.
+		if en.key, err = n.nodeKey(); err != nil {
+			return err
+		}
+		pub := en.key.Public().(ed25519.PublicKey)
+		logger.Info("joining the cluster restored onto this node", zap.String("node", identity.NodeID(pub)))
+		cp.Bootstrap = &curator.BootstrapParams{Restored: true, NodeKey: pub, NodeStatus: n.status()}
+		en.localCurator = true
 	case errors.Is(err, fs.ErrNotExist):
 		params, sources, err := LoadParameters(ParameterSources{FWCfg: n.cfg.FWCfg, ESP: n.root.ESP.NodeParameters, File: n.cfg.ParametersFile})
 		if err != nil {

@@ -34,6 +34,12 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-bundle", "polis-kube"}, wantErr: "--kubernetes-bundle \"polis-kube\": give an absolute path"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b"}, wantErr: "--restore-backup needs --owner-key"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--owner-key", "k"}, wantErr: "--owner-key is for --restore-backup"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b", "--restore-snapshot", "s"}, wantErr: "give one"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-snapshot", "s", "--recover-single-member"}, wantErr: "--recover-single-member recovers on the node's own data"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b", "--owner-key", "/nonexistent/key.der"}, wantErr: "--owner-key: open /nonexistent/key.der"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-snapshot", "s"}},
 	} {
 		o, err := parseFlags(tc.args, io.Discard)
 		if tc.wantErr == "" {

@@ -349,6 +349,13 @@ func (m *Machine) WaitConsole(ctx context.Context, substr string) (string, error
 	return l, nil
 }
 
+// FatalLine returns this boot's last console line in which PID 1 said it
+// is rebooting because it could not prepare the machine or start the
+// agent (pid1.FatalMessage): after a reboot nobody asked for, the reason.
+func (m *Machine) FatalLine() (string, bool) {
+	return m.console.last(pid1.FatalMessage)
+}
+
 // PowerOff presses the machine's power button (ACPI, through QMP) and
 // waits for qemu to exit: the agent stops, PID 1 syncs and unmounts the
 // disks, then powers off. A clean power-off is qemu exiting with 0.

@@ -96,6 +96,9 @@ type Node struct {
 	// DataDisk is passed to the agent (node.Config): the data disk it
 	// binds to its cluster. Set it before Start.
 	DataDisk node.DataDisk
+	// Restore is passed to the agent (node.Config): set it before Start
+	// to restore a cluster from a backup onto the node's fresh storage.
+	Restore *node.RestoreSource
 
 	stop func()
 }
@@ -146,6 +149,7 @@ func (n *Node) Start(t testing.TB) {
 		KubernetesAPIServerPort: n.KubernetesAPIServerPort,
 		RecoverConsensus:        n.RecoverConsensus,
 		DataDisk:                n.DataDisk,
+		Restore:                 n.Restore,
 		Power: func(a nodeapi.PowerAction) {
 			select {
 			case n.PowerRequests <- a:

@@ -4,6 +4,11 @@ package pid1
 // image builder (launch/image) writes these paths, the launcher names the
 // disks and the command line, PID 1 reads them.
 const (
+	// FatalMessage starts the console line PID 1 prints before it reboots
+	// a machine it could not prepare, or whose agent could not start
+	// (Fatal): the launcher names it when such a VM reboots.
+	FatalMessage = "polis: FATAL"
+
 	// InitPath is where the kernel runs the agent from.
 	InitPath = "/init"
 	// ModulesDir holds the kernel modules the image carries.

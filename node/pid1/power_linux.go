@@ -64,7 +64,7 @@ func (m *Machine) unmountAll() {
 // must never exit: the kernel would panic, and a panicked machine under
 // qemu -no-reboot just stops, with the reason far up the console.
 func Fatal(logf func(string, ...any), err error) {
-	logf("polis: FATAL: %v", err)
+	logf("%s: %v", FatalMessage, err)
 	logf("%s: reboot in %v", HaltMessage, fatalPause)
 	unix.Sync()
 	time.Sleep(fatalPause)
