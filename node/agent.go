@@ -57,6 +57,10 @@ type Config struct {
 	// software with the default Sealer (a process node's directory is
 	// not encrypted: nothing protects it against a copy).
 	DataSealing cpb.DataSealing
+	// DataDisk is the machine's encrypted data disk, which the agent
+	// binds to its cluster while the node runs no consensus member
+	// (clusterpart.go); nil for a process node or a plain data disk.
+	DataDisk DataDisk
 	// ConsensusPort and CuratorPort default to roleserve's defaults.
 	ConsensusPort, CuratorPort uint16
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
@@ -310,6 +314,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("the node cannot rejoin its cluster: %w", err)
 	}
 	cp.NodeKey = en.key
+	var binding *dataBinding
+	if n.cfg.DataDisk != nil {
+		binding = newDataBinding(n.cfg.DataDisk, n.values)
+		cp.BeforeConsensus = binding.beforeConsensus
+	}
 
 	rs, err := roleserve.New(roleserve.Config{
 		Node:         roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID, DataSealing: n.cfg.DataSealing},
@@ -359,6 +368,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if err := supervisor.Run(ctx, "roleserve", rs.Run); err != nil {
 		return err
+	}
+	if binding != nil {
+		if err := supervisor.Run(ctx, "databinding", binding.run); err != nil {
+			return err
+		}
 	}
 	if err := supervisor.Run(ctx, "nodeapicert", apiCert.run); err != nil {
 		return err

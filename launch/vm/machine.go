@@ -82,6 +82,13 @@ type Config struct {
 	NoTPM bool
 	// SWTPM is the swtpm binary; default swtpm from PATH.
 	SWTPM string
+	// DiskBench, if set, boots the machine to measure its data disk
+	// (pid1.DiskBenchParameter, one of its modes) instead of running
+	// the agent; it powers off when done. For BenchmarkDataDisk.
+	DiskBench string
+	// DiskBenchStart, with DiskBench, is when the benchmark starts
+	// measuring (pid1.DiskBenchStartParameter); zero: at once.
+	DiskBenchStart time.Time
 }
 
 // Machine is one boot of a node machine: Start makes it, and it ends when
@@ -228,6 +235,12 @@ func (c *Config) kernelCommandLine() []string {
 	l := []string{"console=ttyS0", "panic=-1", "quiet", "no_timer_check", pid1.AddressParameter + "=" + c.Address.String()}
 	for _, f := range c.AgentFlags {
 		l = append(l, pid1.ParameterPrefix+f)
+	}
+	if c.DiskBench != "" {
+		l = append(l, pid1.DiskBenchParameter+"="+c.DiskBench)
+		if !c.DiskBenchStart.IsZero() {
+			l = append(l, fmt.Sprintf("%s=%d", pid1.DiskBenchStartParameter, c.DiskBenchStart.Unix()))
+		}
 	}
 	return l
 }

@@ -55,6 +55,9 @@ func (m *Machine) unmountAll() {
 		}
 		m.mapped = false
 	}
+	if m.data != nil {
+		m.data.forget()
+	}
 }
 
 // Fatal prints err on the console, waits fatalPause, and reboots. PID 1
