@@ -90,6 +90,7 @@ var wantRequirements = map[string]Requirement{
 	CuratorService_WatchClusterDirectory_FullMethodName:   atAny(anyNode),
 	CuratorService_SetWireGuardKey_FullMethodName:         atLeader(nodeSelf),
 	CuratorService_WatchNetworkPeers_FullMethodName:       atAny(nodeSelf),
+	CuratorService_GetClusterPart_FullMethodName:          atLeader(keyHolder),
 
 	ManagementService_GetClusterInfo_FullMethodName:             atAny(user(Permission_PERMISSION_READ_CLUSTER)),
 	ManagementService_ListNodes_FullMethodName:                  atAny(user(Permission_PERMISSION_READ_CLUSTER)),
