@@ -356,6 +356,13 @@ func (m *Machine) FatalLine() (string, bool) {
 	return m.console.last(pid1.FatalMessage)
 }
 
+// LastLine returns this boot's last console line containing substr: what
+// the machine said of a step the caller watches for without waiting
+// (pid1.RecoveryRefusedMessage).
+func (m *Machine) LastLine(substr string) (string, bool) {
+	return m.console.last(substr)
+}
+
 // PowerOff presses the machine's power button (ACPI, through QMP) and
 // waits for qemu to exit: the agent stops, PID 1 syncs and unmounts the
 // disks, then powers off. A clean power-off is qemu exiting with 0.

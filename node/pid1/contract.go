@@ -100,6 +100,12 @@ const (
 	// BootedMessage is the line PID 1 prints on the console when the
 	// machine is ready and the agent starts; the launcher waits for it.
 	BootedMessage = "polis: machine ready, starting the node agent"
+	// RecoveryRefusedMessage starts the console line of a machine booted
+	// with polis.recover-single-member=true whose recovery was refused
+	// (another consensus member answers, or its data cannot recover the
+	// cluster), with the reason: the node then starts as usual. The
+	// launcher reports it (launch.Cluster.RecoverSingleMember).
+	RecoveryRefusedMessage = "polis: the recovery was refused:"
 	// HaltMessage starts the last line PID 1 prints before power-off or
 	// reboot.
 	HaltMessage = "polis: halting"
@@ -139,4 +145,10 @@ var OptionalModules = []string{"aesni_intel"}
 // be given more than once, one registry each. The system disk's paths
 // (--kubernetes-bundle, --kubernetes-runtime) are not among them: PID 1
 // knows whether it mounted one (Machine.System).
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry"}
+//
+// recover-single-member (polis.recover-single-member=true) is a boot's
+// own setting, as a one-time bootloader entry gives it: the launcher
+// boots a survivor of a cluster that lost its quorum with it once
+// (launch.Cluster.RecoverSingleMember). Started again with it, a member
+// that is alone already starts as usual.
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry", "recover-single-member"}

@@ -154,7 +154,7 @@ func testCore(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf(`"--lease-ttl" "%v" "--heartbeat-interval" "%v"`, leaseTTL, heartbeatInterval)
+		want := fmt.Sprintf(`"--lease-ttl=%v" "--heartbeat-interval=%v"`, leaseTTL, heartbeatInterval)
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("%v: its console shows no agent flags %s: the launch options did not reach the VM", n, want)
 		}
