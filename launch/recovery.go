@@ -48,7 +48,13 @@ func (c *Cluster) RecoverSingleMember(ctx context.Context, n *Node) error {
 	}
 	since := time.Now().Add(-recoveryClockSkew)
 	if err := n.Stop(c.opts.StopTimeout); err != nil {
-		return fmt.Errorf("launch: %w", err)
+		// A member that lost its quorum may not stop cleanly (its etcd
+		// waits for peers that are gone): pulled the plug, as an
+		// operator would, it is stopped all the same.
+		if n.Running() {
+			return fmt.Errorf("launch: %w", err)
+		}
+		c.progress("%v: %v; stopped it the hard way", n, err)
 	}
 	n.setRecovery(true)
 	// Until the recovery is done: a VM that reboots meanwhile boots in
@@ -61,7 +67,7 @@ func (c *Cluster) RecoverSingleMember(ctx context.Context, n *Node) error {
 	var lost []string
 	err := c.poll(ctx, n.String()+": the recovered cluster's curator serving", func(ctx context.Context) (bool, error) {
 		if why, ok := n.recoveryRefused(); ok {
-			return false, fmt.Errorf("launch: %v refused the recovery and started as usual: %s", n, why)
+			return false, fmt.Errorf("launch: %v refused the recovery: %s", n, why)
 		}
 		r, ok := c.recoveredOn(ctx, n, since)
 		if ok {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,7 @@ func TestKernelCommandLineFlags(t *testing.T) {
 		"curator-port":          "7002",
 		"kubernetes-registry":   "docker.io=http://10.77.0.254:5000",
 		"recover-single-member": "true",
+		"restore-snapshot":      pid1.RestoreSnapshotPath,
 	}
 	args := []string{"--storage", "/s", "--address", "10.77.0.2"}
 	for _, name := range pid1.AgentFlags {
@@ -80,9 +82,15 @@ func TestKernelCommandLineFlags(t *testing.T) {
 		}
 		args = append(args, "--"+name+"="+v)
 	}
-	o, err := parseFlags(args, io.Discard)
+	// A boot recovers or restores, not both: the two are tried apart.
+	recovery := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--restore-snapshot=") })
+	o, err := parseFlags(recovery, io.Discard)
 	if err != nil {
-		t.Fatalf("%q: %v", args, err)
+		t.Fatalf("%q: %v", recovery, err)
+	}
+	restore := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--recover-single-member=") })
+	if r, err := parseFlags(restore, io.Discard); err != nil || r.cfg.Restore == nil || r.cfg.Restore.Snapshot != pid1.RestoreSnapshotPath {
+		t.Errorf("%q: %v; want a restore from %s", restore, err, pid1.RestoreSnapshotPath)
 	}
 	if !o.cfg.RecoverConsensus || o.cfg.LeaseTTL != 3*time.Second || o.cfg.ConsensusPort != 7001 || o.cfg.CuratorPort != 7002 || o.cfg.KubernetesRegistries["docker.io"] != "http://10.77.0.254:5000" {
 		t.Errorf("%q parsed as %+v", args, o.cfg)

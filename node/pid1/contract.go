@@ -87,6 +87,17 @@ const (
 	// DiskBenchMessage starts the line with the figures.
 	DiskBenchMessage = "polis: diskbench:"
 
+	// RestoreSnapshotFWCfg names the fw_cfg file of a machine booted to
+	// restore a cluster from a backup onto its fresh disks: the launcher
+	// decrypts the backup with the owner key on the host and gives the
+	// machine the snapshot alone (etcd's format), never the key.
+	// RestoreSnapshotPath is where the guest reads it; the launcher
+	// names it on the kernel command line for that boot
+	// (polis.restore-snapshot=RestoreSnapshotPath, the agent's
+	// --restore-snapshot).
+	RestoreSnapshotFWCfg = "opt/polis/restore-snapshot"
+	RestoreSnapshotPath  = "/sys/firmware/qemu_fw_cfg/by_name/" + RestoreSnapshotFWCfg + "/raw"
+
 	// StorageRoot is the node's storage root (localstorage), with the ESP
 	// mounted at esp/, the data disk at data/ and a tmpfs at ephemeral/.
 	StorageRoot = "/polis"
@@ -146,9 +157,11 @@ var OptionalModules = []string{"aesni_intel"}
 // (--kubernetes-bundle, --kubernetes-runtime) are not among them: PID 1
 // knows whether it mounted one (Machine.System).
 //
-// recover-single-member (polis.recover-single-member=true) is a boot's
-// own setting, as a one-time bootloader entry gives it: the launcher
-// boots a survivor of a cluster that lost its quorum with it once
-// (launch.Cluster.RecoverSingleMember). Started again with it, a member
-// that is alone already starts as usual.
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry", "recover-single-member"}
+// recover-single-member (polis.recover-single-member=true) and
+// restore-snapshot (RestoreSnapshotPath) are a boot's own settings, as a
+// one-time bootloader entry gives them: the launcher boots a survivor of
+// a cluster that lost its quorum once with the first
+// (launch.Cluster.RecoverSingleMember), and a machine with fresh disks
+// once with the second to restore a backup onto it. Started again with
+// either, a node that was recovered or restored already starts as usual.
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry", "recover-single-member", "restore-snapshot"}
