@@ -67,6 +67,18 @@
 // registry hosts from it. launch/demoimage builds the demo image
 // (cmd/polis-demo) the README and the tests use.
 //
+// # Growing and recovering a running cluster
+//
+// AddNodes adds nodes to a running cluster with its current register
+// ticket, as an operator adds machines (addnodes.go). RecoverSingleMember
+// brings back a cluster that lost the quorum of its consensus members on
+// a survivor, started once in recovery mode: a process with
+// --recover-single-member, a VM with polis.recover-single-member=true on
+// its kernel command line (recovery.go). With Options.RestoreBackup the
+// first node restores a backup onto fresh storage instead of
+// bootstrapping; a VM gets the backup decrypted on the host, the snapshot
+// alone, through fw_cfg (restore.go, restorevm.go).
+//
 // # What it does not do
 //
 // It does not restart nodes that die: a dead node is reported, and the

@@ -24,6 +24,7 @@ import (
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/polisctl"
@@ -241,6 +242,7 @@ type Cluster struct {
 	ownerKey  ed25519.PrivateKey
 	vmnet     *vmNetwork
 	registry  *imageRegistry
+	img       *image.Image // a VM cluster's node image, for AddNodes
 }
 
 // Launch starts a cluster and returns once every node is UP and healthy
@@ -259,7 +261,7 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
 	if opts.VM == nil {
-		if err := c.checkPortsFree(); err != nil {
+		if err := checkPortsFree(opts.Addresses, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -377,12 +379,12 @@ func (c *Cluster) progress(format string, args ...any) {
 	fmt.Fprintf(c.opts.Progress, format+"\n", args...)
 }
 
-// checkPortsFree fails when any node's port is taken, most likely by
-// another cluster on the same addresses, which the new nodes would
-// otherwise try to talk to.
-func (c *Cluster) checkPortsFree() error {
-	for _, a := range c.opts.Addresses {
-		for _, p := range []uint16{c.opts.ConsensusPort, c.opts.CuratorPort, nodeapi.DefaultPort, nodeapi.DefaultMetricsPort} {
+// checkPortsFree fails when any of the nodes' ports at addrs is taken,
+// most likely by another cluster on the same addresses, which the new
+// nodes would otherwise try to talk to.
+func checkPortsFree(addrs []netip.Addr, o *Options) error {
+	for _, a := range addrs {
+		for _, p := range []uint16{o.ConsensusPort, o.CuratorPort, nodeapi.DefaultPort, nodeapi.DefaultMetricsPort} {
 			ap := netip.AddrPortFrom(a, p)
 			l, err := net.Listen("tcp", ap.String())
 			if err != nil {
@@ -495,37 +497,10 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 	return g.Wait()
 }
 
-// addNode takes a started node through addNodes' steps.
+// addNode takes a started node through addNodes' steps (admit,
+// addnodes.go).
 func (c *Cluster) addNode(ctx context.Context, mgmt cpb.ManagementServiceClient, n *Node) error {
-	// Nodes are matched to records by the address they report, among
-	// the nodes waiting for approval: a restored cluster keeps the
-	// records of its old nodes, which may have had the same addresses.
-	err := c.poll(ctx, n.String()+": registered", func(ctx context.Context) (bool, error) {
-		rec, err := c.nodeByAddress(ctx, n.Address)
-		if err != nil || rec == nil || rec.State != cpb.NodeState_NODE_STATE_NEW {
-			return false, nil
-		}
-		n.setID(rec.Id)
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	c.progress("%v: registered as %s; approving it", n, n.ID())
-	if _, err := mgmt.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: n.ID()}); err != nil {
-		return fmt.Errorf("launch: approving %v: %w", n, err)
-	}
-	if err := c.WaitHealthy(ctx, n); err != nil {
-		return err
-	}
-	c.progress("%v: UP and healthy", n)
-	if err := forgetParameters(n); err != nil {
-		return err
-	}
-	if !c.opts.ConsensusMembers {
-		return nil
-	}
-	return c.makeConsensusMember(ctx, n)
+	return c.admit(ctx, mgmt, n, c.opts.ConsensusMembers)
 }
 
 // MakeConsensusMember gives n the ConsensusMember role and waits until it

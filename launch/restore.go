@@ -17,7 +17,9 @@ import (
 // A cluster restored from a backup (Options.RestoreBackup): the first node
 // starts on fresh storage with polis-node --restore-backup, decrypting the
 // backup with the owner key in the polisctl configuration it was taken
-// with, and becomes the single consensus member of the restored cluster;
+// with (a VM: the launcher decrypts it on the host and gives the machine
+// the snapshot alone, restorevm.go), and becomes the single consensus
+// member of the restored cluster;
 // the owner takes ownership again through it (the CA is the one the
 // configuration pins); the other nodes then register and join as in a new
 // cluster. The old cluster's nodes stay in the records, as lost consensus
@@ -43,9 +45,6 @@ func (o *Options) checkRestore() error {
 	if o.RestoreBackup == "" {
 		return nil
 	}
-	if o.VM != nil {
-		return errors.New("launch: restoring a backup is for process nodes only for now")
-	}
 	if o.ConfigDir == "" {
 		return errors.New("launch: restoring a backup needs the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup): give ConfigDir (--config)")
 	}
@@ -68,14 +67,27 @@ func (c *Cluster) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	plain := first.args
-	first.args = append(append([]string(nil), plain...), "--restore-backup", backup, "--owner-key", keyPath)
 	c.progress("%v: restoring the cluster from %s", first, backup)
-	if err := c.StartNode(first); err != nil {
-		return err
+	if first.vm != nil {
+		done, err := c.prepareVMRestore(first, backup, key)
+		if err != nil {
+			return err
+		}
+		// Until the node serves: a VM that reboots meanwhile boots to
+		// restore again (a node restored already starts as usual).
+		defer done()
+		if err := c.StartNode(first); err != nil {
+			return err
+		}
+	} else {
+		plain := first.args
+		first.args = append(append([]string(nil), plain...), "--restore-backup", backup, "--owner-key", keyPath)
+		if err := c.StartNode(first); err != nil {
+			return err
+		}
+		// Restored once it is up: a later start is an ordinary one.
+		first.args = plain
 	}
-	// Restored once it is up: a later start is an ordinary one.
-	first.args = plain
 	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
 	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
 		if !first.Running() {

@@ -379,6 +379,7 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
+	c.img = img
 	if c.opts.VM.Accel == "auto" {
 		c.opts.VM.Accel = "tcg"
 		c.progress("probing KVM: booting the image under KVM for at most %v", kvmProbeTimeout)

@@ -84,6 +84,20 @@ func runAsInit() {
 	console("%s (version %s, address %v)", pid1.BootedMessage, node.Version, m.Address)
 	base := newLogger("console", zapcore.InfoLevel, os.Stdout, ring)
 	ctx, cancel := context.WithCancel(context.Background())
+	// A recovery this boot was asked for (polis.recover-single-member) is
+	// prepared before the agent runs, as polis-node does. A command that
+	// is refused exits with the reason; PID 1 cannot, and retrying in the
+	// agent's supervisor would keep the node out of a cluster whose
+	// quorum still answers. So it says why on the console and starts the
+	// node as usual: a refusal means the cluster is not lost (or this
+	// node's data cannot recover it), and as usual the node rejoins it.
+	if err := n.PrepareRecovery(ctx, base.Named("root")); err != nil {
+		console("%s %v; starting the node as usual", pid1.RecoveryRefusedMessage, err)
+		o.cfg.RecoverConsensus = false
+		if n, err = node.New(o.cfg); err != nil {
+			pid1.Fatal(console, err)
+		}
+	}
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))
 	action := <-m.Requests()
 	base.Named("main").Info("stopping the node agent", zap.Stringer("then", action))

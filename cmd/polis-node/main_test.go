@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/polis-os/polis/logring"
+	"github.com/polis-os/polis/node/pid1"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -55,6 +57,43 @@ func TestParseFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)
 		}
+	}
+}
+
+// TestKernelCommandLineFlags: every flag a machine's kernel command line
+// may set (pid1.AgentFlags) is one of the agent's, and takes its value in
+// the one-argument form PID 1 passes (--NAME=VALUE), booleans included.
+func TestKernelCommandLineFlags(t *testing.T) {
+	values := map[string]string{
+		"lease-ttl":             "3s",
+		"heartbeat-interval":    "1s",
+		"consensus-port":        "7001",
+		"curator-port":          "7002",
+		"kubernetes-registry":   "docker.io=http://10.77.0.254:5000",
+		"recover-single-member": "true",
+		"restore-snapshot":      pid1.RestoreSnapshotPath,
+	}
+	args := []string{"--storage", "/s", "--address", "10.77.0.2"}
+	for _, name := range pid1.AgentFlags {
+		v, ok := values[name]
+		if !ok {
+			t.Errorf("no value to try for the kernel command line's %s", name)
+			continue
+		}
+		args = append(args, "--"+name+"="+v)
+	}
+	// A boot recovers or restores, not both: the two are tried apart.
+	recovery := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--restore-snapshot=") })
+	o, err := parseFlags(recovery, io.Discard)
+	if err != nil {
+		t.Fatalf("%q: %v", recovery, err)
+	}
+	restore := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--recover-single-member=") })
+	if r, err := parseFlags(restore, io.Discard); err != nil || r.cfg.Restore == nil || r.cfg.Restore.Snapshot != pid1.RestoreSnapshotPath {
+		t.Errorf("%q: %v; want a restore from %s", restore, err, pid1.RestoreSnapshotPath)
+	}
+	if !o.cfg.RecoverConsensus || o.cfg.LeaseTTL != 3*time.Second || o.cfg.ConsensusPort != 7001 || o.cfg.CuratorPort != 7002 || o.cfg.KubernetesRegistries["docker.io"] != "http://10.77.0.254:5000" {
+		t.Errorf("%q parsed as %+v", args, o.cfg)
 	}
 }
 

@@ -42,6 +42,17 @@
 // one) passes: a node that is not a curator, or no longer one, cannot pose
 // as one, whatever GetLeader answers name.
 //
+// Discovery's probes dial a curator by IP and check its certificate
+// against that IP, whatever node ID the endpoint gives; the leader found
+// is then followed under the node ID its own answer gives. So a curator
+// known under a node ID that no longer serves at that address is still
+// found, if another curator of the cluster serves there now: after a
+// restore from a backup onto new nodes at the old members' addresses,
+// the old nodes' saved directories name the old IDs. That is sound
+// because a node ID adds no authority among curators, which all hold the
+// cluster's CA key; docs/threat-model.md ("What each certificate
+// proves") says what it costs.
+//
 // # How leader changes are followed
 //
 // The resolver discovers the leader by calling CuratorService.GetLeader,

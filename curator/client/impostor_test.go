@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"strings"
@@ -183,5 +184,88 @@ func TestElectingCuratorNotDown(t *testing.T) {
 	}
 	if !lr.down[addrPort(dead)] {
 		t.Error("the curator that did not answer does not count as down")
+	}
+}
+
+// TestClientFollowsCuratorUnderAnotherID: a client whose endpoints name
+// a curator by a node ID that no longer serves at that address (a
+// cluster restored from a backup: new nodes at the old members'
+// addresses, with the old CA) follows the curator that serves there
+// now, because discovery checks a curator certificate against the
+// address it dialled, which every curator certificate names. The
+// certificate must still be a curator's, from the cluster's CA, naming
+// that address: a node certificate of the cluster, or a curator
+// certificate for another address, is refused there as anywhere.
+func TestClientFollowsCuratorUnderAnotherID(t *testing.T) {
+	now := time.Now()
+	ca, err := identity.NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerTLS := ownerClientTLS(t, ca, mustKey(t))
+	stale := identity.NodeID(mustKey(t).Public().(ed25519.PublicKey)) // the ID the client knows
+	key := mustKey(t)                                                 // the node serving there now
+	pub := key.Public().(ed25519.PublicKey)
+
+	for _, tc := range []struct {
+		name   string
+		issue  func(ip, other netip.Addr) (*x509.Certificate, error)
+		follow bool
+	}{
+		{"a curator certificate naming the address", func(ip, _ netip.Addr) (*x509.Certificate, error) {
+			return ca.IssueCurator(pub, []netip.Addr{ip}, now)
+		}, true},
+		{"a node certificate", func(netip.Addr, netip.Addr) (*x509.Certificate, error) {
+			return ca.IssueNode(pub, now)
+		}, false},
+		{"a curator certificate naming another address", func(_, other netip.Addr) (*x509.Certificate, error) {
+			return ca.IssueCurator(pub, []netip.Addr{other}, now)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ips := subnets.Addrs(2)
+			c, err := tc.issue(ips[0], ips[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert, err := identity.TLSCertificate(c, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeCurator{}
+			ep := serveFake(t, f, identity.NodeID(pub), ips[0], cert)
+			known := &cpb.CuratorEndpoint{NodeId: stale, Address: ep.Address, Port: ep.Port}
+			conn, r := dialRouter(t, Config{Endpoints: []*cpb.CuratorEndpoint{known}, TLS: ownerTLS}, nil)
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := cpb.NewManagementServiceClient(conn).ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: stale})
+				done <- err
+			}()
+			if tc.follow {
+				if err := <-done; err != nil {
+					t.Fatalf("ApproveNode through the curator now at %s: %v", ep.Address, err)
+				}
+				if f.approved.Load() != 1 {
+					t.Fatalf("the curator served %d approvals, want 1", f.approved.Load())
+				}
+				return
+			}
+			res, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil }))
+			if err != nil {
+				t.Fatalf("waiting for a failed discovery: %v", err)
+			}
+			if !strings.Contains(res.err.Error(), "certificate") {
+				t.Errorf("discovery failed with %v, want a refused certificate", res.err)
+			}
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("ApproveNode succeeded through an impostor")
+			}
+			if n := f.approved.Load(); n != 0 {
+				t.Fatalf("the impostor served %d approvals", n)
+			}
+		})
 	}
 }

@@ -60,6 +60,11 @@ type Config struct {
 	// atomically; nil gives none (a node that has joined needs none), and
 	// Start removes that file, so that no register ticket stays behind.
 	Parameters []byte
+	// RestoreSnapshot, if set, is a file (an etcd snapshot) given to the
+	// guest through fw_cfg as pid1.RestoreSnapshotFWCfg, for a boot that
+	// restores a cluster onto the machine's fresh disks; qemu reads it
+	// when it starts.
+	RestoreSnapshot string
 	// AgentFlags are node agent flags for the kernel command line, each
 	// NAME=VALUE with NAME one of pid1.AgentFlags (lease-ttl=5s).
 	AgentFlags []string
@@ -142,6 +147,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if !o.Address.IsValid() {
 		return o, fmt.Errorf("vm %s: Address is required", o.Name)
 	}
+	if o.RestoreSnapshot != "" && strings.Contains(o.RestoreSnapshot, ",") {
+		return o, fmt.Errorf("vm %s: the snapshot's path %q has a comma, which qemu's -fw_cfg cannot take", o.Name, o.RestoreSnapshot)
+	}
 	if o.MemoryMB == 0 {
 		o.MemoryMB = DefaultMemoryMB
 	}
@@ -221,6 +229,9 @@ func (c *Config) args() []string {
 	}
 	if c.Parameters != nil {
 		a = append(a, "-fw_cfg", "name=opt/polis/parameters,file="+c.parametersFile().Path)
+	}
+	if c.RestoreSnapshot != "" {
+		a = append(a, "-fw_cfg", "name="+pid1.RestoreSnapshotFWCfg+",file="+c.RestoreSnapshot)
 	}
 	return a
 }
@@ -354,6 +365,13 @@ func (m *Machine) WaitConsole(ctx context.Context, substr string) (string, error
 // agent (pid1.FatalMessage): after a reboot nobody asked for, the reason.
 func (m *Machine) FatalLine() (string, bool) {
 	return m.console.last(pid1.FatalMessage)
+}
+
+// LastLine returns this boot's last console line containing substr: what
+// the machine said of a step the caller watches for without waiting
+// (pid1.RecoveryRefusedMessage).
+func (m *Machine) LastLine(substr string) (string, bool) {
+	return m.console.last(substr)
 }
 
 // PowerOff presses the machine's power button (ACPI, through QMP) and

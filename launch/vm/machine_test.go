@@ -137,3 +137,28 @@ func TestSystemDiskArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreSnapshotArgs: a machine booted to restore gets the snapshot
+// through fw_cfg under the name PID 1's agent reads, only then; a path
+// qemu's option syntax cannot take is refused.
+func TestRestoreSnapshotArgs(t *testing.T) {
+	cfg := testConfig(t)
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(c.args(), func(a string) bool { return strings.Contains(a, pid1.RestoreSnapshotFWCfg) }) {
+		t.Error("a machine without a snapshot to restore gets one")
+	}
+	cfg.RestoreSnapshot = filepath.Join(cfg.Dir, "restore-snapshot.db")
+	if c, err = cfg.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if args, want := strings.Join(c.args(), " "), "-fw_cfg name=opt/polis/restore-snapshot,file="+cfg.RestoreSnapshot; !strings.Contains(args, want) {
+		t.Errorf("qemu's arguments lack %q:\n%s", want, args)
+	}
+	cfg.RestoreSnapshot = filepath.Join(cfg.Dir, "a,b.db")
+	if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "comma") {
+		t.Errorf("a snapshot path with a comma: %v, want it refused", err)
+	}
+}

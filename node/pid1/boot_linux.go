@@ -18,7 +18,7 @@ type Machine struct {
 	// Address is the node's cluster address, with its prefix.
 	Address netip.Prefix
 	// AgentArgs are the agent's flags from the kernel command line
-	// (AgentFlags), as command-line arguments: --lease-ttl 5s ...
+	// (AgentFlags), as command-line arguments: --lease-ttl=5s ...
 	AgentArgs []string
 	// StorageRoot is the root of localstorage's layout.
 	StorageRoot string
@@ -221,7 +221,10 @@ func parseCommandLine(cmdline string) (netip.Prefix, []string, error) {
 		if v == "" {
 			return netip.Prefix{}, nil, fmt.Errorf("kernel command line: %s has no value (want %s=VALUE)", k, k)
 		}
-		args = append(args, "--"+name, v)
+		// One argument, --NAME=VALUE: the flag package takes a
+		// boolean flag's value only so (--recover-single-member true
+		// would leave "true" behind as a stray argument).
+		args = append(args, "--"+name+"="+v)
 	}
 	if !addr.IsValid() {
 		return netip.Prefix{}, nil, fmt.Errorf("kernel command line: no %s=IP/PREFIX (have %q)", AddressParameter, strings.TrimSpace(cmdline))

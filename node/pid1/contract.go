@@ -87,6 +87,17 @@ const (
 	// DiskBenchMessage starts the line with the figures.
 	DiskBenchMessage = "polis: diskbench:"
 
+	// RestoreSnapshotFWCfg names the fw_cfg file of a machine booted to
+	// restore a cluster from a backup onto its fresh disks: the launcher
+	// decrypts the backup with the owner key on the host and gives the
+	// machine the snapshot alone (etcd's format), never the key.
+	// RestoreSnapshotPath is where the guest reads it; the launcher
+	// names it on the kernel command line for that boot
+	// (polis.restore-snapshot=RestoreSnapshotPath, the agent's
+	// --restore-snapshot).
+	RestoreSnapshotFWCfg = "opt/polis/restore-snapshot"
+	RestoreSnapshotPath  = "/sys/firmware/qemu_fw_cfg/by_name/" + RestoreSnapshotFWCfg + "/raw"
+
 	// StorageRoot is the node's storage root (localstorage), with the ESP
 	// mounted at esp/, the data disk at data/ and a tmpfs at ephemeral/.
 	StorageRoot = "/polis"
@@ -100,6 +111,12 @@ const (
 	// BootedMessage is the line PID 1 prints on the console when the
 	// machine is ready and the agent starts; the launcher waits for it.
 	BootedMessage = "polis: machine ready, starting the node agent"
+	// RecoveryRefusedMessage starts the console line of a machine booted
+	// with polis.recover-single-member=true whose recovery was refused
+	// (another consensus member answers, or its data cannot recover the
+	// cluster), with the reason: the node then starts as usual. The
+	// launcher reports it (launch.Cluster.RecoverSingleMember).
+	RecoveryRefusedMessage = "polis: the recovery was refused:"
 	// HaltMessage starts the last line PID 1 prints before power-off or
 	// reboot.
 	HaltMessage = "polis: halting"
@@ -139,4 +156,12 @@ var OptionalModules = []string{"aesni_intel"}
 // be given more than once, one registry each. The system disk's paths
 // (--kubernetes-bundle, --kubernetes-runtime) are not among them: PID 1
 // knows whether it mounted one (Machine.System).
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry"}
+//
+// recover-single-member (polis.recover-single-member=true) and
+// restore-snapshot (RestoreSnapshotPath) are a boot's own settings, as a
+// one-time bootloader entry gives them: the launcher boots a survivor of
+// a cluster that lost its quorum once with the first
+// (launch.Cluster.RecoverSingleMember), and a machine with fresh disks
+// once with the second to restore a backup onto it. Started again with
+// either, a node that was recovered or restored already starts as usual.
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry", "recover-single-member", "restore-snapshot"}

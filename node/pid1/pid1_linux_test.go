@@ -18,11 +18,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestParseCommandLine(t *testing.T) {
-	p, args, err := parseCommandLine("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 polis.lease-ttl=3s quiet polis.curator-port=7001 polis.kubernetes-registry=docker.io=http://10.77.0.254:5000 polis.kubernetes-registry=demo.local=http://10.77.0.254:5000\n")
+	p, args, err := parseCommandLine("console=ttyS0 panic=-1 polis.address=10.77.0.2/24 polis.lease-ttl=3s quiet polis.curator-port=7001 polis.kubernetes-registry=docker.io=http://10.77.0.254:5000 polis.kubernetes-registry=demo.local=http://10.77.0.254:5000 polis.recover-single-member=true\n")
 	if err != nil || p.String() != "10.77.0.2/24" {
 		t.Fatalf("parseCommandLine = %v, %v; want 10.77.0.2/24", p, err)
 	}
-	if want := []string{"--lease-ttl", "3s", "--curator-port", "7001", "--kubernetes-registry", "docker.io=http://10.77.0.254:5000", "--kubernetes-registry", "demo.local=http://10.77.0.254:5000"}; !slices.Equal(args, want) {
+	if want := []string{"--lease-ttl=3s", "--curator-port=7001", "--kubernetes-registry=docker.io=http://10.77.0.254:5000", "--kubernetes-registry=demo.local=http://10.77.0.254:5000", "--recover-single-member=true"}; !slices.Equal(args, want) {
 		t.Errorf("agent arguments %q, want %q", args, want)
 	}
 	for _, tc := range []struct{ cmdline, want string }{

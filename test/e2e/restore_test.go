@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,19 +17,27 @@ import (
 	"github.com/polis-os/polis/launch"
 )
 
-// TestRestoreFromBackup: a cluster of three consensus members with a label
-// on every node is backed up and stopped for good. A damaged backup, one
-// cut short and one for another owner key are refused by polis-node with
-// an error saying so, and leave the fresh storage without a node; a
-// restore onto storage that holds a node is refused and changes nothing.
-// Then polis-launch's restore (package launch, as polis-launch
-// --restore-backup runs it) starts a new cluster of three from the backup
-// on new addresses: every node record and label of the backup is there,
-// the old members dropped, the recovery shown in cluster info, and the
-// three new nodes consensus members serving.
+// TestRestoreFromBackup: a cluster of three consensus members and a
+// worker, with a label on every node, is backed up and stopped for good.
+// A damaged backup, one cut short and one for another owner key are
+// refused by polis-node with an error saying so, and leave the fresh
+// storage without a node; a restore onto storage that holds a node is
+// refused and changes nothing. Then polis-launch's restore (package
+// launch, as polis-launch --restore-backup runs it) starts a new cluster
+// of three from the backup, on fresh storage at the old members'
+// addresses: every node record and label of the backup is there, the old
+// members dropped, the recovery shown in cluster info, and the three new
+// nodes consensus members serving. The old worker, started again on its
+// own storage, reconnects by itself to the restored cluster, whose
+// curators its saved directory names by the old members' node IDs.
 func TestRestoreFromBackup(t *testing.T) {
 	old := launchCluster(t, 3, true, testLeaseTTL, testHeartbeat, nil)
 	cfg := old.ConfigDir
+	added, err := old.AddNodes(context.Background(), launch.NewNodes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := added[0]
 	for _, n := range old.Nodes {
 		if _, err := polisctl(cfg, "node", "label", n.ID(), fmt.Sprintf("index=%d", n.Index), "restore=kept"); err != nil {
 			t.Fatal(err)
@@ -115,7 +124,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		BaseDir:           tempDir(t),
 		Keep:              true,
 		ConfigDir:         cfg,
-		Addresses:         subnets.Addrs(3),
+		Addresses:         []netip.Addr{old.Nodes[0].Address, old.Nodes[1].Address, old.Nodes[2].Address},
 		NodeBinary:        bin.node,
 		LeaseTTL:          testLeaseTTL,
 		HeartbeatInterval: testHeartbeat,
@@ -133,12 +142,14 @@ func TestRestoreFromBackup(t *testing.T) {
 	})
 	t.Logf("phase: restored cluster of three ready %v after the launch", time.Since(start).Round(time.Millisecond))
 
+	ready := time.Now()
+
 	nodes, err := listNodes(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 6 {
-		t.Errorf("%d nodes in the restored cluster; want the backup's 3 and the 3 new ones", len(nodes))
+	if len(nodes) != 7 {
+		t.Errorf("%d nodes in the restored cluster; want the backup's 4 and the 3 new ones", len(nodes))
 	}
 	for _, n := range old.Nodes {
 		rec := nodes[n.ID()]
@@ -149,6 +160,22 @@ func TestRestoreFromBackup(t *testing.T) {
 			t.Errorf("%v: still a consensus member after the restore", n)
 		}
 	}
+
+	// The old worker, on its own storage, finds the restored curators at
+	// the addresses it knew.
+	back := startNode(t, "old-worker",
+		"--storage", filepath.Join(worker.Dir, "storage"),
+		"--address", worker.Address.String(),
+		"--lease-ttl", testLeaseTTL.String(),
+		"--heartbeat-interval", testHeartbeat.String())
+	eventually(t, 2*time.Minute, "the old worker reconnected to the restored cluster", func() error {
+		nodes, err := listNodes(cfg)
+		if err != nil {
+			return err
+		}
+		return heardSince(nodes[worker.ID()], ready)
+	})
+	back.checkRunning(t)
 	for _, n := range restored.Nodes {
 		if err := consensusMemberServing(nodes[n.ID()]); err != nil {
 			t.Errorf("%v: %v", n, err)

@@ -6,7 +6,9 @@
 // UP, healthy, running curators) and leaving one: core (formation), HA
 // (every node rebooted in turn under a writer), partition (the leader's
 // node cut off from the others), cold start (every node powered off at
-// once and started again). Booting VMs under TCG is what takes time;
+// once and started again); then recovery (recovery_test.go), which
+// destroys two members for good and brings the cluster back on the
+// third, and so runs last. Booting VMs under TCG is what takes time;
 // sharing the cluster keeps the package to a few minutes. Every phase
 // prints how long it took ("phase: ...").
 package vm_test
@@ -72,7 +74,7 @@ const (
 
 func TestVMCluster(t *testing.T) {
 	needQEMU(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
 	img, err := image.Build(ctx, image.Config{
@@ -121,7 +123,9 @@ func TestVMCluster(t *testing.T) {
 	for _, s := range []struct {
 		name string
 		f    func(context.Context, *testing.T, *launch.Cluster)
-	}{{"HA", testHA}, {"partition", testPartition}, {"cold-start", testColdStart}} {
+	}{{"HA", testHA}, {"partition", testPartition}, {"cold-start", testColdStart}, {"recovery", func(ctx context.Context, t *testing.T, c *launch.Cluster) {
+		testRecovery(ctx, t, c, img)
+	}}} {
 		if !t.Run(s.name, func(t *testing.T) { s.f(ctx, t, c) }) {
 			t.FailNow()
 		}
@@ -154,7 +158,7 @@ func testCore(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := fmt.Sprintf(`"--lease-ttl" "%v" "--heartbeat-interval" "%v"`, leaseTTL, heartbeatInterval)
+		want := fmt.Sprintf(`"--lease-ttl=%v" "--heartbeat-interval=%v"`, leaseTTL, heartbeatInterval)
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("%v: its console shows no agent flags %s: the launch options did not reach the VM", n, want)
 		}
