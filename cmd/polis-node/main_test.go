@@ -34,6 +34,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-bundle", "polis-kube"}, wantErr: "--kubernetes-bundle \"polis-kube\": give an absolute path"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "500ms", "--consensus-election-timeout", "5s"}},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "500ms"}, wantErr: "--consensus-election-timeout 1s is less than five heartbeats of 500ms: raise it to at least 2.5s"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-election-timeout", "300ms"}, wantErr: "less than five heartbeats of 100ms"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "-1s"}, wantErr: "must not be negative"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "150500us", "--consensus-election-timeout", "5s"}, wantErr: "whole milliseconds"},
 	} {
 		o, err := parseFlags(tc.args, io.Discard)
 		if tc.wantErr == "" {

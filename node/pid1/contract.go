@@ -115,4 +115,4 @@ var OptionalModules = []string{"aesni_intel"}
 // be given more than once, one registry each. The system disk's paths
 // (--kubernetes-bundle, --kubernetes-runtime) are not among them: PID 1
 // knows whether it mounted one (Machine.System).
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry"}
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "consensus-heartbeat", "consensus-election-timeout", "kubernetes-registry"}
