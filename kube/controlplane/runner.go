@@ -130,9 +130,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errors.New("controlplane: the CA file holds no certificate")
 	}
 	for _, c := range []component{
-		{APIServer, r.cfg.apiserverArgs()},
-		{ControllerManager, r.cfg.controllerManagerArgs()},
-		{Scheduler, r.cfg.schedulerArgs()},
+		{name: APIServer, args: r.cfg.apiserverArgs()},
+		{name: ControllerManager, args: r.cfg.controllerManagerArgs(), afterReady: true},
+		{name: Scheduler, args: r.cfg.schedulerArgs(), afterReady: true},
 	} {
 		if err := supervisor.Run(ctx, c.name, r.runComponent(c)); err != nil {
 			return err

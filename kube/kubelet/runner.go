@@ -1,11 +1,13 @@
 package kubelet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -74,6 +76,10 @@ type Runner struct {
 	mu    sync.Mutex
 	cur   Status
 	creds Credentials
+	// hc is the runner's own client of the apiservers (apiClient), made
+	// for the client certificate hcCert.
+	hc     *http.Client
+	hcCert []byte
 }
 
 // New validates cfg and returns a Runner ready to Run.
@@ -345,6 +351,28 @@ func (c Config) withCredentials(creds Credentials) Config {
 }
 
 func (c Config) bin(name string) string { return c.BinDir + "/" + name }
+
+// apiClient is the runner's client of the apiservers, as the kubelet
+// (waiting for an apiserver, the Node's readiness and labels): one client
+// that keeps its connection while the credentials stay the same. A new
+// TLS handshake at every ask cost a starting apiserver under TCG more
+// than it could give (docs/benchmarks.md, issue 19).
+func (r *Runner) apiClient() (*http.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hc != nil && bytes.Equal(r.hcCert, r.creds.ClientCert) {
+		return r.hc, nil
+	}
+	hc, err := httpClient(r.creds)
+	if err != nil {
+		return nil, err
+	}
+	if r.hc != nil {
+		r.hc.CloseIdleConnections()
+	}
+	r.hc, r.hcCert = hc, r.creds.ClientCert
+	return hc, nil
+}
 
 func (r *Runner) credentials() Credentials {
 	r.mu.Lock()
