@@ -136,7 +136,6 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	cmd := process.Command{Path: r.cfg.bin("containerd"), Args: []string{"--config", r.cfg.file(fileContainerdConfig)}, Env: r.cfg.env(), Dir: r.cfg.RunDir}
 	var runtimeCgroup, kubeletCgroup *os.File
 	if r.cfg.Cgroup != "" {
-		var err error
 		if runtimeCgroup, err = openCgroup(r.cfg.cgroup(cgroupRuntime)); err != nil {
 			return err
 		}
@@ -166,9 +165,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := r.waitContainerd(ctx, containerd); err != nil {
 		return err
 	}
-	r.note("importing the pause image " + r.cfg.PauseImageRef)
-	if err := r.ctr(ctx, log, importTimeout, "images", "import", r.cfg.PauseImage); err != nil {
-		return fmt.Errorf("importing the pause image %s: %w", r.cfg.PauseImage, err)
+	if pauseImported(r.cfg.PauseImage, r.cfg.containerdRoot()) {
+		log.Info("the pause image is in containerd already", zap.String("image", r.cfg.PauseImageRef))
+	} else {
+		r.note("importing the pause image " + r.cfg.PauseImageRef)
+		if err := r.ctr(ctx, log, importTimeout, "images", "import", r.cfg.PauseImage); err != nil {
+			return fmt.Errorf("importing the pause image %s: %w", r.cfg.PauseImage, err)
+		}
 	}
 
 	kubelet := process.Command{Path: r.cfg.Bundle, Args: r.cfg.kubeletArgs(), Env: r.cfg.env(), Dir: r.cfg.RunDir}
