@@ -30,10 +30,13 @@ import (
 )
 
 // vmTimeout bounds the VM test's launch (system tree and image checked or
-// built, three VMs booted, the apiserver and both workers' Nodes Ready)
-// and, separately, the rest: under TCG on a loaded machine each is many
+// built, three VMs booted, the apiserver and both workers' Nodes Ready),
+// and phasesTimeout the rest: under TCG on a loaded machine each is many
 // minutes.
-const vmTimeout = 30 * time.Minute
+const (
+	vmTimeout     = 30 * time.Minute
+	phasesTimeout = 45 * time.Minute
+)
 
 // launchNodeLabel is launch.LaunchNodeLabel (not imported: it would bring
 // the launcher's dependencies into this module).
@@ -100,7 +103,7 @@ func TestVMClusterRunsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), vmTimeout)
+	ctx, cancel = context.WithTimeout(context.Background(), phasesTimeout)
 	defer cancel()
 
 	config := filepath.Join(dir, "polisctl")

@@ -92,25 +92,37 @@ func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b st
 	const rounds, roundTrips, seconds = 3, 200, 5
 	type result struct{ rttMedians, throughputs []float64 }
 	results := make([]result, len(paths))
-	measure := func(from string, args ...string) map[string]float64 {
-		out := c.kubectl(append([]string{"exec", from, "--", demoimage.Entrypoint}, args...)...)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &raw); err != nil {
-			t.Fatalf("netbench %v from %s printed %q: %v", args, from, out, err)
-		}
-		m := map[string]float64{}
-		for k, v := range raw {
-			if f, ok := v.(float64); ok {
-				m[k] = f
+	// One kubectl exec per path and round (each a round trip through
+	// the launcher's proxy and the apiserver, seconds under TCG):
+	// netbench both prints the round trips' line, then the throughput's.
+	measure := func(from, to string) (rtt, tput map[string]float64) {
+		out := c.kubectl("exec", from, "--", demoimage.Entrypoint, "both", to, fmt.Sprint(roundTrips), fmt.Sprint(seconds))
+		for _, line := range strings.Split(out, "\n") {
+			var raw map[string]any
+			if json.Unmarshal([]byte(strings.TrimSpace(line)), &raw) != nil {
+				continue
+			}
+			m := map[string]float64{}
+			for k, v := range raw {
+				if f, ok := v.(float64); ok {
+					m[k] = f
+				}
+			}
+			switch raw["kind"] {
+			case "rtt":
+				rtt = m
+			case "tput":
+				tput = m
 			}
 		}
-		return m
+		if rtt == nil || tput == nil {
+			t.Fatalf("netbench both %s from %s printed %q: want a round trips' line and a throughput's", to, from, out)
+		}
+		return rtt, tput
 	}
 	for r := range rounds {
 		for i, p := range paths {
-			rtt := measure(p.from, "rtt", p.to, fmt.Sprint(roundTrips))
-			tput := measure(p.from, "tput", p.to, fmt.Sprint(seconds))
+			rtt, tput := measure(p.from, p.to)
 			mbs := tput["bytes"] / tput["seconds"] / 1e6
 			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s",
 				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs)

@@ -10,6 +10,7 @@
 //	netbench tput ADDR SECONDS  send for SECONDS on one connection, the
 //	                            bytes counted by the receiver:
 //	                            {"kind":"tput","bytes":…,"seconds":…}
+//	netbench both ADDR N SECONDS  rtt, then tput: two lines
 //
 // A connection starts with one byte saying what it is for: 'e', the server
 // echoes every 64-byte message; 's', the server reads until the client
@@ -59,6 +60,18 @@ func main() {
 			log.Fatalf("netbench rtt: %q is no positive count of round trips", args[1])
 		}
 		err = rtt(args[0], n)
+	case "both":
+		if len(args) != 3 {
+			usage()
+		}
+		n, perr := strconv.Atoi(args[1])
+		secs, serr := strconv.ParseFloat(args[2], 64)
+		if perr != nil || n < 1 || serr != nil || secs <= 0 {
+			log.Fatalf("netbench both: want a positive count of round trips and a positive number of seconds, not %q %q", args[1], args[2])
+		}
+		if err = rtt(args[0], n); err == nil {
+			err = tput(args[0], time.Duration(secs*float64(time.Second)))
+		}
 	case "tput":
 		if len(args) != 2 {
 			usage()
@@ -77,7 +90,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: netbench serve [ADDR] | netbench rtt ADDR N | netbench tput ADDR SECONDS")
+	fmt.Fprintln(os.Stderr, "usage: netbench serve [ADDR] | netbench rtt ADDR N | netbench tput ADDR SECONDS | netbench both ADDR N SECONDS")
 	os.Exit(2)
 }
 
