@@ -184,7 +184,10 @@ func (r *Runner) writeFiles() error {
 // answer. It runs until ctx ends.
 func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 	return func(ctx context.Context) error {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+		// HTTP/2: an ask that times out resets its stream, not the
+		// connection, so a slow apiserver is not also given a new TLS
+		// handshake at the next ask.
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr, Timeout: probeTimeout}
 		url := r.cfg.Server() + "/readyz"

@@ -112,7 +112,9 @@ func httpClient(creds Credentials) (*http.Client, error) {
 	if !roots.AppendCertsFromPEM(creds.CA) {
 		return nil, errors.New("the Kubernetes CA holds no certificate")
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
+	// HTTP/2: an ask that times out resets its stream, not the
+	// connection (a new TLS handshake for a slow apiserver).
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 	return &http.Client{Transport: tr, Timeout: probeTimeout}, nil
 }
 
