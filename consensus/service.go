@@ -38,6 +38,10 @@ const statusInterval = time.Second
 // so anything longer means etcd is not serving.
 const clientDialTimeout = 10 * time.Second
 
+// StatusName is the name of a Service's status value (event.Info), by
+// which the role server's graph and the node API know it.
+const StatusName = "consensus.status"
+
 // Service runs one consensus member. Make it with New, run it with Run under
 // a supervisor, and follow it with Status.
 type Service struct {
@@ -54,7 +58,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("consensus config: %w", err)
 	}
 	s := &Service{cfg: cfg}
-	s.status.Name = "consensus.status"
+	s.status.Name = StatusName
 	s.status.Equal = statusEqual
 	return s, nil
 }

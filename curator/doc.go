@@ -41,7 +41,10 @@
 // leader cut off from etcd never answers from a stale view. A leader asked
 // to take ConsensusMember from its own node hands the leadership over
 // (Election.Resign) when another curator stands, and the curator client
-// carries the call to the new leader.
+// carries the call to the new leader. Any curator says who leads
+// (GetLeader, and WatchLeader, rpc_leaderwatch.go, which streams each
+// change as the election's observer sees it): that is how the curator
+// client finds and follows the leader.
 //
 // # Where each call is served
 //
@@ -60,7 +63,9 @@
 // and the newest revision any was written at, and waits until the
 // curator's node cache has caught up with that (nodeCache.fenced). So a
 // follower never answers with data older than a write acknowledged before
-// the call; a Watch stream then trails etcd by one watch event. The health
+// the call; a Watch stream then trails etcd by one watch event. The calls
+// waiting for a fence share the next quorum read (fencebatch.go), so a
+// thousand streams opening at once cost a few reads, not a thousand. The health
 // ListNodes adds is every curator's judgement alike (below, "Health").
 // Heartbeat is SERVE_ANY too, and the one call served without that fence
 // (declared unfenced in its option): a quorum read per heartbeat would
@@ -192,10 +197,11 @@
 // role and kept until the node's record is deleted (podnetwork.go: one
 // key per range, created in that write, so no two curators ever give a
 // range twice); each new leader gives one to any worker recorded without
-// (a cluster from before pod ranges). A node publishes the public half of its WireGuard key
-// (SetWireGuardKey) and follows its peers (WatchNetworkPeers, served from
-// the node cache like Watch): every other UP worker with its address,
-// range and key, the whole list again whenever a record changes it.
+// (a cluster from before pod ranges). A node publishes the public half
+// of its WireGuard key (SetWireGuardKey) and follows its peers
+// (WatchNetworkPeers, rpc_network.go, served from the node cache like
+// Watch): every other UP worker with its address, range and key, the
+// whole list again whenever a record changes it.
 //
 // # The cluster's Kubernetes PKI
 //

@@ -144,6 +144,7 @@ func TestIssueKubernetesCredentials(t *testing.T) {
 	c.putNode(other)
 	before := time.Now()
 	resp, err := m.IssueKubernetesCredentials(ctx, req)
+	after := time.Now()
 	if err != nil {
 		t.Fatalf("IssueKubernetesCredentials: %v", err)
 	}
@@ -176,9 +177,7 @@ func TestIssueKubernetesCredentials(t *testing.T) {
 		resp.User != KubernetesAdminUser || !slices.Equal(resp.Groups, []string{pki.MastersGroup}) {
 		t.Errorf("certificate subject %v, response user %q groups %v; want %s in %s", cert.Subject, resp.User, resp.Groups, KubernetesAdminUser, pki.MastersGroup)
 	}
-	if life := cert.NotAfter.Sub(before); life > KubernetesAdminLifetime || life < KubernetesAdminLifetime-time.Minute {
-		t.Errorf("the client certificate is valid for %v from now, want %v", life, KubernetesAdminLifetime)
-	}
+	wantLifetime(t, "the client certificate", cert, before, after, KubernetesAdminLifetime)
 	want := []*cpb.KubernetesAPIServer{
 		{NodeId: first, Address: c.status.Address.Addr().String(), Port: controlplane.DefaultPort},
 		{NodeId: other.Id, Address: other.Status.ExternalAddress, Port: 16443},
@@ -289,11 +288,9 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	_, err = cpb.NewCuratorServiceClient(c.asFirstNode()).IssueKubeletCredentials(ctx, req)
 	wantStatus(t, "the controller node", err, codes.FailedPrecondition, "does not hold the KubernetesWorker role")
 
-	// Certificates hold whole seconds: a NotAfter is now+lifetime cut to
-	// the second, which may be later than before+lifetime when the call
-	// crosses a second.
-	before := time.Now().Truncate(time.Second)
+	before := time.Now()
 	resp, err := asNode(worker).IssueKubeletCredentials(ctx, req)
+	after := time.Now()
 	if err != nil {
 		t.Fatalf("IssueKubeletCredentials: %v", err)
 	}
@@ -330,11 +327,8 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	if !servingKey.PublicKey.Equal(serving.PublicKey) {
 		t.Error("the serving certificate is not for the serving key sent")
 	}
-	for _, cert := range []*x509.Certificate{client, serving} {
-		if life := cert.NotAfter.Sub(before); life > KubeletCertificateLifetime || life < KubeletCertificateLifetime-time.Minute {
-			t.Errorf("a kubelet certificate is valid for %v from now, want %v", life, KubeletCertificateLifetime)
-		}
-	}
+	wantLifetime(t, "the kubelet's client certificate", client, before, after, KubeletCertificateLifetime)
+	wantLifetime(t, "the kubelet's serving certificate", serving, before, after, KubeletCertificateLifetime)
 	if len(resp.ApiServers) != 1 || resp.ApiServers[0].NodeId != first {
 		t.Errorf("apiservers %v, want the first node's alone", resp.ApiServers)
 	}
@@ -346,7 +340,9 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	// names, in no group, for the keys sent.
 	proxyKey, dnsKey := newP256(t), newP256(t)
 	withServices := &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: req.ClientKeySpki, ServingKeySpki: req.ServingKeySpki, ProxyKeySpki: pkixDER(t, &proxyKey.PublicKey), DnsKeySpki: pkixDER(t, &dnsKey.PublicKey)}
+	before = time.Now()
 	resp, err = asNode(worker).IssueKubeletCredentials(ctx, withServices)
+	after = time.Now()
 	if err != nil {
 		t.Fatalf("IssueKubeletCredentials with the node services' keys: %v", err)
 	}
@@ -365,9 +361,7 @@ func TestIssueKubeletCredentials(t *testing.T) {
 		if cert.Subject.CommonName != sv.user || len(cert.Subject.Organization) != 0 || !sv.key.PublicKey.Equal(cert.PublicKey) {
 			t.Errorf("certificate for %v (groups %v), for the key sent: %v; want %s in no group", cert.Subject.CommonName, cert.Subject.Organization, sv.key.PublicKey.Equal(cert.PublicKey), sv.user)
 		}
-		if life := cert.NotAfter.Sub(before); life > KubeletCertificateLifetime || life < KubeletCertificateLifetime-time.Minute {
-			t.Errorf("%s's certificate is valid for %v from now, want %v", sv.user, life, KubeletCertificateLifetime)
-		}
+		wantLifetime(t, sv.user+"'s certificate", cert, before, after, KubeletCertificateLifetime)
 	}
 
 	// Bad keys are named.
@@ -394,4 +388,17 @@ func TestIssueKubeletCredentials(t *testing.T) {
 	// The owner is no node.
 	_, err = cpb.NewCuratorServiceClient(c.asOwner()).IssueKubeletCredentials(ctx, req)
 	wantStatus(t, "as the owner", err, codes.PermissionDenied, "")
+}
+
+// wantLifetime checks that cert, issued by a call made between before and
+// after, expires lifetime after the moment it was issued. A certificate
+// holds whole seconds, so its NotAfter (issue time plus lifetime, cut to
+// the second) may lie up to a second before before+lifetime; and a call
+// may cross a second, so it is bounded above by after, not before.
+func wantLifetime(t *testing.T, what string, cert *x509.Certificate, before, after time.Time, lifetime time.Duration) {
+	t.Helper()
+	lo, hi := before.Add(lifetime).Truncate(time.Second), after.Add(lifetime)
+	if cert.NotAfter.Before(lo) || cert.NotAfter.After(hi) {
+		t.Errorf("%s expires at %v, want between %v and %v (issued between %v and %v, for %v)", what, cert.NotAfter, lo, hi, before, after, lifetime)
+	}
 }

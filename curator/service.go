@@ -23,6 +23,10 @@ import (
 	"github.com/polis-os/polis/supervisor"
 )
 
+// StatusName is the name of a Service's status value (event.Info), by
+// which the role server's graph and the node API know it.
+const StatusName = "curator.status"
+
 // Service is one curator. Make it with New and run it with Run under a
 // supervisor.
 type Service struct {
@@ -80,7 +84,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
 	s.election.LeaderGone = s.leaderGone
-	s.status.Name = "curator-status"
+	s.status.Name = StatusName
 	s.leader.Name = "curator-leader"
 	// Not leading until the election says so; set now so that reading it
 	// never waits.

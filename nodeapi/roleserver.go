@@ -176,7 +176,7 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 		}),
 		// The statuses of the services the controlplane worker runs
 		// live in those services, found through LocalControlPlane.
-		produced(&v.LocalControlPlane, roleserve.ConsensusStatusName, func(l *roleserve.LocalControlPlane) watchable[*consensus.Status] {
+		produced(&v.LocalControlPlane, consensus.StatusName, func(l *roleserve.LocalControlPlane) watchable[*consensus.Status] {
 			return describable(l.Consensus.Status())
 		}, func(s *consensus.Status) string {
 			if s == nil {
@@ -194,7 +194,7 @@ func RoleServerValues(v *roleserve.Values) []ValueView {
 			}
 			return fmt.Sprintf("%s (%s)", s.State, role)
 		}),
-		produced(&v.LocalControlPlane, roleserve.CuratorStatusName, func(l *roleserve.LocalControlPlane) watchable[*curator.Status] {
+		produced(&v.LocalControlPlane, curator.StatusName, func(l *roleserve.LocalControlPlane) watchable[*curator.Status] {
 			if l.Curator == nil {
 				return nil
 			}

@@ -28,7 +28,7 @@
 // # Commands
 //
 //	take-ownership   owner key → owner certificate, saved in the directory
-//	cluster info     the curators and the CA fingerprint
+//	cluster info     the curators and the CA fingerprint; saves the curators
 //	node list        every node: state, roles, address, health (-o json)
 //	node describe    one node in full (-o json)
 //	node approve     admit a NEW node

@@ -256,33 +256,34 @@ func kubeconfig(resp *cpb.IssueKubernetesCredentialsResponse, keyPEM []byte, pro
 	user.User.ClientCertificateData = certPEM
 	user.User.ClientKeyData = keyPEM
 	f := kcFile{APIVersion: "v1", Kind: "Config", Users: []kcUser{user}, CurrentContext: kubeconfigContext}
-	add := func(name string, a *cpb.KubernetesAPIServer) {
-		cl := kcCluster{Name: name}
-		cl.Cluster.Server = apiServerURL(a)
+	// add adds cl, checked with the cluster CA, as the cluster called
+	// name, and a context of that name for the user.
+	add := func(name string, cl kcCluster) {
+		cl.Name = name
 		cl.Cluster.CertificateAuthorityData = caPEM
-		cl.Cluster.ProxyURL = proxy
 		f.Clusters = append(f.Clusters, cl)
 		ctx := kcContext{Name: name}
 		ctx.Context.Cluster = name
 		ctx.Context.User = resp.User
 		f.Contexts = append(f.Contexts, ctx)
 	}
-	add(kubeconfigContext, resp.ApiServers[0])
+	apiServer := func(a *cpb.KubernetesAPIServer) kcCluster {
+		var cl kcCluster
+		cl.Cluster.Server = apiServerURL(a)
+		cl.Cluster.ProxyURL = proxy
+		return cl
+	}
+	add(kubeconfigContext, apiServer(resp.ApiServers[0]))
 	for _, a := range resp.ApiServers {
-		add(kubeconfigContext+"-"+a.NodeId, a)
+		add(kubeconfigContext+"-"+a.NodeId, apiServer(a))
 	}
 	// The relay (polisctl kube-proxy) on this machine, which follows
 	// every apiserver: the certificate is checked under the name they all
 	// carry, not the relay's address.
-	relay := kcCluster{Name: kubeconfigProxyContext}
+	var relay kcCluster
 	relay.Cluster.Server = "https://" + DefaultKubeProxyAddress
 	relay.Cluster.TLSServerName = kubeProxyServerName
-	relay.Cluster.CertificateAuthorityData = caPEM
-	f.Clusters = append(f.Clusters, relay)
-	pctx := kcContext{Name: kubeconfigProxyContext}
-	pctx.Context.Cluster = kubeconfigProxyContext
-	pctx.Context.User = resp.User
-	f.Contexts = append(f.Contexts, pctx)
+	add(kubeconfigProxyContext, relay)
 	b, err := yaml.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the kubeconfig: %w", err)

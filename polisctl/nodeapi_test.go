@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/nodeapi"
 )
 
@@ -72,7 +74,7 @@ func TestNodeAPICommands(t *testing.T) {
 	// (they were "v0 unset": no view was made of them; issue 26, item 5).
 	for _, v := range g.Values {
 		switch v.Name {
-		case "localCurator", "curator-status", "consensus.status":
+		case "localCurator", curator.StatusName, consensus.StatusName:
 			if v.Version == 0 || v.Summary == "unset" {
 				t.Errorf("node graph shows %s as v%d %q while the node's curator serves", v.Name, v.Version, v.Summary)
 			}

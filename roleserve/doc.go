@@ -3,48 +3,90 @@
 // control plane, ...) and small workers that each combine a few of them and
 // react.
 //
-// Every worker declares the values it reads and writes in one place, its
-// constructor, through Reads and Writes on a Graph (and Produces for the
-// status of a service it runs), and keeps only what those return: a worker
-// cannot reach a value it did not declare, and the Graph is the role
-// server's true dependency graph, logged at start and checked by tests (no
-// value read that nobody writes, no value with two writers).
+// Every worker has a handle on the role server's Graph (Graph.Worker),
+// which carries its name: the name is written once, in the worker's
+// constructor, and everything else hangs off the handle. Through it the
+// constructor declares the values the worker reads and writes (Reads and
+// Writes, and Produces for the status of a service it runs) and keeps only
+// what those return: a worker cannot reach a value it did not declare, and
+// the Graph is the role server's true dependency graph, logged at start
+// and checked by New (no value read that nobody writes, no value with two
+// writers, no name given twice). The role server runs each worker under
+// its handle's name.
 //
-// A worker is a loop: wait on its inputs with the Graph's Inputs ("until
-// these values satisfy these predicates and one of them changed"), then act
-// in plain sequential code. Every value a worker reacts to is one of those
-// inputs: an input the worker did not declare makes its Wait fail, and no
-// worker reads a value with a one-off event.Get. A worker asks which input
-// changed through the input's typed handle (In.Changed), never by name. It
-// returns an error when it cannot go on, and the supervisor restarts it;
-// nothing is retried by hand, and no worker starts goroutines to combine
-// values. The Graph records each worker's last reaction (Graph.Workers).
+// A worker is a loop: wait on its inputs with its handle's Inputs ("until
+// these values satisfy these predicates and one of them changed"), then
+// act in plain sequential code. Every value a worker reacts to is one of
+// those inputs: an input the worker did not declare makes its Wait fail,
+// and no worker reads a value with a one-off event.Get. A worker asks
+// which input changed through the input's typed handle (In.Changed), never
+// by name. It returns an error when it cannot go on, and the supervisor
+// restarts it; nothing is retried by hand. What a worker runs beside its
+// loop (the consensus member, the curator, the kubelet, the pod network)
+// runs as its supervised children (supervisor.Run), never as bare
+// goroutines, so that the supervisor stops them when the worker's run
+// ends. The Graph records each worker's last reaction (Graph.Workers).
 //
 // # Who provides data to whom
 //
-// Each worker's reads and writes, as its constructor declares them to the
-// Graph (polisctl node graph shows the live Graph of a node; a value in
-// parentheses is a call, not a value):
+// Each worker's reads and writes, and each value's writer and readers, as
+// the workers' constructors declare them to the Graph that New builds
+// (polisctl node graph shows the live Graph of a node). The tables are
+// drawn from that Graph: TestDataFlowGolden fails when they are stale, and
+// go test ./roleserve -run TestDataFlowGolden -update rewrites them.
 //
-//	worker            reads                                  writes
-//	membership        credentials (written by enrolment,     membership
-//	                  node/), localCurator, directory
-//	clusterdirectory  membership                             directory (saved to disk)
-//	rolefetch         membership                             localRoles, localLabels (saved)
-//	controlplane      localRoles                             localControlPlane, localCurator,
-//	                                                         consensusSnapshots; produces the
-//	                                                         consensus and curator statuses
-//	heartbeat         membership                             (Heartbeat, at any curator)
-//	statuspush        membership, localCurator, kubernetes,  (UpdateNodeStatus, at the leader)
-//	                  kubernetesWorker, consensusSnapshots
-//	kubernetes        localRoles, localControlPlane, the     kubernetes; produces the
-//	                  consensus status                       control plane's status
-//	kubernetesworker  localRoles, membership, localLabels,   kubernetesWorker; produces the
-//	                  localPodRange, networkPeers            kubelet's status
+//	worker            reads                                 writes
+//	clusterdirectory  membership                            directory
+//	clusternet        membership                            localPodRange, networkPeers
+//	controlplane      localRoles                            consensus.status,
+//	                                                        consensusSnapshots, curator.status,
+//	                                                        localControlPlane, localCurator
+//	heartbeat         membership                            nothing
+//	kubernetes        consensus.status, localControlPlane,  kube.controlplane.status, kubernetes
+//	                  localRoles
+//	kubernetesworker  localLabels, localPodRange,           clusternet.status, kube.dns.status,
+//	                  localRoles, membership, networkPeers  kube.kubelet.status,
+//	                                                        kube.proxy.status, kubernetesWorker
+//	membership        credentials, directory, localCurator  membership
+//	rolefetch         membership                            localLabels, localRoles
+//	statuspush        consensusSnapshots, kubernetes,       nothing
+//	                  kubernetesWorker, localCurator,
+//	                  membership
 //
-//	membership ──► clusternet ──► localPodRange ──► kubernetesworker
-//	  (SetWireGuardKey,  │                              ▲ (clusternet.Run:
-//	   WatchNetworkPeers) └─────► networkPeers ─────────┘  routes, WireGuard)
+//	value                     written by         read by
+//	clusternet.status         kubernetesworker   nothing
+//	consensus.status          controlplane       kubernetes
+//	consensusSnapshots        controlplane       statuspush
+//	credentials               enrolment (node/)  membership
+//	curator.status            controlplane       nothing
+//	directory                 clusterdirectory   membership
+//	kube.controlplane.status  kubernetes         nothing
+//	kube.dns.status           kubernetesworker   nothing
+//	kube.kubelet.status       kubernetesworker   nothing
+//	kube.proxy.status         kubernetesworker   nothing
+//	kubernetes                kubernetes         statuspush
+//	kubernetesWorker          kubernetesworker   statuspush
+//	localControlPlane         controlplane       kubernetes
+//	localCurator              controlplane       membership, statuspush
+//	localLabels               rolefetch          kubernetesworker
+//	localPodRange             clusternet         kubernetesworker
+//	localRoles                rolefetch          controlplane, kubernetes,
+//	                                             kubernetesworker
+//	membership                membership         clusterdirectory, clusternet,
+//	                                             heartbeat, kubernetesworker,
+//	                                             rolefetch, statuspush
+//	networkPeers              clusternet         kubernetesworker
+//
+// Besides values, workers call the curator through the membership's
+// connection: heartbeat (Heartbeat, at any curator) and statuspush
+// (UpdateNodeStatus, at the leader) write nothing in the Graph, and
+// clusternet publishes the node's WireGuard key (SetWireGuardKey) before
+// it follows WatchNetworkPeers into localPodRange and networkPeers. A
+// status named after its package (consensus.StatusName,
+// curator.StatusName, the StatusName of kube/…) belongs to a service a
+// worker runs: it exists only while the worker runs it, the worker
+// declares it with Produces and waits on it itself (so "read by nothing"
+// in the Graph), and the node API shows it.
 //
 // membership owns the one answer to "how do I reach a curator?": a
 // connection per set of credentials over every curator it knows of (the
@@ -66,7 +108,7 @@
 // clears the roles and refuses the node in one write. rolefetch takes that
 // refusal (curator.IsNodeDecommissioned) as "no roles, for good": it saves
 // and publishes empty roles, which stops the control plane, logs why, and
-// stops asking; heartbeat and statuspush stop asking too
+// stops asking; heartbeat, statuspush and clusternet stop asking too
 // (stopIfDecommissioned) instead of being refused and restarted forever.
 //
 // # The local curator
@@ -96,8 +138,8 @@
 //
 // # Kubernetes
 //
-// Two workers, one per role, each only waits and status; how the
-// Kubernetes parts are assembled lives in kube/. The kubernetes worker
+// Two workers, one per role, each only waiting and reporting status; how
+// the Kubernetes parts are assembled lives in kube/. The kubernetes worker
 // runs the control plane (kube/controller: kube-apiserver,
 // kube-controller-manager, kube-scheduler from the bundle, the apiserver
 // confined to the consensus namespace "kubernetes" through an etcd proxy,

@@ -78,13 +78,14 @@ func newFakeCurator() *fakeCurator {
 	return f
 }
 
-// serve starts f on an in-memory listener for the duration of the test.
-// Register it before the test harness, so that it stops after the workers.
-func (f *fakeCurator) serve(t *testing.T) *bufconn.Listener {
+// serveCurator serves s as CuratorService on an in-memory listener for
+// the duration of the test. Register it before the test harness, so that
+// it stops after the workers.
+func serveCurator(t *testing.T, s cpb.CuratorServiceServer) *bufconn.Listener {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
-	cpb.RegisterCuratorServiceServer(srv, f)
+	cpb.RegisterCuratorServiceServer(srv, s)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -110,10 +111,10 @@ func dialFake(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
 }
 
 // fakeMembership serves a fake curator and returns a membership that
-// reaches it, as node self.
-func fakeMembership(t *testing.T, f *fakeCurator, creds *Credentials) *ClusterMembership {
+// reaches it, with creds.
+func fakeMembership(t *testing.T, f cpb.CuratorServiceServer, creds *Credentials) *ClusterMembership {
 	t.Helper()
-	conn := dialFake(t, f.serve(t))
+	conn := dialFake(t, serveCurator(t, f))
 	t.Cleanup(func() { conn.Close() })
 	return &ClusterMembership{Credentials: creds, Curator: conn}
 }

@@ -12,19 +12,21 @@ import (
 	"github.com/polis-os/polis/event"
 )
 
-// Graph records which worker reads and which writes each value. Workers are
-// built by constructors that receive the Graph and obtain every value they
-// use through Reads or Writes; the worker keeps only what those return. A
-// worker therefore holds exactly the values it declared, and the graph is
-// the true list of who depends on whom: it is logged at start and checked
-// in tests.
+// Graph records which worker reads and which writes each value. Every
+// worker has a handle on the Graph (Graph.Worker), which carries its name:
+// the worker's constructor obtains every value it uses through Reads or
+// Writes on that handle and keeps only what those return. A worker
+// therefore holds exactly the values it declared, and the graph is the
+// true list of who depends on whom: it is logged at start, checked by New
+// and drawn in the package doc (TestDataFlowGolden keeps the drawing true).
 //
-// Workers wait through the Graph too (Inputs, Input): an input the worker
-// has not declared makes its Wait fail, so every value a worker reacts to is
-// in the graph. The Graph also records each worker's last reaction (see
-// Workers), for status pages and the node API.
+// Workers wait through their handle too (Worker.Inputs, Input): an input
+// the worker has not declared makes its Wait fail, so every value a worker
+// reacts to is in the graph. The Graph also records each worker's last
+// reaction (see Workers), for status pages and the node API.
 type Graph struct {
 	mu        sync.Mutex
+	workers   []string
 	edges     []Edge
 	reactions map[string]Reaction
 }
@@ -36,40 +38,73 @@ type Edge struct {
 	Writes bool
 }
 
+// Worker is one worker's handle on a Graph: its name, given once (to
+// Graph.Worker), under which it declares what it reads and writes (Reads,
+// Writes, Produces, ReadsProduced), waits (Inputs), and runs (the role
+// server runs each worker under its handle's name).
+type Worker struct {
+	g    *Graph
+	name string
+}
+
+// Worker adds the worker called name to the graph and returns its handle.
+// Names are unique: Check reports a name given twice.
+func (g *Graph) Worker(name string) *Worker {
+	if name == "" {
+		panic("roleserve: every worker in the graph needs a name")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.workers = append(g.workers, name)
+	return &Worker{g: g, name: name}
+}
+
+// Name is the worker's name: in the graph, in its reactions, and of its
+// runnable in the supervisor tree.
+func (w *Worker) Name() string { return w.name }
+
+// workerNames returns the names of the graph's workers, in the order
+// they were added.
+func (g *Graph) workerNames() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.workers)
+}
+
 // named is what a value must offer to be part of the graph: its name.
 type named interface{ Info() event.Info }
 
-// Reads declares that worker reads v, and returns v's read side only.
+// Reads declares that worker w reads v, and returns v's read side only.
 func Reads[T any, V interface {
 	event.ValueWatch[T]
 	named
-}](g *Graph, worker string, v V) event.ValueWatch[T] {
-	g.add(Edge{Worker: worker, Value: valueName(v), Writes: false})
+}](w *Worker, v V) event.ValueWatch[T] {
+	w.g.add(Edge{Worker: w.name, Value: valueName(v), Writes: false})
 	return v
 }
 
-// Writes declares that worker writes v, and returns it.
+// Writes declares that worker w writes v, and returns it.
 func Writes[T any, V interface {
 	event.Value[T]
 	named
-}](g *Graph, worker string, v V) event.Value[T] {
-	g.add(Edge{Worker: worker, Value: valueName(v), Writes: true})
+}](w *Worker, v V) event.Value[T] {
+	w.g.add(Edge{Worker: w.name, Value: valueName(v), Writes: true})
 	return v
 }
 
-// Produces declares that the runnables worker starts write the value
-// called name: a service's status (the local curator's, the local consensus
+// Produces declares that the runnables w starts write the value called
+// name: a service's status (the local curator's, the local consensus
 // member's) that exists only while the worker runs it, and that the worker
 // may therefore wait on.
-func Produces(g *Graph, worker, name string) {
-	g.add(Edge{Worker: worker, Value: name, Writes: true})
+func (w *Worker) Produces(name string) {
+	w.g.add(Edge{Worker: w.name, Value: name, Writes: true})
 }
 
-// ReadsProduced declares that worker waits on the value called name that
+// ReadsProduced declares that w waits on the value called name that
 // another worker's runnables produce (see Produces): the local consensus
 // member's status, which the kubernetes worker follows.
-func ReadsProduced(g *Graph, worker, name string) {
-	g.add(Edge{Worker: worker, Value: name, Writes: false})
+func (w *Worker) ReadsProduced(name string) {
+	w.g.add(Edge{Worker: w.name, Value: name, Writes: false})
 }
 
 // declared reports whether worker declared a use of the value called name.
@@ -114,16 +149,15 @@ func (g *Graph) reacted(worker string, why event.Why) {
 // Inputs is an event.Inputs that belongs to one worker of a Graph: it
 // accepts only values the worker declared, and records its reactions.
 type Inputs struct {
-	in     event.Inputs
-	g      *Graph
-	worker string
+	in event.Inputs
+	w  *Worker
 	// err is set by an Input of an undeclared value; Wait returns it.
 	err error
 }
 
-// Inputs returns an Inputs for worker. The caller must Close it.
-func (g *Graph) Inputs(worker string) *Inputs {
-	return &Inputs{g: g, worker: worker}
+// Inputs returns an Inputs for w. The caller must Close it.
+func (w *Worker) Inputs() *Inputs {
+	return &Inputs{w: w}
 }
 
 // Input registers v with in, as event.Input does. A value the worker did
@@ -134,8 +168,8 @@ func Input[T any](in *Inputs, v event.ValueWatch[T], pred func(T) bool) *event.I
 	if d, ok := v.(event.Describer); ok {
 		name = d.Info().Name
 	}
-	if in.err == nil && (name == "" || !in.g.declared(in.worker, name)) {
-		in.err = fmt.Errorf("worker %s waits on %q, which it did not declare", in.worker, name)
+	if in.err == nil && (name == "" || !in.w.g.declared(in.w.name, name)) {
+		in.err = fmt.Errorf("worker %s waits on %q, which it did not declare", in.w.name, name)
 	}
 	return event.Input(&in.in, v, pred)
 }
@@ -147,7 +181,7 @@ func (in *Inputs) Wait(ctx context.Context) (event.Why, error) {
 	}
 	why, err := in.in.Wait(ctx)
 	if err == nil {
-		in.g.reacted(in.worker, why)
+		in.w.g.reacted(in.w.name, why)
 	}
 	return why, err
 }
@@ -186,10 +220,19 @@ func (g *Graph) Edges() []Edge {
 }
 
 // Check finds values that are read but written by no worker (nobody will
-// ever set them: the reader waits forever) and values written by more than
-// one worker (two owners of one answer). Values provided from outside the
-// role server are listed in external and count as written.
+// ever set them: the reader waits forever), values written by more than
+// one worker (two owners of one answer) and worker names given twice (two
+// workers whose declarations, reactions and runnables would mix). Values
+// provided from outside the role server are listed in external and count
+// as written.
 func (g *Graph) Check(external ...string) error {
+	var problems []string
+	names := map[string]int{}
+	for _, w := range g.workerNames() {
+		if names[w]++; names[w] == 2 {
+			problems = append(problems, fmt.Sprintf("two workers are named %s", w))
+		}
+	}
 	writers := map[string][]string{}
 	for _, v := range external {
 		writers[v] = append(writers[v], "(outside)")
@@ -199,7 +242,6 @@ func (g *Graph) Check(external ...string) error {
 			writers[e.Value] = append(writers[e.Value], e.Worker)
 		}
 	}
-	var problems []string
 	for _, e := range g.Edges() {
 		if !e.Writes && len(writers[e.Value]) == 0 {
 			problems = append(problems, fmt.Sprintf("%s reads %s, which nothing writes", e.Worker, e.Value))

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
-
 	"github.com/polis-os/polis/event/memory"
 )
 
@@ -14,9 +15,10 @@ func TestGraph(t *testing.T) {
 	var g Graph
 	membership := &memory.Value[string]{Name: "membership"}
 	roles := &memory.Value[int]{Name: "roles"}
-	Reads[string](&g, "rolefetch", membership)
-	Writes[int](&g, "rolefetch", roles)
-	Reads[int](&g, "controlplane", roles)
+	rolefetch := g.Worker("rolefetch")
+	Reads[string](rolefetch, membership)
+	Writes[int](rolefetch, roles)
+	Reads[int](g.Worker("controlplane"), roles)
 	if err := g.Check("membership"); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -29,9 +31,16 @@ func TestGraph(t *testing.T) {
 	if err := g.Check(); err == nil || !strings.Contains(err.Error(), "rolefetch reads membership, which nothing writes") {
 		t.Fatalf("Check without the outside writer: %v", err)
 	}
-	Writes[int](&g, "impostor", roles)
+	impostor := g.Worker("impostor")
+	Writes[int](impostor, roles)
 	if err := g.Check("membership"); err == nil || !strings.Contains(err.Error(), "roles is written by impostor and rolefetch") {
 		t.Fatalf("Check with two writers: %v", err)
+	}
+
+	// Two workers under one name would mix their declarations.
+	g.Worker("rolefetch")
+	if err := g.Check("membership"); err == nil || !strings.Contains(err.Error(), "two workers are named rolefetch") {
+		t.Fatalf("Check with a name given twice: %v", err)
 	}
 }
 
@@ -42,7 +51,17 @@ func TestGraphRefusesUnnamedValues(t *testing.T) {
 		}
 	}()
 	var g Graph
-	Reads[int](&g, "w", &memory.Value[int]{})
+	Reads[int](g.Worker("w"), &memory.Value[int]{})
+}
+
+func TestGraphRefusesUnnamedWorkers(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("an unnamed worker was accepted")
+		}
+	}()
+	var g Graph
+	g.Worker("")
 }
 
 // A worker that waits on a value it did not declare fails: every value a
@@ -51,17 +70,18 @@ func TestGraphInputsRefuseUndeclared(t *testing.T) {
 	var g Graph
 	declared := &memory.Value[int]{Name: "declared"}
 	hidden := &memory.Value[int]{Name: "hidden"}
-	Reads[int](&g, "w", declared)
+	w := g.Worker("w")
+	Reads[int](w, declared)
 	declared.Set(1)
 	hidden.Set(1)
 
-	in := g.Inputs("w")
+	in := w.Inputs()
 	defer in.Close()
 	Input(in, event.ValueWatch[int](declared), nil)
 	if _, err := in.Wait(context.Background()); err != nil {
 		t.Fatalf("Wait on a declared value: %v", err)
 	}
-	in2 := g.Inputs("w")
+	in2 := w.Inputs()
 	defer in2.Close()
 	Input(in2, event.ValueWatch[int](declared), nil)
 	Input(in2, event.ValueWatch[int](hidden), nil)
@@ -69,8 +89,8 @@ func TestGraphInputsRefuseUndeclared(t *testing.T) {
 		t.Fatalf("Wait on an undeclared value = %v, want an error naming it", err)
 	}
 	// Declared by another worker is not declared by this one.
-	Reads[int](&g, "other", hidden)
-	in3 := g.Inputs("w")
+	Reads[int](g.Worker("other"), hidden)
+	in3 := w.Inputs()
 	defer in3.Close()
 	Input(in3, event.ValueWatch[int](hidden), nil)
 	if _, err := in3.Wait(context.Background()); err == nil {
@@ -82,8 +102,9 @@ func TestGraphInputsRefuseUndeclared(t *testing.T) {
 func TestGraphWorkers(t *testing.T) {
 	var g Graph
 	a := &memory.Value[int]{Name: "a"}
-	Reads[int](&g, "w", a)
-	in := g.Inputs("w")
+	w := g.Worker("w")
+	Reads[int](w, a)
+	in := w.Inputs()
 	defer in.Close()
 	Input(in, event.ValueWatch[int](a), nil)
 	a.Set(1)
@@ -115,8 +136,8 @@ func TestRoleServerGraphDeclaresLocalCurator(t *testing.T) {
 		{"membership", "localCurator"},
 		{"statuspush", "localCurator"},
 		{"controlplane", "localCurator"},
-		{"controlplane", "curator-status"},
-		{"controlplane", "consensus.status"},
+		{"controlplane", curator.StatusName},
+		{"controlplane", consensus.StatusName},
 	} {
 		if !g.declared(want.worker, want.value) {
 			t.Errorf("%s does not declare %s", want.worker, want.value)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -89,17 +91,19 @@ func (c *Config) validate() error {
 // RoleServer runs the role server's workers over its values.
 type RoleServer struct {
 	graph   *Graph
-	workers []namedRunnable
+	workers []worker
 }
 
-type namedRunnable struct {
-	name string
-	run  supervisor.Runnable
+// worker is what the role server runs: a worker's handle on the Graph,
+// whose name its runnable runs under, and its loop.
+type worker interface {
+	Name() string
+	run(ctx context.Context) error
 }
 
-// externalValues are written outside the role server: credentials by
-// enrolment (node/).
-var externalValues = []string{"credentials"}
+// externalValues are written outside the role server, by whom: credentials
+// by enrolment (node/).
+var externalValues = map[string]string{"credentials": "enrolment (node/)"}
 
 // New builds every worker over v. Building them declares the whole graph
 // (see Graph), so Graph is complete, and checked, as soon as New returns.
@@ -108,22 +112,20 @@ func New(cfg Config, v *Values) (*RoleServer, error) {
 		return nil, err
 	}
 	g := &Graph{}
-	s := &RoleServer{graph: g}
-	add := func(name string, run supervisor.Runnable) {
-		s.workers = append(s.workers, namedRunnable{name, run})
-	}
-	add("controlplane", newWorkerControlPlane(g, v, cfg.ControlPlane).run)
-	add("membership", newWorkerMembership(g, v, cfg.Dial).run)
-	add("rolefetch", newWorkerRoleFetch(g, v, cfg.RolesFile).run)
-	add("statuspush", newWorkerStatusPush(g, v, cfg.Node, cfg.ControlPlane.consensusPort()).run)
-	add("heartbeat", newWorkerHeartbeat(g, v).run)
-	add("clusterdirectory", newWorkerClusterDirectory(g, v, cfg.DirectoryFile).run)
-	add("kubernetes", newWorkerKubernetes(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress).run)
-	add("kubernetesworker", newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress, cfg.WireGuardKeyFile).run)
-	add("clusternet", newWorkerClusterNet(g, v, cfg.WireGuardKeyFile).run)
+	s := &RoleServer{graph: g, workers: []worker{
+		newWorkerControlPlane(g, v, cfg.ControlPlane),
+		newWorkerMembership(g, v, cfg.Dial),
+		newWorkerRoleFetch(g, v, cfg.RolesFile),
+		newWorkerStatusPush(g, v, cfg.Node, cfg.ControlPlane.consensusPort()),
+		newWorkerHeartbeat(g, v),
+		newWorkerClusterDirectory(g, v, cfg.DirectoryFile),
+		newWorkerKubernetes(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress),
+		newWorkerKubernetesWorker(g, v, cfg.Kubernetes, cfg.Node.ExternalAddress, cfg.WireGuardKeyFile),
+		newWorkerClusterNet(g, v, cfg.WireGuardKeyFile),
+	}}
 	// The graph is fixed once the workers are built: a worker that reads
 	// what nobody writes would wait forever, so refuse to start at all.
-	if err := g.Check(externalValues...); err != nil {
+	if err := g.Check(slices.Collect(maps.Keys(externalValues))...); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -140,8 +142,8 @@ func (s *RoleServer) Run(ctx context.Context) error {
 		log.Info("worker", zap.String("values", strings.TrimSuffix(line, "\n")))
 	}
 	for _, w := range s.workers {
-		if err := supervisor.Run(ctx, w.name, w.run); err != nil {
-			return fmt.Errorf("starting worker %s: %w", w.name, err)
+		if err := supervisor.Run(ctx, w.Name(), w.run); err != nil {
+			return fmt.Errorf("starting worker %s: %w", w.Name(), err)
 		}
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)

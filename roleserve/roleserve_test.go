@@ -1,7 +1,9 @@
 package roleserve
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,12 +29,12 @@ func TestRoleServerGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rs.Graph().Check(externalValues...); err != nil {
+	if err := rs.Graph().Check(slices.Collect(maps.Keys(externalValues))...); err != nil {
 		t.Errorf("Check: %v", err)
 	}
 	const want = `clusterdirectory: reads membership; writes directory
 clusternet: reads membership; writes localPodRange, networkPeers
-controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator-status, localControlPlane, localCurator
+controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator.status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
 kubernetesworker: reads localLabels, localPodRange, localRoles, membership, networkPeers; writes clusternet.status, kube.dns.status, kube.kubelet.status, kube.proxy.status, kubernetesWorker

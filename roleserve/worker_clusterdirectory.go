@@ -23,7 +23,7 @@ import (
 // the loop is broken at start, where the saved directory (or, on a node that
 // has none, an empty one) is published before any curator is asked.
 type workerClusterDirectory struct {
-	g          *Graph
+	*Worker
 	membership event.ValueWatch[*ClusterMembership] // reads
 	directory  event.Value[[]*cpb.CuratorEndpoint]  // writes
 
@@ -31,11 +31,11 @@ type workerClusterDirectory struct {
 }
 
 func newWorkerClusterDirectory(g *Graph, v *Values, file localstorage.File) *workerClusterDirectory {
-	const name = "clusterdirectory"
+	h := g.Worker("clusterdirectory")
 	return &workerClusterDirectory{
-		g:          g,
-		membership: Reads[*ClusterMembership](g, name, &v.Membership),
-		directory:  Writes[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
+		Worker:     h,
+		membership: Reads[*ClusterMembership](h, &v.Membership),
+		directory:  Writes[[]*cpb.CuratorEndpoint](h, &v.Directory),
 		saved:      SavedDirectory(file),
 	}
 }
@@ -51,7 +51,7 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 	log.Info("publishing the saved cluster directory", zap.Int("curators", len(saved.GetCurators())))
 	w.directory.Set(saved.GetCurators())
 
-	in := w.g.Inputs("clusterdirectory")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)

@@ -28,7 +28,7 @@ import (
 // down and the next stream), so routes stay in place meanwhile; the next
 // stream's first message replaces them whole.
 type workerClusterNet struct {
-	g *Graph
+	*Worker
 	// keyFile keeps the node's WireGuard private key (0600).
 	keyFile string
 	started bool
@@ -39,13 +39,13 @@ type workerClusterNet struct {
 }
 
 func newWorkerClusterNet(g *Graph, v *Values, keyFile string) *workerClusterNet {
-	const name = "clusternet"
+	h := g.Worker("clusternet")
 	return &workerClusterNet{
-		g:          g,
+		Worker:     h,
 		keyFile:    keyFile,
-		membership: Reads[*ClusterMembership](g, name, &v.Membership),
-		podRange:   Writes[netip.Prefix](g, name, &v.LocalPodRange),
-		peers:      Writes[[]clusternet.Peer](g, name, &v.NetworkPeers),
+		membership: Reads[*ClusterMembership](h, &v.Membership),
+		podRange:   Writes[netip.Prefix](h, &v.LocalPodRange),
+		peers:      Writes[[]clusternet.Peer](h, &v.NetworkPeers),
 	}
 }
 
@@ -62,7 +62,7 @@ func (w *workerClusterNet) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in := w.g.Inputs("clusternet")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)

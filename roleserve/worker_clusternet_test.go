@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
@@ -60,21 +59,7 @@ func newNetCurator() *netCurator {
 // membership serves n and returns a membership that reaches it.
 func (n *netCurator) membership(t *testing.T) *ClusterMembership {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	cpb.RegisterCuratorServiceServer(srv, n)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	conn := dialFake(t, lis)
-	t.Cleanup(func() { conn.Close() })
-	return &ClusterMembership{Credentials: testCredentials(t), Curator: conn}
+	return fakeMembership(t, n, testCredentials(t))
 }
 
 func (n *netCurator) SetWireGuardKey(_ context.Context, req *cpb.SetWireGuardKeyRequest) (*cpb.SetWireGuardKeyResponse, error) {

@@ -85,7 +85,7 @@ func (c *ControlPlaneConfig) curatorPort() uint16 {
 // ConsensusMember role (joining etcd with the data the curator put in the
 // role). When the role goes, it stops them.
 type workerControlPlane struct {
-	g   *Graph
+	*Worker
 	cfg ControlPlaneConfig
 	// bootstrapped is set once this worker has initialised the cluster:
 	// later runs (after a failure, or after the role was taken away) follow
@@ -102,33 +102,17 @@ type workerControlPlane struct {
 	snapshots    event.Value[[]*cpb.ConsensusSnapshot] // writes
 }
 
-// The statuses of the services the controlplane worker runs, which it
-// waits on: they exist only while it runs them, so they are declared by
-// name (Produces).
-const (
-	consensusStatusName = "consensus.status"
-	curatorStatusName   = "curator-status"
-)
-
-// ConsensusStatusName and CuratorStatusName are the graph's names of the
-// statuses of the consensus member and curator that LocalControlPlane
-// holds, for those who show them (the node API's graph).
-const (
-	ConsensusStatusName = consensusStatusName
-	CuratorStatusName   = curatorStatusName
-)
-
 func newWorkerControlPlane(g *Graph, v *Values, cfg ControlPlaneConfig) *workerControlPlane {
-	const name = "controlplane"
-	Produces(g, name, consensusStatusName)
-	Produces(g, name, curatorStatusName)
+	h := g.Worker("controlplane")
+	h.Produces(consensus.StatusName)
+	h.Produces(curator.StatusName)
 	return &workerControlPlane{
-		g:            g,
+		Worker:       h,
 		cfg:          cfg,
-		roles:        Reads[*cpb.Roles](g, name, &v.LocalRoles),
-		local:        Writes[*LocalControlPlane](g, name, &v.LocalControlPlane),
-		localCurator: Writes[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
-		snapshots:    Writes[[]*cpb.ConsensusSnapshot](g, name, &v.ConsensusSnapshots),
+		roles:        Reads[*cpb.Roles](h, &v.LocalRoles),
+		local:        Writes[*LocalControlPlane](h, &v.LocalControlPlane),
+		localCurator: Writes[*cpb.CuratorEndpoint](h, &v.LocalCurator),
+		snapshots:    Writes[[]*cpb.ConsensusSnapshot](h, &v.ConsensusSnapshots),
 	}
 }
 
@@ -150,7 +134,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	w.local.Set(nil)
 	w.localCurator.Set(nil)
 	w.snapshots.Set(nil)
-	in := w.g.Inputs("controlplane")
+	in := w.Inputs()
 	defer in.Close()
 
 	bootstrap := w.cfg.Bootstrap != nil && !w.bootstrapped
@@ -197,7 +181,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err := supervisor.Run(ctx, "consensus", cons.Run); err != nil {
 		return err
 	}
-	consIn := w.g.Inputs("controlplane")
+	consIn := w.Inputs()
 	defer consIn.Close()
 	consStatus := Input(consIn, cons.Status(), func(s *consensus.Status) bool {
 		return consensus.IsVoter(s) || removed(s)
@@ -276,7 +260,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	// roles like any other once they are known: the first node is given
 	// ConsensusMember, and the curator refuses to take it from the node it
 	// runs on while it leads.
-	watch := w.g.Inputs("controlplane")
+	watch := w.Inputs()
 	defer watch.Close()
 	roles := Input(watch, w.roles, func(r *cpb.Roles) bool { return r != nil && !consensusMember(r) })
 	why, err := watch.Wait(ctx)
@@ -295,7 +279,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 // its Status is unset until it first serves and nil once it stopped (a
 // restart by the supervisor sets it again).
 func (w *workerControlPlane) publishCurator(ctx context.Context, cur *curator.Service) error {
-	in := w.g.Inputs("controlplane")
+	in := w.Inputs()
 	defer in.Close()
 	status := Input(in, cur.Status(), nil)
 	supervisor.Signal(ctx, supervisor.SignalHealthy)

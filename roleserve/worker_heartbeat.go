@@ -16,12 +16,13 @@ import (
 // heartbeat at once and then at the interval each answer names, since the
 // curator, which judges health, sets the pace.
 type workerHeartbeat struct {
-	g          *Graph
+	*Worker
 	membership event.ValueWatch[*ClusterMembership] // reads
 }
 
 func newWorkerHeartbeat(g *Graph, v *Values) *workerHeartbeat {
-	return &workerHeartbeat{g: g, membership: Reads[*ClusterMembership](g, "heartbeat", &v.Membership)}
+	h := g.Worker("heartbeat")
+	return &workerHeartbeat{Worker: h, membership: Reads[*ClusterMembership](h, &v.Membership)}
 }
 
 // defaultHeartbeatInterval is used when the curator names no interval, so
@@ -30,7 +31,7 @@ const defaultHeartbeatInterval = 5 * time.Second
 
 func (w *workerHeartbeat) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	in := w.g.Inputs("heartbeat")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)

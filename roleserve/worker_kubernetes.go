@@ -92,7 +92,7 @@ const (
 // over. A component that fails is restarted alone, with backoff, by the
 // runner. KubernetesWorker is the kubernetesworker worker's.
 type workerKubernetes struct {
-	g       *Graph
+	*Worker
 	cfg     KubernetesConfig
 	address netip.Addr
 	// started is set once the worker has published its first status.
@@ -103,19 +103,19 @@ type workerKubernetes struct {
 }
 
 func newWorkerKubernetes(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr) *workerKubernetes {
-	const name = "kubernetes"
+	h := g.Worker("kubernetes")
 	// It waits on the local consensus member's status, which the
 	// controlplane worker's runnables produce, and produces the control
 	// plane runner's.
-	ReadsProduced(g, name, consensusStatusName)
-	Produces(g, name, controlplane.StatusName)
+	h.ReadsProduced(consensus.StatusName)
+	h.Produces(controlplane.StatusName)
 	return &workerKubernetes{
-		g:                 g,
+		Worker:            h,
 		cfg:               cfg,
 		address:           address,
-		localRoles:        Reads[*cpb.Roles](g, name, &v.LocalRoles),
-		localControlPlane: Reads[*LocalControlPlane](g, name, &v.LocalControlPlane),
-		kubernetes:        Writes[*KubernetesStatus](g, name, &v.Kubernetes),
+		localRoles:        Reads[*cpb.Roles](h, &v.LocalRoles),
+		localControlPlane: Reads[*LocalControlPlane](h, &v.LocalControlPlane),
+		kubernetes:        Writes[*KubernetesStatus](h, &v.Kubernetes),
 	}
 }
 
@@ -134,7 +134,7 @@ func (w *workerKubernetes) run(ctx context.Context) error {
 		w.kubernetes.Set(nil)
 		w.started = true
 	}
-	in := w.g.Inputs("kubernetes")
+	in := w.Inputs()
 	defer in.Close()
 	roles := Input(in, w.localRoles, notNil)
 	local := Input(in, w.localControlPlane, nil)
@@ -189,7 +189,7 @@ func bundleUsable(path string, note *string) bool {
 // errKubernetesStop, and the supervisor stops the components.
 func (w *workerKubernetes) runControlPlane(ctx context.Context, roles0 *cpb.Roles, lcp *LocalControlPlane) error {
 	log := supervisor.Logger(ctx)
-	in := w.g.Inputs("kubernetes")
+	in := w.Inputs()
 	defer in.Close()
 	roles := Input(in, w.localRoles, notNil)
 	local := Input(in, w.localControlPlane, nil)

@@ -113,7 +113,7 @@ const renewRetry = time.Minute
 // DNS server; the pod network is cleared; the status says "stopped" only
 // then.
 type workerKubernetesWorker struct {
-	g       *Graph
+	*Worker
 	cfg     KubernetesConfig
 	address netip.Addr
 	// cgroupV2 says whether the machine has cgroup v2 at mount; a test
@@ -143,13 +143,13 @@ type workerKubernetesWorker struct {
 }
 
 func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr, keyFile string) *workerKubernetesWorker {
-	const name = "kubernetesworker"
-	Produces(g, name, kubelet.StatusName)
-	Produces(g, name, nodeservice.StatusName(proxy.Name))
-	Produces(g, name, nodeservice.StatusName(dns.Name))
-	Produces(g, name, clusternet.StatusName)
+	h := g.Worker("kubernetesworker")
+	h.Produces(kubelet.StatusName)
+	h.Produces(nodeservice.StatusName(proxy.Name))
+	h.Produces(nodeservice.StatusName(dns.Name))
+	h.Produces(clusternet.StatusName)
 	return &workerKubernetesWorker{
-		g:               g,
+		Worker:          h,
 		cfg:             cfg,
 		address:         address,
 		cgroupV2:        hasCgroupV2,
@@ -157,12 +157,12 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 		keyFile:         keyFile,
 		runPodNetwork:   clusternet.Run,
 		clearPodNetwork: func() error { return clusternet.Clear(clusternet.Config{}) },
-		peers:           Reads[[]clusternet.Peer](g, name, &v.NetworkPeers),
-		localRoles:      Reads[*cpb.Roles](g, name, &v.LocalRoles),
-		membership:      Reads[*ClusterMembership](g, name, &v.Membership),
-		localLabels:     Reads[map[string]string](g, name, &v.LocalLabels),
-		podRange:        Reads[netip.Prefix](g, name, &v.LocalPodRange),
-		status:          Writes[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
+		peers:           Reads[[]clusternet.Peer](h, &v.NetworkPeers),
+		localRoles:      Reads[*cpb.Roles](h, &v.LocalRoles),
+		membership:      Reads[*ClusterMembership](h, &v.Membership),
+		localLabels:     Reads[map[string]string](h, &v.LocalLabels),
+		podRange:        Reads[netip.Prefix](h, &v.LocalPodRange),
+		status:          Writes[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
 	}
 }
 
@@ -183,7 +183,7 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 		w.status.Set(nil)
 		w.started = true
 	}
-	in := w.g.Inputs("kubernetesworker")
+	in := w.Inputs()
 	defer in.Close()
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)
@@ -314,7 +314,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 
-	in := w.g.Inputs("kubernetesworker")
+	in := w.Inputs()
 	defer in.Close()
 	roles := Input(in, w.localRoles, notNil)
 	m := Input(in, w.membership, nil)

@@ -27,7 +27,7 @@ type DialFunc func(client.Config) (*grpc.ClientConn, error)
 // them for the calls only the leader serves, and spreads the others
 // (Watch, the reads) over every healthy one.
 type workerMembership struct {
-	g            *Graph
+	*Worker
 	credentials  event.ValueWatch[*Credentials]           // reads
 	localCurator event.ValueWatch[*cpb.CuratorEndpoint]   // reads
 	directory    event.ValueWatch[[]*cpb.CuratorEndpoint] // reads
@@ -37,23 +37,23 @@ type workerMembership struct {
 }
 
 func newWorkerMembership(g *Graph, v *Values, dial DialFunc) *workerMembership {
-	const name = "membership"
+	h := g.Worker("membership")
 	if dial == nil {
 		dial = client.New
 	}
 	return &workerMembership{
-		g:            g,
-		credentials:  Reads[*Credentials](g, name, &v.Credentials),
-		localCurator: Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
-		directory:    Reads[[]*cpb.CuratorEndpoint](g, name, &v.Directory),
-		membership:   Writes[*ClusterMembership](g, name, &v.Membership),
+		Worker:       h,
+		credentials:  Reads[*Credentials](h, &v.Credentials),
+		localCurator: Reads[*cpb.CuratorEndpoint](h, &v.LocalCurator),
+		directory:    Reads[[]*cpb.CuratorEndpoint](h, &v.Directory),
+		membership:   Writes[*ClusterMembership](h, &v.Membership),
 		dial:         dial,
 	}
 }
 
 func (w *workerMembership) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	in := w.g.Inputs("membership")
+	in := w.Inputs()
 	defer in.Close()
 	creds := Input(in, w.credentials, notNil)
 	// The local curator is an input like the others: nil while none

@@ -28,7 +28,7 @@ type recordingDial struct {
 }
 
 func newRecordingDial(t *testing.T, f *fakeCurator) *recordingDial {
-	lis := f.serve(t)
+	lis := serveCurator(t, f)
 	return &recordingDial{dial: func() *grpc.ClientConn { return dialFake(t, lis) }}
 }
 
@@ -51,6 +51,19 @@ func endpointsEq(want ...*cpb.CuratorEndpoint) func([]*cpb.CuratorEndpoint) bool
 	return func(got []*cpb.CuratorEndpoint) bool { return sameEndpoints(got, want) }
 }
 
+// enrolThroughRemote gives the membership worker running over v
+// credentials, no local curator and a directory of one remote curator, and
+// returns them with the membership it makes.
+func enrolThroughRemote(t *testing.T, v *Values) (*Credentials, *cpb.CuratorEndpoint, *ClusterMembership) {
+	t.Helper()
+	creds := testCredentials(t)
+	remote := &cpb.CuratorEndpoint{NodeId: "node-remote", Address: "192.0.2.20", Port: 7835}
+	v.Credentials.Set(creds)
+	v.LocalCurator.Set(nil)
+	v.Directory.Set([]*cpb.CuratorEndpoint{remote})
+	return creds, remote, waitFor(t, &v.Membership, "a membership", hasCurator)
+}
+
 // The membership makes one connection per credentials; the curators it
 // searches follow the local control plane and the directory under that
 // connection; new credentials make a new connection and close the old one;
@@ -63,13 +76,7 @@ func TestMembership(t *testing.T) {
 	w := newWorkerMembership(&g, v, d.Dial)
 	s, cancel := supervisor.TestHarnessTree(t, w.run)
 
-	creds := testCredentials(t)
-	remote := &cpb.CuratorEndpoint{NodeId: "node-remote", Address: "192.0.2.20", Port: 7835}
-	v.Credentials.Set(creds)
-	v.LocalCurator.Set(nil)
-	v.Directory.Set([]*cpb.CuratorEndpoint{remote})
-
-	m := waitFor(t, &v.Membership, "a membership", hasCurator)
+	creds, remote, m := enrolThroughRemote(t, v)
 	if m.Credentials != creds {
 		t.Errorf("membership has credentials %v, want %v", m.Credentials.NodeID, creds.NodeID)
 	}
@@ -165,12 +172,7 @@ func TestMembershipKeptWhileLocalCuratorDoesNotServe(t *testing.T) {
 	w := newWorkerMembership(&g, v, d.Dial)
 	supervisor.TestHarness(t, w.run)
 
-	creds := testCredentials(t)
-	remote := &cpb.CuratorEndpoint{NodeId: "node-remote", Address: "192.0.2.20", Port: 7835}
-	v.Credentials.Set(creds)
-	v.LocalCurator.Set(nil)
-	v.Directory.Set([]*cpb.CuratorEndpoint{remote})
-	m := waitFor(t, &v.Membership, "a membership", hasCurator)
+	_, remote, m := enrolThroughRemote(t, v)
 
 	// A control plane starts here; its curator does not serve. On main
 	// that was a LocalControlPlane whose curator's Status stayed unset.

@@ -19,7 +19,7 @@ import (
 // control plane before there is any curator to ask, and only these saved
 // roles tell it to.
 type workerRoleFetch struct {
-	g          *Graph
+	*Worker
 	membership event.ValueWatch[*ClusterMembership] // reads
 	localRoles event.Value[*cpb.Roles]              // writes
 	// localLabels are published as the curator has them, never saved:
@@ -31,12 +31,12 @@ type workerRoleFetch struct {
 }
 
 func newWorkerRoleFetch(g *Graph, v *Values, file localstorage.File) *workerRoleFetch {
-	const name = "rolefetch"
+	h := g.Worker("rolefetch")
 	return &workerRoleFetch{
-		g:           g,
-		membership:  Reads[*ClusterMembership](g, name, &v.Membership),
-		localRoles:  Writes[*cpb.Roles](g, name, &v.LocalRoles),
-		localLabels: Writes[map[string]string](g, name, &v.LocalLabels),
+		Worker:      h,
+		membership:  Reads[*ClusterMembership](h, &v.Membership),
+		localRoles:  Writes[*cpb.Roles](h, &v.LocalRoles),
+		localLabels: Writes[map[string]string](h, &v.LocalLabels),
 		saved:       SavedRoles(file),
 	}
 }
@@ -57,7 +57,7 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 		w.localRoles.Set(saved)
 	}
 
-	in := w.g.Inputs("rolefetch")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	why, err := in.Wait(ctx)

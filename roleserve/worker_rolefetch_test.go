@@ -30,17 +30,26 @@ var (
 	noRoles        = &cpb.Roles{}
 )
 
+// runRoleFetch runs the rolefetch worker for the test over file, with a
+// membership whose fake curator holds this node's record with roles, and
+// others.
+func runRoleFetch(t *testing.T, file localstorage.File, roles *cpb.Roles, others ...*cpb.Node) (*fakeCurator, *Values, *Credentials) {
+	t.Helper()
+	creds := testCredentials(t)
+	f := newFakeCurator()
+	f.nodes.Set(append([]*cpb.Node{node(creds.NodeID, roles, nil)}, others...))
+	v := NewValues()
+	v.Membership.Set(fakeMembership(t, f, creds))
+	var g Graph
+	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, file).run)
+	return f, v, creds
+}
+
 // Roles follow this node's record in the curator, and are saved before they
 // are published.
 func TestRoleFetchFollowsTheCurator(t *testing.T) {
-	creds := testCredentials(t)
-	f := newFakeCurator()
-	f.nodes.Set([]*cpb.Node{node(creds.NodeID, consensusRoles, nil), node("node-other", workerRoles, nil)})
-	v := NewValues()
-	v.Membership.Set(fakeMembership(t, f, creds))
 	file := rolesFile(t)
-	var g Graph
-	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, file).run)
+	f, v, creds := runRoleFetch(t, file, consensusRoles, node("node-other", workerRoles, nil))
 
 	waitFor(t, &v.LocalRoles, "the roles", protoEq(consensusRoles))
 	if got := savedRoles(t, file); !proto.Equal(got, consensusRoles) {
@@ -90,13 +99,7 @@ func TestRoleFetchIgnoresADamagedFile(t *testing.T) {
 	if err := file.Write([]byte("not a protobuf \xff\xff")); err != nil {
 		t.Fatal(err)
 	}
-	creds := testCredentials(t)
-	f := newFakeCurator()
-	f.nodes.Set([]*cpb.Node{node(creds.NodeID, workerRoles, nil)})
-	v := NewValues()
-	v.Membership.Set(fakeMembership(t, f, creds))
-	var g Graph
-	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, file).run)
+	_, v, _ := runRoleFetch(t, file, workerRoles)
 	waitFor(t, &v.LocalRoles, "the curator's roles", protoEq(workerRoles))
 	if got := savedRoles(t, file); !proto.Equal(got, workerRoles) {
 		t.Errorf("saved roles %v, want %v", got, workerRoles)
@@ -106,13 +109,7 @@ func TestRoleFetchIgnoresADamagedFile(t *testing.T) {
 // A broken Watch fails the worker; its restart watches again and follows
 // the roles from there.
 func TestRoleFetchRestartsAfterTheWatchBreaks(t *testing.T) {
-	creds := testCredentials(t)
-	f := newFakeCurator()
-	f.nodes.Set([]*cpb.Node{node(creds.NodeID, consensusRoles, nil)})
-	v := NewValues()
-	v.Membership.Set(fakeMembership(t, f, creds))
-	var g Graph
-	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, rolesFile(t)).run)
+	f, v, creds := runRoleFetch(t, rolesFile(t), consensusRoles)
 	waitFor(t, &v.LocalRoles, "the roles", protoEq(consensusRoles))
 
 	f.breakWatches()

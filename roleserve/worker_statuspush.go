@@ -20,7 +20,7 @@ import (
 // what it runs of Kubernetes and the consensus snapshots it keeps (what
 // polisctl node describe shows).
 type workerStatusPush struct {
-	g            *Graph
+	*Worker
 	membership   event.ValueWatch[*ClusterMembership]       // reads
 	localCurator event.ValueWatch[*cpb.CuratorEndpoint]     // reads
 	kubernetes   event.ValueWatch[*KubernetesStatus]        // reads
@@ -35,14 +35,14 @@ type workerStatusPush struct {
 }
 
 func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint16) *workerStatusPush {
-	const name = "statuspush"
+	h := g.Worker("statuspush")
 	return &workerStatusPush{
-		g:             g,
-		membership:    Reads[*ClusterMembership](g, name, &v.Membership),
-		localCurator:  Reads[*cpb.CuratorEndpoint](g, name, &v.LocalCurator),
-		kubernetes:    Reads[*KubernetesStatus](g, name, &v.Kubernetes),
-		kubeWorker:    Reads[*KubernetesWorkerStatus](g, name, &v.KubernetesWorker),
-		snapshots:     Reads[[]*cpb.ConsensusSnapshot](g, name, &v.ConsensusSnapshots),
+		Worker:        h,
+		membership:    Reads[*ClusterMembership](h, &v.Membership),
+		localCurator:  Reads[*cpb.CuratorEndpoint](h, &v.LocalCurator),
+		kubernetes:    Reads[*KubernetesStatus](h, &v.Kubernetes),
+		kubeWorker:    Reads[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
+		snapshots:     Reads[[]*cpb.ConsensusSnapshot](h, &v.ConsensusSnapshots),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -55,7 +55,7 @@ const rpcTimeout = 15 * time.Second
 
 func (w *workerStatusPush) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	in := w.g.Inputs("statuspush")
+	in := w.Inputs()
 	defer in.Close()
 	m := Input(in, w.membership, hasCurator)
 	local := Input(in, w.localCurator, nil)

@@ -16,19 +16,25 @@ func statusCount(n int) func([]*cpb.NodeStatus) bool {
 	return func(s []*cpb.NodeStatus) bool { return len(s) >= n }
 }
 
-// The status is reported at start, again only when it changes or the
-// membership does, and with the port of the local curator while one runs.
-func TestStatusPush(t *testing.T) {
-	f := newFakeCurator()
-	creds := testCredentials(t)
-	v := NewValues()
-	v.Membership.Set(fakeMembership(t, f, creds))
+// runStatusPush runs the statuspush worker over v for the test, with the
+// membership m and its other inputs set, empty.
+func runStatusPush(t *testing.T, v *Values, m *ClusterMembership) {
+	v.Membership.Set(m)
 	v.LocalCurator.Set(nil)
 	v.Kubernetes.Set(nil)
 	v.KubernetesWorker.Set(nil)
 	v.ConsensusSnapshots.Set(nil)
 	var g Graph
 	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+}
+
+// The status is reported at start, again only when it changes or the
+// membership does, and with the port of the local curator while one runs.
+func TestStatusPush(t *testing.T) {
+	f := newFakeCurator()
+	creds := testCredentials(t)
+	v := NewValues()
+	runStatusPush(t, v, fakeMembership(t, f, creds))
 
 	first := waitFor(t, &f.statuses, "the first status", statusCount(1))[0]
 	want := &cpb.NodeStatus{ExternalAddress: "192.0.2.1", Version: "v0.1.0-test", BootId: "boot-1", ConsensusPeerPort: 7834}
@@ -86,13 +92,7 @@ func TestStatusPushRetriesThroughRestart(t *testing.T) {
 	f := newFakeCurator()
 	f.failUpdates = 2
 	v := NewValues()
-	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
-	v.LocalCurator.Set(nil)
-	v.Kubernetes.Set(nil)
-	v.KubernetesWorker.Set(nil)
-	v.ConsensusSnapshots.Set(nil)
-	var g Graph
-	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+	runStatusPush(t, v, fakeMembership(t, f, testCredentials(t)))
 	waitFor(t, &f.statuses, "the status after two failures", statusCount(1))
 }
 
@@ -102,13 +102,7 @@ func TestStatusPushNewMembershipWhateverItsName(t *testing.T) {
 	f := newFakeCurator()
 	v := NewValues()
 	v.Membership.Name = "renamed-membership"
-	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
-	v.LocalCurator.Set(nil)
-	v.Kubernetes.Set(nil)
-	v.KubernetesWorker.Set(nil)
-	v.ConsensusSnapshots.Set(nil)
-	var g Graph
-	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+	runStatusPush(t, v, fakeMembership(t, f, testCredentials(t)))
 	waitFor(t, &f.statuses, "the first status", statusCount(1))
 	f2 := newFakeCurator()
 	v.Membership.Set(fakeMembership(t, f2, testCredentials(t)))

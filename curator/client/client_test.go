@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/tls"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -101,14 +100,7 @@ func TestCloseEndsWaitingCalls(t *testing.T) {
 		Endpoints: []*cpb.CuratorEndpoint{{Address: ap.Addr().String(), Port: uint32(ap.Port())}},
 		TLS:       &tls.Config{MinVersion: tls.VersionTLS13},
 	}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	r := newRouter(cfg)
-	conn, err := r.dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, r := dialRouter(t, cfg, nil)
 	ctx := ctxT(t)
 	done := make(chan error, 1)
 	go func() {
@@ -140,16 +132,7 @@ func TestDeadLeaderNotAskedFirst(t *testing.T) {
 		ap := testutil.FreePort(t, ip) // nothing listens there
 		eps = append(eps, &cpb.CuratorEndpoint{NodeId: "node-" + ip.String(), Address: ap.Addr().String(), Port: uint32(ap.Port())})
 	}
-	cfg := Config{Endpoints: eps, TLS: &tls.Config{MinVersion: tls.VersionTLS13}}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	lr := &leaderResolver{r: newRouter(cfg), probes: map[netip.AddrPort]*grpc.ClientConn{}, down: map[netip.AddrPort]bool{}}
-	defer func() {
-		for _, c := range lr.probes {
-			c.Close()
-		}
-	}()
+	lr := newTestResolver(t, Config{Endpoints: eps, TLS: &tls.Config{MinVersion: tls.VersionTLS13}})
 	leader := eps[1]
 	lr.leader = leader
 	if first := lr.candidates(nil)[0]; first != leader {

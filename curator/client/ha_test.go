@@ -25,17 +25,7 @@ import (
 // set, replaces the answers of discovery.
 func (c *haCluster) dialT(cfg Config, distort func(*cpb.GetLeaderResponse) *cpb.GetLeaderResponse) (*grpc.ClientConn, *router) {
 	c.t.Helper()
-	if err := cfg.validate(); err != nil {
-		c.t.Fatal(err)
-	}
-	r := newRouter(cfg)
-	r.distort = distort
-	conn, err := r.dial()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { conn.Close() })
-	return conn, r
+	return dialRouter(c.t, cfg, distort)
 }
 
 // servedBy checks that a leader-only call through conn is served, and by nd.
@@ -76,13 +66,7 @@ func TestHA(t *testing.T) {
 		// as a curator whose view lags would: the follower refuses the
 		// call, and the call must end up on the leader all the same.
 		l := c.leader()
-		var follower *cpb.CuratorEndpoint
-		for _, ep := range c.endpoints() {
-			if ep.NodeId != l.id {
-				follower = ep
-				break
-			}
-		}
+		follower := c.follower(l)
 		c.notLeader(c.nodes[indexOf(c, follower.NodeId)])
 		lied := false
 		conn, r := c.dialT(cfg, func(resp *cpb.GetLeaderResponse) *cpb.GetLeaderResponse {
@@ -106,13 +90,7 @@ func TestHA(t *testing.T) {
 		// directory change started a round that asked the leader last:
 		// the first follower's answer moved the connection.
 		l := c.leader()
-		var stale *cpb.CuratorEndpoint
-		for _, ep := range c.endpoints() {
-			if ep.NodeId != l.id {
-				stale = ep
-				break
-			}
-		}
+		stale := c.follower(l)
 		var lying atomic.Bool
 		core, logs := observer.New(zap.InfoLevel)
 		dir := &memory.Value[[]*cpb.CuratorEndpoint]{Name: "test-directory"}

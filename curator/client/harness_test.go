@@ -246,19 +246,37 @@ func (c *haCluster) endpoints() []*cpb.CuratorEndpoint {
 // straight from the CA.
 func (c *haCluster) ownerTLS() *tls.Config {
 	c.t.Helper()
-	cert, err := c.ca.IssueUser(curator.OwnerUserName, c.ownerKey.Public().(ed25519.PublicKey), time.Now())
+	return ownerClientTLS(c.t, c.ca, c.ownerKey)
+}
+
+// ownerClientTLS is the client configuration of an owner holding key, with
+// a certificate straight from ca.
+func ownerClientTLS(t testing.TB, ca *identity.CA, key ed25519.PrivateKey) *tls.Config {
+	t.Helper()
+	cert, err := ca.IssueUser(curator.OwnerUserName, key.Public().(ed25519.PublicKey), time.Now())
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	tc, err := identity.TLSCertificate(cert, c.ownerKey)
+	tc, err := identity.TLSCertificate(cert, key)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	cfg, err := identity.UserClientConfig(c.ca.Verifier(), tc)
+	cfg, err := identity.UserClientConfig(ca.Verifier(), tc)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return cfg
+}
+
+// follower is the endpoint of a curator other than l's.
+func (c *haCluster) follower(l *haNode) *cpb.CuratorEndpoint {
+	for _, ep := range c.endpoints() {
+		if ep.NodeId != l.id {
+			return ep
+		}
+	}
+	c.t.Fatal("the cluster has no curator but the leader")
+	return nil
 }
 
 // direct is a plain connection to one curator, bypassing the routing.
@@ -284,4 +302,37 @@ func leaderOnly(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 		return "", errors.New("no peer recorded")
 	}
 	return p.Addr.String(), nil
+}
+
+// dialRouter is New for tests, keeping the router: the connection closes
+// with the test. distort, if set, replaces the answers of discovery.
+func dialRouter(t testing.TB, cfg Config, distort func(*cpb.GetLeaderResponse) *cpb.GetLeaderResponse) (*grpc.ClientConn, *router) {
+	t.Helper()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	r.distort = distort
+	conn, err := r.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, r
+}
+
+// newTestResolver is a resolver over cfg for calling discovery directly,
+// without a connection: its probe connections close with the test.
+func newTestResolver(t testing.TB, cfg Config) *leaderResolver {
+	t.Helper()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	lr := &leaderResolver{r: newRouter(cfg), probes: map[netip.AddrPort]*grpc.ClientConn{}, down: map[netip.AddrPort]bool{}}
+	t.Cleanup(func() {
+		for _, c := range lr.probes {
+			c.Close()
+		}
+	})
+	return lr
 }

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
@@ -80,19 +79,7 @@ func TestClientRefusesImpostor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownerKey := mustKey(t)
-	ownerCert, err := ca.IssueUser(curator.OwnerUserName, ownerKey.Public().(ed25519.PublicKey), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otc, err := identity.TLSCertificate(ownerCert, ownerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ownerTLS, err := identity.UserClientConfig(ca.Verifier(), otc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ownerTLS := ownerClientTLS(t, ca, mustKey(t))
 	nodeKey := mustKey(t)
 	id := identity.NodeID(nodeKey.Public().(ed25519.PublicKey))
 
@@ -124,16 +111,7 @@ func TestClientRefusesImpostor(t *testing.T) {
 				t.Fatal(err)
 			}
 			ep := serveFake(t, f, id, ip, cert)
-			cfg := Config{Endpoints: []*cpb.CuratorEndpoint{ep}, TLS: ownerTLS}
-			if err := cfg.validate(); err != nil {
-				t.Fatal(err)
-			}
-			r := newRouter(cfg)
-			conn, err := r.dial()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn, r := dialRouter(t, Config{Endpoints: []*cpb.CuratorEndpoint{ep}, TLS: ownerTLS}, nil)
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			done := make(chan error, 1)
@@ -195,29 +173,8 @@ func TestElectingCuratorNotDown(t *testing.T) {
 	deadAP := testutil.FreePort(t, ips[1]) // nothing listens there
 	dead := &cpb.CuratorEndpoint{NodeId: "node-dead", Address: deadAP.Addr().String(), Port: uint32(deadAP.Port())}
 
-	ownerKey := mustKey(t)
-	ownerCert, err := ca.IssueUser(curator.OwnerUserName, ownerKey.Public().(ed25519.PublicKey), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otc, err := identity.TLSCertificate(ownerCert, ownerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ownerTLS, err := identity.UserClientConfig(ca.Verifier(), otc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Endpoints: []*cpb.CuratorEndpoint{electing, dead}, TLS: ownerTLS}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
-	lr := &leaderResolver{r: newRouter(cfg), probes: map[netip.AddrPort]*grpc.ClientConn{}, down: map[netip.AddrPort]bool{}}
-	defer func() {
-		for _, c := range lr.probes {
-			c.Close()
-		}
-	}()
+	ownerTLS := ownerClientTLS(t, ca, mustKey(t))
+	lr := newTestResolver(t, Config{Endpoints: []*cpb.CuratorEndpoint{electing, dead}, TLS: ownerTLS})
 	if _, _, err := lr.discover(ctxT(t), nil); err == nil || !strings.Contains(err.Error(), "no leader is known") {
 		t.Fatalf("discovery: %v, want the electing curator's answer", err)
 	}

@@ -86,18 +86,24 @@ func Run(t *testing.T, b Backend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			// Registered first, so it runs last: after the backend's own
-			// cleanups have released the value.
-			ignore := append([]goleak.Option{goleak.IgnoreCurrent()}, b.LeakOptions...)
-			t.Cleanup(func() {
-				if err := goleak.Find(ignore...); err != nil {
-					t.Errorf("goroutines leaked: %v", err)
-				}
-			})
+			checkLeaks(t, b.LeakOptions)
 			set, v := b.New(t)
 			tc.fn(t, b, set, v)
 		})
 	}
+}
+
+// checkLeaks fails t if goroutines that t starts outlive it, ignoring
+// those opts name. Call it first in a test, before the backend's New: a
+// cleanup registered first runs last, after the backend's own cleanups
+// have released the value.
+func checkLeaks(t *testing.T, opts []goleak.Option) {
+	ignore := append([]goleak.Option{goleak.IgnoreCurrent()}, opts...)
+	t.Cleanup(func() {
+		if err := goleak.Find(ignore...); err != nil {
+			t.Errorf("goroutines leaked: %v", err)
+		}
+	})
 }
 
 func (b Backend) ctx(t *testing.T) context.Context {

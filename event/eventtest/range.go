@@ -48,12 +48,7 @@ func RunRange(t *testing.T, b RangeBackend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ignore := append([]goleak.Option{goleak.IgnoreCurrent()}, b.LeakOptions...)
-			t.Cleanup(func() {
-				if err := goleak.Find(ignore...); err != nil {
-					t.Errorf("goroutines leaked: %v", err)
-				}
-			})
+			checkLeaks(t, b.LeakOptions)
 			put, del, r := b.New(t)
 			tc.fn(t, vb, put, del, r)
 		})

@@ -274,6 +274,16 @@ func FormClusterWith(t testing.TB, n int, subnets *testutil.Subnets, setup func(
 	first := nodes[0].Credentials(t)
 	curators := []*cpb.CuratorEndpoint{{NodeId: first.NodeID, Address: addrs[0].String(), Port: roleserve.DefaultCuratorPort}}
 	ownerCert := OwnerCertificate(t, ownerKey, first.CACertificate, curators)
+	// The owner's client knows where every node's curator would serve,
+	// as polisctl does once it has refreshed its curators: a test that
+	// makes other nodes consensus members and then takes the role from
+	// the first must not leave the client knowing one stopped curator
+	// (it failed so once, at the deadline, while the second node led).
+	// Nodes that run no curator refuse the connection, which discovery
+	// counts as down and asks last.
+	for _, a := range addrs[1:] {
+		curators = append(curators, &cpb.CuratorEndpoint{Address: a.String(), Port: roleserve.DefaultCuratorPort})
+	}
 	mgmt := management(t, ownerCert, first.CACertificate, curators)
 	c := &Cluster{Nodes: nodes, IDs: []string{first.NodeID}, OwnerKey: ownerKey, OwnerCertificate: ownerCert, CA: first.CACertificate, Management: mgmt}
 	if n == 1 {
