@@ -123,8 +123,17 @@ func TestRunnerSkipsImportedPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	supervisor.TestHarnessTree(t, r.Run)
-	waitStatus(t, r, "the Node Ready", func(s *Status) bool { return s.KubeletRunning && s.NodeReady })
-	if got := readLog(t, logPath); !strings.Contains(got, "kubelet --config") || strings.Contains(got, "images import") {
-		t.Errorf("want the kubelet started and no import of the pause image containerd holds; log:\n%s", got)
+	waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
+	// The status says running once the process is started; its script
+	// notes its arguments a moment later. An import would come before.
+	got := readLog(t, logPath)
+	for deadline := time.Now().Add(waitTimeout); !strings.Contains(got, "kubelet --config"); got = readLog(t, logPath) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet never noted its arguments; log:\n%s", got)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	}
+	if strings.Contains(got, "images import") {
+		t.Errorf("the pause image containerd holds was imported again; log:\n%s", got)
 	}
 }
