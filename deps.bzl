@@ -142,6 +142,20 @@ def go_dependencies():
         version = "v0.16.0",
     )
     go_repository(
+        name = "com_github_clipperhouse_displaywidth",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/clipperhouse/displaywidth",
+        sum = "h1:lBc6kY44VFw+TDx4I8opi/EtL9m20WSEFgwIwO+UVM8=",
+        version = "v0.11.0",
+    )
+    go_repository(
+        name = "com_github_clipperhouse_uax29_v2",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/clipperhouse/uax29/v2",
+        sum = "h1:+gs4oBZ2gPfVrKPthwbMzWZDaAFPGYK72F0NJv2v7Vk=",
+        version = "v2.7.0",
+    )
+    go_repository(
         name = "com_github_cncf_xds_go",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/cncf/xds/go",
@@ -385,6 +399,13 @@ def go_dependencies():
         importpath = "github.com/envoyproxy/protoc-gen-validate",
         sum = "h1:MVQghNeW+LZcmXe7SY1V36Z+WFMDjpqGAGacLe2T0ds=",
         version = "v1.3.3",
+    )
+    go_repository(
+        name = "com_github_fatih_color",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/fatih/color",
+        sum = "h1:Zp3PiM21/9Ld6FzSKyL5c/BULoe/ONr9KlbYVOfG8+w=",
+        version = "v1.19.0",
     )
     go_repository(
         name = "com_github_felixge_httpsnoop",
@@ -752,6 +773,27 @@ def go_dependencies():
         version = "v0.0.0-20171005235357-81af80346b1a",
     )
     go_repository(
+        name = "com_github_mattn_go_colorable",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mattn/go-colorable",
+        sum = "h1:9A9LHSqF/7dyVVX6g0U9cwm9pG3kP9gSzcuIPHPsaIE=",
+        version = "v0.1.14",
+    )
+    go_repository(
+        name = "com_github_mattn_go_isatty",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mattn/go-isatty",
+        sum = "h1:xfD0iDuEKnDkl03q4limB+vH+GxLEtL/jb4xVJSWWEY=",
+        version = "v0.0.20",
+    )
+    go_repository(
+        name = "com_github_mattn_go_runewidth",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/mattn/go-runewidth",
+        sum = "h1:7ykA0T0jkPpzSvMS5i9uoNn2Xy3R383f9HDx3RybWcw=",
+        version = "v0.0.23",
+    )
+    go_repository(
         name = "com_github_matttproud_golang_protobuf_extensions",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/matttproud/golang_protobuf_extensions",
@@ -883,6 +925,34 @@ def go_dependencies():
         importpath = "github.com/mwitkow/go-conntrack",
         sum = "h1:KUppIJq7/+SVif2QVs3tOP0zanoHgBEVAwHxUSIzRqU=",
         version = "v0.0.0-20190716064945-2f068394615f",
+    )
+    go_repository(
+        name = "com_github_olekukonko_cat",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/olekukonko/cat",
+        sum = "h1:zrbMGy9YXpIeTnGj4EljqMiZsIcE09mmF8XsD5AYOJc=",
+        version = "v0.0.0-20250911104152-50322a0618f6",
+    )
+    go_repository(
+        name = "com_github_olekukonko_errors",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/olekukonko/errors",
+        sum = "h1:10Zcn4GeV59t/EGqJc8fUjtFT/FuUh5bTMzZ1XwmCRo=",
+        version = "v1.2.0",
+    )
+    go_repository(
+        name = "com_github_olekukonko_ll",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/olekukonko/ll",
+        sum = "h1:lGVTHO+Qc4Qm+fce/2h2m5y9LvqaW+DCN7xW9hsU3uA=",
+        version = "v0.1.6",
+    )
+    go_repository(
+        name = "com_github_olekukonko_tablewriter",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/olekukonko/tablewriter",
+        sum = "h1:ORUMI3dXbMnRlRggJX3+q7OzQFDdvgbN9nVWj1drm6I=",
+        version = "v1.1.4",
     )
     go_repository(
         name = "com_github_opencontainers_go_digest",
@@ -1274,6 +1344,13 @@ def go_dependencies():
         build_file_proto_mode = "disable_global",
         importpath = "go.etcd.io/etcd/client/v3",
         sum = "h1:UrXcetgkuSEocaBlQlulQRJlXLEnUAHuBRbHh0lue1Q=",
+        version = "v3.7.3",
+    )
+    go_repository(
+        name = "io_etcd_go_etcd_etcdutl_v3",
+        build_file_proto_mode = "disable_global",
+        importpath = "go.etcd.io/etcd/etcdutl/v3",
+        sum = "h1:JwG6zadsUzBYihuZLn3IIfB2Mi+UX2d+aUybvcfunyk=",
         version = "v3.7.3",
     )
     go_repository(

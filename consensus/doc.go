@@ -104,14 +104,24 @@
 // force-new-cluster: the same cluster and member IDs, all the data, and
 // this member as the only one. Run then records the recovery in etcd
 // ([Status.Recovery]) and clears the mark. recovery.go explains why that
-// is safe.
+// is safe. The first start after a recovery revokes every lease in the
+// data: they were all granted to processes of the lost cluster, and the
+// curator would otherwise wait out the election lease of a leader that is
+// gone.
+//
+// [PrepareRestore] makes a new member's data directory on fresh storage
+// from a snapshot's database (a backup's, or an automatic snapshot):
+// etcd's own restore lays out a WAL and a membership of this member alone,
+// the peer CA in the snapshot issues its certificate, and its first Run
+// records the restore as a recovery from a backup, the old members lost
+// (restore.go).
 //
 // # What this package does not do
 //
 // It decides nothing about membership: which nodes are members is the
 // curator's business (after a recovery, the curator drops the lost members
 // from its records and revokes their certificates). It does not rotate
-// certificates, encrypt or restore backups. It does not expose etcd to
+// certificates or encrypt backups. It does not expose etcd to
 // the network for clients, nor the unconfined client to anyone. A Status's
 // clients work only as long as the Run that published it; consumers follow
 // the status value and make new clients after a restart.

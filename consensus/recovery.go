@@ -8,10 +8,13 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
@@ -59,8 +62,9 @@ type Recovery struct {
 	At time.Time `json:"at"`
 	// Member is the name of the member the cluster was recovered on.
 	Member string `json:"member"`
-	// From says what the data came from: "member-data" (the member's own
-	// data directory).
+	// From says what the data came from: RecoveryFromMemberData (the
+	// member's own data directory) or RecoveryFromBackup (a snapshot
+	// restored onto fresh storage, PrepareRestore).
 	From string `json:"from"`
 	// Lost are the names of the members dropped from the membership.
 	Lost []string `json:"lost,omitempty"`
@@ -196,19 +200,48 @@ type pendingRecovery struct {
 // finishRecovery records a recovery that etcd has carried out, then clears
 // the mark, so that later starts are ordinary restarts.
 func (m *member) finishRecovery(ctx context.Context, id *identity, logger *zap.Logger) error {
+	// Every lease in the data was granted to a process of the cluster
+	// before it was lost (nothing here has started a client yet): the
+	// curator leader's election among them. Kept, it would make the
+	// recovered curator wait out the lease of a leader that is gone.
+	leases, err := m.cli.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the leases of the lost cluster: %w", err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := m.cli.Revoke(ctx, l.ID); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("revoking a lease of the lost cluster: %w", err)
+		}
+	}
 	rec := Recovery{At: time.Now().UTC(), Member: m.cfg.Name, From: id.Recover.From, Lost: id.Recover.Lost}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if _, err := m.cli.Put(ctx, recoveryKey, string(b)); err != nil {
+	ops := []clientv3.Op{clientv3.OpPut(recoveryKey, string(b))}
+	if rec.From == RecoveryFromBackup {
+		// A restored member's certificate was issued offline
+		// (PrepareRestore): etcd learns of it here, as it learns of
+		// the first member's at bootstrap, so that a later Remove
+		// can revoke it.
+		peerPEM, err := os.ReadFile(m.layout.peerCertFile())
+		if err != nil {
+			return fmt.Errorf("reading peer certificate: %w", err)
+		}
+		cert, err := parseCertPEM(peerPEM)
+		if err != nil {
+			return fmt.Errorf("parsing peer certificate: %w", err)
+		}
+		ops = append(ops, clientv3.OpPut(peerPrefix+m.cfg.Name, string(cert.Raw)))
+	}
+	if _, err := m.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 		return fmt.Errorf("recording the recovery: %w", err)
 	}
 	id.Recover = nil
 	if err := writeIdentity(m.layout, id); err != nil {
 		return fmt.Errorf("clearing the recovery mark: %w", err)
 	}
-	logger.Warn("recovered the cluster as its single member", zap.String("from", rec.From), zap.Strings("lost", rec.Lost))
+	logger.Warn("recovered the cluster as its single member", zap.String("from", rec.From), zap.Strings("lost", rec.Lost), zap.Int("leases_revoked", len(leases.Leases)))
 	return nil
 }
 

@@ -243,7 +243,8 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *
 		ec.InitialClusterToken = id.InitialClusterToken
 	}
 	// Prepared by PrepareRecovery: keep the data, drop every other member.
-	ec.ForceNewCluster = id.Recover != nil
+	// (A restore's membership holds this member alone already.)
+	ec.ForceNewCluster = id.Recover != nil && id.Recover.From == RecoveryFromMemberData
 
 	advertise, err := url.Parse(id.PeerURL)
 	if err != nil {

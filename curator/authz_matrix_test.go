@@ -73,13 +73,16 @@ var (
 
 // authzMatrix is who gets through to each RPC.
 var authzMatrix = map[string]map[callerKind]bool{
-	cpb.CuratorService_GetLeader_FullMethodName:             anyoneConnected,
-	cpb.CuratorService_WatchLeader_FullMethodName:           anyoneConnected,
-	cpb.CuratorService_GetCACertificate_FullMethodName:      anyoneConnected,
-	cpb.CuratorService_GetOwnerKey_FullMethodName:           onlyUpNode,
-	cpb.CuratorService_Register_FullMethodName:              liveKeyHolders,
-	cpb.CuratorService_CommitRegistration_FullMethodName:    liveKeyHolders,
-	cpb.CuratorService_Join_FullMethodName:                  liveKeyHolders,
+	cpb.CuratorService_GetLeader_FullMethodName:          anyoneConnected,
+	cpb.CuratorService_WatchLeader_FullMethodName:        anyoneConnected,
+	cpb.CuratorService_GetCACertificate_FullMethodName:   anyoneConnected,
+	cpb.CuratorService_GetOwnerKey_FullMethodName:        onlyUpNode,
+	cpb.CuratorService_Register_FullMethodName:           liveKeyHolders,
+	cpb.CuratorService_CommitRegistration_FullMethodName: liveKeyHolders,
+	cpb.CuratorService_Join_FullMethodName:               liveKeyHolders,
+	// A key gets its own node's part only, and the handler refuses every
+	// key that is not an UP node's (rpc_clusterpart_test.go).
+	cpb.CuratorService_GetClusterPart_FullMethodName:        liveKeyHolders,
 	cpb.CuratorService_Watch_FullMethodName:                 onlyUpNode,
 	cpb.CuratorService_WatchClusterDirectory_FullMethodName: onlyUpNode,
 	cpb.CuratorService_UpdateNodeStatus_FullMethodName:      onlyUpNode,

@@ -35,6 +35,12 @@ type BootstrapParams struct {
 	// DefaultNodePodPrefixLength). It is stored with the defaults filled
 	// in, so a later change of the defaults leaves the cluster as it is.
 	PodNetwork *cpb.PodNetwork
+	// Restored says that the store holds a cluster restored from a
+	// backup onto this node (consensus.PrepareRestore), which Bootstrap
+	// then adds to it as a consensus member (see restore.go) instead of
+	// creating a cluster: OwnerKey, SnapshotPolicy and PodNetwork are
+	// the backup's and ignored here.
+	Restored bool
 }
 
 // ErrBootstrapMismatch is returned by Bootstrap when the store already holds
@@ -57,6 +63,9 @@ var ErrBootstrapMismatch = errors.New("curator: the store holds another cluster"
 // nothing. Everything but the CA is
 // written in one transaction, so the state is never half-initialised.
 func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now time.Time) (*x509.Certificate, error) {
+	if p.Restored {
+		return bootstrapRestored(ctx, cli, p, now)
+	}
 	if len(p.OwnerKey) != ed25519.PublicKeySize || len(p.NodeKey) != ed25519.PublicKeySize {
 		return nil, errors.New("bootstrap: owner and node keys must be ed25519 public keys")
 	}

@@ -173,7 +173,11 @@
 // the records still give the lost members ConsensusMember; each new leader
 // drops them (recovery.go: member certificate revoked, roles taken, as
 // UpdateNodeRoles would), then records the recovery at recoveryKey, which
-// GetClusterInfo returns, and leaves a warning in its log.
+// GetClusterInfo returns, and leaves a warning in its log. A cluster
+// restored from a backup onto a new machine (consensus.PrepareRestore) is
+// followed up the same way, its old members all lost; before that, the
+// new machine's curator adds its node to the restored records, UP and a
+// consensus member (Bootstrap with BootstrapParams.Restored, restore.go).
 //
 // # What the curator stores, and who it serves as
 //

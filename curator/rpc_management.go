@@ -589,7 +589,8 @@ func (r *rpcServer) DeleteNode(ctx context.Context, req *cpb.DeleteNodeRequest) 
 		}
 		key := nodeKey(req.NodeId)
 		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
-		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		// The node's cluster part goes with it (rpc_clusterpart.go).
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(clusterPartKey(n.Id))}
 		if release, ok := releasePodRangeOp(n); ok {
 			// Back to the pool in the same write (podnetwork.go).
 			ops = append(ops, release)

@@ -113,6 +113,12 @@ type Options struct {
 	// not overlap the nodes' addresses (the VM network).
 	PodRange            netip.Prefix
 	PodNodePrefixLength int
+	// RestoreBackup, when set, restores a cluster from this backup file
+	// (polisctl cluster backup) instead of bootstrapping one
+	// (restore.go): ConfigDir must be the polisctl configuration of the
+	// cluster it was taken from, whose owner key decrypts it. Process
+	// nodes only.
+	RestoreBackup string
 }
 
 func (o *Options) setDefaults() error {
@@ -254,6 +260,9 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := refuseKeptDir(opts.BaseDir); err != nil {
 		return nil, err
 	}
+	if err := opts.checkRestore(); err != nil {
+		return nil, err
+	}
 	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
 	if opts.VM == nil {
 		if err := c.checkPortsFree(); err != nil {
@@ -279,7 +288,7 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.ConfigDir == "" {
 		c.ConfigDir = filepath.Join(c.BaseDir, "polisctl")
 	}
-	if _, err := os.Stat(filepath.Join(c.ConfigDir, "ca.der")); err == nil {
+	if _, err := os.Stat(filepath.Join(c.ConfigDir, "ca.der")); err == nil && opts.RestoreBackup == "" {
 		return nil, fmt.Errorf("launch: %s already holds the credentials of a cluster; choose another polisctl configuration directory or remove that one", c.ConfigDir)
 	}
 	c.progress("base directory %s", c.BaseDir)
@@ -343,7 +352,11 @@ func refuseKeptDir(dir string) error {
 
 // form bootstraps the cluster on the first node and adds the others.
 func (c *Cluster) form(ctx context.Context) error {
-	if err := c.bootstrap(ctx); err != nil {
+	start := c.bootstrap
+	if c.opts.RestoreBackup != "" {
+		start = c.restore
+	}
+	if err := start(ctx); err != nil {
 		return err
 	}
 	if err := c.addNodes(ctx); err != nil {
@@ -490,10 +503,12 @@ func (c *Cluster) addNodes(ctx context.Context) error {
 
 // addNode takes a started node through addNodes' steps.
 func (c *Cluster) addNode(ctx context.Context, mgmt cpb.ManagementServiceClient, n *Node) error {
-	// Nodes are matched to records by the address they report.
+	// Nodes are matched to records by the address they report, among
+	// the nodes waiting for approval: a restored cluster keeps the
+	// records of its old nodes, which may have had the same addresses.
 	err := c.poll(ctx, n.String()+": registered", func(ctx context.Context) (bool, error) {
 		rec, err := c.nodeByAddress(ctx, n.Address)
-		if err != nil || rec == nil {
+		if err != nil || rec == nil || rec.State != cpb.NodeState_NODE_STATE_NEW {
 			return false, nil
 		}
 		n.setID(rec.Id)
@@ -665,14 +680,21 @@ func (c *Cluster) node(ctx context.Context, id string) (*cpb.Node, error) {
 	return nil, err
 }
 
+// nodeByAddress returns the record of the node at address a; among
+// several (a restored cluster keeps its old nodes' records), one waiting
+// for approval, else one that holds ConsensusMember.
 func (c *Cluster) nodeByAddress(ctx context.Context, a netip.Addr) (*cpb.Node, error) {
 	nodes, err := c.ListNodes(ctx)
+	var found *cpb.Node
 	for _, n := range nodes {
-		if n.Status.GetExternalAddress() == a.String() {
-			return n, nil
+		if n.Status.GetExternalAddress() != a.String() {
+			continue
+		}
+		if found == nil || n.State == cpb.NodeState_NODE_STATE_NEW || (found.State != cpb.NodeState_NODE_STATE_NEW && n.Roles.GetConsensusMember() != nil) {
+			found = n
 		}
 	}
-	return nil, err
+	return found, err
 }
 
 // Leader returns the node whose curator leads, as the curators say. It

@@ -328,6 +328,13 @@ func (n *Node) startVM() error {
 		close(p.exited)
 		switch {
 		case rebooted && rerr == nil:
+			// A reboot PID 1 chose (it could not prepare the machine
+			// or start the agent) says why on the console; the node
+			// API's reboots print no FATAL line.
+			if why, ok := m.FatalLine(); ok {
+				n.report("%v: its VM rebooted after %q; booting it again (pid %d)", n, why, n.PID())
+				break
+			}
 			n.report("%v: its VM rebooted; booting it again (pid %d)", n, n.PID())
 		case rebooted:
 			n.report("%v: its VM rebooted, but booting it again failed: %v", n, rerr)

@@ -21,9 +21,13 @@ import (
 // A TPM seals at most 128 bytes, so the data is encrypted (AES-256-GCM)
 // with a random key, and the key is what the TPM seals: a keyed-hash
 // object under the owner hierarchy's storage root key, which the TPM
-// derives again from its own seed on every call (no handle is kept in
-// the TPM, nothing is written to its NV memory). The object is fixedTPM
-// and fixedParent: it cannot be loaded under any other parent.
+// derives from its own seed. The object is fixedTPM and fixedParent: it
+// cannot be loaded under any other parent. The storage root key is
+// derived on the sealer's first call and kept loaded as a transient
+// object (gone at the TPM's next reset, a reboot; nothing is written to
+// its NV memory): a boot unseals at least twice (the data disk's local
+// part, the sealed configuration), and deriving it is the costly part
+// of an unseal (docs/benchmarks.md).
 //
 // There is no PCR policy: anything that runs on the machine and reaches
 // its TPM can unseal. What the sealer defends against is a copy of the
@@ -35,6 +39,8 @@ type TPMSealer struct {
 	TPM transport.TPM
 
 	mu sync.Mutex // one command sequence at a time on the transport
+	// srk is the storage root key while it is loaded; with mu held.
+	srk *tpm2.NamedHandle
 }
 
 var _ Sealer = (*TPMSealer)(nil)
@@ -113,19 +119,51 @@ func (s *TPMSealer) Unseal(sealed []byte) ([]byte, error) {
 // TCG's ECC P-256 template, quick to derive even in an emulator.
 var srkTemplate = tpm2.ECCSRKTemplate
 
-// withSRK derives the storage root key, runs f with it, and flushes it.
+// Prepare derives the storage root key and keeps it loaded, so that the
+// first Seal or Unseal does not pay for it. A machine calls it early in
+// its boot, in the background: the first commands a TPM runs after a
+// reset are its slowest (an emulator runs its self-tests then).
+func (s *TPMSealer) Prepare() error {
+	return s.withSRK(func(tpm2.NamedHandle) error { return nil })
+}
+
+// withSRK runs f with the storage root key, derived on first use and
+// kept loaded. If f fails, the key is flushed and derived again, and f
+// runs once more: a handle the TPM no longer knows (the TPM was reset
+// under the sealer) must not fail every call after it.
 func (s *TPMSealer) withSRK(f func(srk tpm2.NamedHandle) error) error {
 	if s.TPM == nil {
 		return errors.New("localstorage: TPMSealer has no TPM")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	cached := s.srk != nil
+	if err := s.loadSRK(); err != nil {
+		return err
+	}
+	err := f(*s.srk)
+	if err == nil || !cached {
+		return err
+	}
+	tpm2.FlushContext{FlushHandle: s.srk.Handle}.Execute(s.TPM)
+	s.srk = nil
+	if err := s.loadSRK(); err != nil {
+		return err
+	}
+	return f(*s.srk)
+}
+
+// loadSRK derives the storage root key unless it is loaded; with mu held.
+func (s *TPMSealer) loadSRK() error {
+	if s.srk != nil {
+		return nil
+	}
 	rsp, err := tpm2.CreatePrimary{PrimaryHandle: tpm2.TPMRHOwner, InPublic: tpm2.New2B(srkTemplate)}.Execute(s.TPM)
 	if err != nil {
 		return fmt.Errorf("localstorage: the TPM's storage root key: %w", err)
 	}
-	defer tpm2.FlushContext{FlushHandle: rsp.ObjectHandle}.Execute(s.TPM)
-	return f(tpm2.NamedHandle{Handle: rsp.ObjectHandle, Name: rsp.Name})
+	s.srk = &tpm2.NamedHandle{Handle: rsp.ObjectHandle, Name: rsp.Name}
+	return nil
 }
 
 // sealKey seals key as a keyed-hash object under the storage root key

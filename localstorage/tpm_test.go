@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
 )
 
@@ -113,5 +114,43 @@ func TestTPMSealer(t *testing.T) {
 	again, _ := startSWTPM(t, dir)
 	if got, err := again.Unseal(sealed); err != nil || !bytes.Equal(got, secret) {
 		t.Fatalf("the same TPM state after a restart: %v", err)
+	}
+}
+
+// TestTPMSealerKeepsItsStorageRootKey: the storage root key is derived
+// once and kept loaded across calls; a handle the TPM no longer knows (as
+// after a reset of the TPM under the sealer) is derived again, and the
+// call still succeeds.
+func TestTPMSealerKeepsItsStorageRootKey(t *testing.T) {
+	s, _ := startSWTPM(t, t.TempDir())
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	first := s.srk
+	if first == nil {
+		t.Fatal("no storage root key kept after Prepare")
+	}
+	sealed, err := s.Seal([]byte("the local part"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.srk != first {
+		t.Fatal("Seal derived the storage root key again")
+	}
+	if _, err := s.Unseal(sealed); err != nil {
+		t.Fatal(err)
+	}
+	if s.srk != first {
+		t.Fatal("Unseal derived the storage root key again")
+	}
+	if _, err := (tpm2.FlushContext{FlushHandle: first.Handle}).Execute(s.TPM); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Unseal(sealed)
+	if err != nil || string(got) != "the local part" {
+		t.Fatalf("Unseal after the kept key was flushed = %q, %v", got, err)
+	}
+	if s.srk == first {
+		t.Fatal("the flushed storage root key is still kept")
 	}
 }

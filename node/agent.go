@@ -57,6 +57,10 @@ type Config struct {
 	// software with the default Sealer (a process node's directory is
 	// not encrypted: nothing protects it against a copy).
 	DataSealing cpb.DataSealing
+	// DataDisk is the machine's encrypted data disk, which the agent
+	// binds to its cluster while the node runs no consensus member
+	// (clusterpart.go); nil for a process node or a plain data disk.
+	DataDisk DataDisk
 	// ConsensusPort and CuratorPort default to roleserve's defaults.
 	ConsensusPort, CuratorPort uint16
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
@@ -98,6 +102,11 @@ type Config struct {
 	// member of the cluster with all its data (consensus.PrepareRecovery,
 	// which refuses while another member answers). Once per agent.
 	RecoverConsensus bool
+	// Restore, on fresh storage, makes this node the single consensus
+	// member of a cluster restored from a backup or snapshot (restore.go):
+	// before anything starts, its member is made from the snapshot's
+	// data, refused on storage that holds a node. Once per storage.
+	Restore *RestoreSource
 }
 
 // Node is a node agent. Make it with New and run it with Run under a
@@ -120,6 +129,8 @@ type Node struct {
 	// recovered is set once RecoverConsensus was carried out, so that a
 	// restart of Run does not force a new cluster again.
 	recovered bool
+	// restorePrepared is set once Restore was carried out.
+	restorePrepared bool
 }
 
 // New validates cfg and lays out the storage root.
@@ -135,6 +146,16 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.KubernetesRuntime != "" && !filepath.IsAbs(cfg.KubernetesRuntime) {
 		return nil, fmt.Errorf("node config: KubernetesRuntime %q is not an absolute path", cfg.KubernetesRuntime)
+	}
+	if r := cfg.Restore; r != nil {
+		switch {
+		case (r.Backup == "") == (r.Snapshot == ""):
+			return nil, errors.New("node config: Restore needs one of a backup and a snapshot")
+		case r.Backup != "" && len(r.OwnerKey) != ed25519.PrivateKeySize:
+			return nil, errors.New("node config: restoring a backup needs the owner key to decrypt it")
+		case cfg.RecoverConsensus:
+			return nil, errors.New("node config: a node either recovers the cluster on its own consensus data or restores it onto fresh storage, not both")
+		}
 	}
 	if cfg.Sealer == nil {
 		cfg.Sealer = localstorage.Unsealed{}
@@ -161,6 +182,13 @@ func New(cfg Config) (*Node, error) {
 // node parameters that exist and parse. A --parameters file that was named
 // but is missing is an error here, not "no parameters found".
 func (n *Node) Preflight() error {
+	if n.cfg.Restore != nil {
+		// Restored, not bootstrapped nor registered: no parameters.
+		return nil
+	}
+	if restored, err := n.restored(); restored || err != nil {
+		return err
+	}
 	if _, err := readSealedConfiguration(n.root, n.cfg.Sealer); !errors.Is(err, fs.ErrNotExist) {
 		// Enrolled (the parameters are not needed), or a problem Run
 		// reports with its own advice.
@@ -195,6 +223,9 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	if err := n.PrepareRecovery(ctx, logger); err != nil {
+		return err
+	}
+	if err := n.PrepareRestore(ctx, logger); err != nil {
 		return err
 	}
 	en := &enrolment{
@@ -239,6 +270,17 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		}
 		logger.Info("rejoining the cluster", zap.String("node", identity.NodeID(en.key.Public().(ed25519.PublicKey))), zap.Bool("through_own_curator", en.localCurator), zap.Int("curators_known", len(en.curators)))
+	case errors.Is(err, fs.ErrNotExist) && n.restorePending():
+		// Restored onto this storage (restore.go) and not enrolled yet:
+		// the node's own curator adds it to the restored cluster, as the
+		// first node at bootstrap, and it joins through it.
+		if en.key, err = n.nodeKey(); err != nil {
+			return err
+		}
+		pub := en.key.Public().(ed25519.PublicKey)
+		logger.Info("joining the cluster restored onto this node", zap.String("node", identity.NodeID(pub)))
+		cp.Bootstrap = &curator.BootstrapParams{Restored: true, NodeKey: pub, NodeStatus: n.status()}
+		en.localCurator = true
 	case errors.Is(err, fs.ErrNotExist):
 		params, sources, err := LoadParameters(ParameterSources{FWCfg: n.cfg.FWCfg, ESP: n.root.ESP.NodeParameters, File: n.cfg.ParametersFile})
 		if err != nil {
@@ -277,6 +319,11 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("the node cannot rejoin its cluster: %w", err)
 	}
 	cp.NodeKey = en.key
+	var binding *dataBinding
+	if n.cfg.DataDisk != nil {
+		binding = newDataBinding(n.cfg.DataDisk, n.values)
+		cp.BeforeConsensus = binding.beforeConsensus
+	}
 
 	rs, err := roleserve.New(roleserve.Config{
 		Node:         roleserve.NodeInfo{ExternalAddress: n.cfg.Address, Version: Version, BootID: n.bootID, DataSealing: n.cfg.DataSealing},
@@ -326,6 +373,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if err := supervisor.Run(ctx, "roleserve", rs.Run); err != nil {
 		return err
+	}
+	if binding != nil {
+		if err := supervisor.Run(ctx, "databinding", binding.run); err != nil {
+			return err
+		}
 	}
 	if err := supervisor.Run(ctx, "nodeapicert", apiCert.run); err != nil {
 		return err

@@ -19,7 +19,9 @@
 // find a curator from its saved directory. When either is damaged, the
 // agent rebuilds it (from the consensus data, from the parameters).
 // RecoverConsensus makes a surviving consensus member the single member of
-// a cluster that lost its quorum (recovery.go).
+// a cluster that lost its quorum (recovery.go); Restore makes a new node on
+// fresh storage the single consensus member of a cluster restored from a
+// backup or snapshot (restore.go).
 //
 // The path a node takes from boot to a running role server is drawn in
 // docs/architecture.md ("Three paths to follow").

@@ -174,8 +174,8 @@ func TestCLI(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(r.ok("node", "describe", first.NodeID, "-o", "json")), &described); err != nil || described.Id != first.NodeID {
 		t.Fatalf("node describe -o json: %v, %v", err, described.Id)
 	}
-	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.Addr.String()) || !strings.Contains(out, "Data sealing:") || !strings.Contains(out, "software (protects nothing") {
-		t.Errorf("node describe does not show the address, or the process node's sealing as software:\n%s", out)
+	if out := r.ok("node", "describe", first.NodeID); !strings.Contains(out, c.first.Addr.String()) || !strings.Contains(out, "Data sealing:") || !strings.Contains(out, "software (protects nothing") || !regexp.MustCompile(`(?m)^Data disk bound: +no$`).MatchString(out) {
+		t.Errorf("node describe does not show the address, or the process node's sealing as software and not bound:\n%s", out)
 	}
 
 	// Labels: set two, remove one.

@@ -191,6 +191,7 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	row("Version", dash(st.GetVersion()))
 	row("Boot ID", dash(st.GetBootId()))
 	row("Data sealing", sealingName(st.GetDataSealing()))
+	row("Data disk bound", clusterBoundName(st))
 	if st.GetRunningCurator() != nil {
 		row("Curator port", fmt.Sprint(st.GetRunningCurator().GetPort()))
 	}

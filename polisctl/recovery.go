@@ -17,8 +17,11 @@ func writeRecovery(w io.Writer, r *cpb.ClusterRecovery) error {
 		return nil
 	}
 	from := r.From
-	if from == "member-data" {
+	switch from {
+	case "member-data":
 		from = "the consensus data of " + r.NodeId
+	case "backup":
+		from = "a backup restored onto " + r.NodeId
 	}
 	fmt.Fprintf(w, "Recovered at:             %s, from %s\n", r.RecoveredAt.AsTime().UTC().Format(time.RFC3339), from)
 	lost := "none"

@@ -22,3 +22,15 @@ func sealingName(s cpb.DataSealing) string {
 	}
 	return fmt.Sprintf("unknown (%d)", int32(s))
 }
+
+// clusterBoundName says whether a node's data disk is bound to the
+// cluster, for node describe.
+func clusterBoundName(st *cpb.NodeStatus) string {
+	switch {
+	case st.GetDataClusterBound():
+		return "yes (its key needs the cluster's part: the disk stays locked once the node is deleted)"
+	case st.GetDataSealing() == cpb.DataSealing_DATA_SEALING_TPM:
+		return "no (the machine's TPM alone unlocks it: a consensus member's, or not bound yet)"
+	}
+	return "no"
+}

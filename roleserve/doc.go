@@ -49,33 +49,35 @@
 //	                                                        kube.proxy.status, kubernetesWorker
 //	membership        credentials, directory, localCurator  membership
 //	rolefetch         membership                            localLabels, localRoles
-//	statuspush        consensusSnapshots, kubernetes,       nothing
+//	statuspush        consensusSnapshots,                   nothing
+//	                  dataClusterBound, kubernetes,
 //	                  kubernetesWorker, localCurator,
 //	                  membership
 //
-//	value                     written by         read by
-//	clusternet.status         kubernetesworker   nothing
-//	consensus.status          controlplane       kubernetes
-//	consensusSnapshots        controlplane       statuspush
-//	credentials               enrolment (node/)  membership
-//	curator.status            controlplane       nothing
-//	directory                 clusterdirectory   membership
-//	kube.controlplane.status  kubernetes         nothing
-//	kube.dns.status           kubernetesworker   nothing
-//	kube.kubelet.status       kubernetesworker   nothing
-//	kube.proxy.status         kubernetesworker   nothing
-//	kubernetes                kubernetes         statuspush
-//	kubernetesWorker          kubernetesworker   statuspush
-//	localControlPlane         controlplane       kubernetes
-//	localCurator              controlplane       membership, statuspush
-//	localLabels               rolefetch          kubernetesworker
-//	localPodRange             clusternet         kubernetesworker
-//	localRoles                rolefetch          controlplane, kubernetes,
-//	                                             kubernetesworker
-//	membership                membership         clusterdirectory, clusternet,
-//	                                             heartbeat, kubernetesworker,
-//	                                             rolefetch, statuspush
-//	networkPeers              clusternet         kubernetesworker
+//	value                     written by           read by
+//	clusternet.status         kubernetesworker     nothing
+//	consensus.status          controlplane         kubernetes
+//	consensusSnapshots        controlplane         statuspush
+//	credentials               enrolment (node/)    membership
+//	curator.status            controlplane         nothing
+//	dataClusterBound          databinding (node/)  statuspush
+//	directory                 clusterdirectory     membership
+//	kube.controlplane.status  kubernetes           nothing
+//	kube.dns.status           kubernetesworker     nothing
+//	kube.kubelet.status       kubernetesworker     nothing
+//	kube.proxy.status         kubernetesworker     nothing
+//	kubernetes                kubernetes           statuspush
+//	kubernetesWorker          kubernetesworker     statuspush
+//	localControlPlane         controlplane         kubernetes
+//	localCurator              controlplane         membership, statuspush
+//	localLabels               rolefetch            kubernetesworker
+//	localPodRange             clusternet           kubernetesworker
+//	localRoles                rolefetch            controlplane, kubernetes,
+//	                                               kubernetesworker
+//	membership                membership           clusterdirectory, clusternet,
+//	                                               heartbeat, kubernetesworker,
+//	                                               rolefetch, statuspush
+//	networkPeers              clusternet           kubernetesworker
 //
 // Besides values, workers call the curator through the membership's
 // connection: heartbeat (Heartbeat, at any curator) and statuspush

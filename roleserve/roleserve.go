@@ -102,8 +102,8 @@ type worker interface {
 }
 
 // externalValues are written outside the role server, by whom: credentials
-// by enrolment (node/).
-var externalValues = map[string]string{"credentials": "enrolment (node/)"}
+// by enrolment, dataClusterBound by the data disk's binding (node/).
+var externalValues = map[string]string{"credentials": "enrolment (node/)", "dataClusterBound": "databinding (node/)"}
 
 // New builds every worker over v. Building them declares the whole graph
 // (see Graph), so Graph is complete, and checked, as soon as New returns.

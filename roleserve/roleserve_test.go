@@ -40,7 +40,7 @@ kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.c
 kubernetesworker: reads localLabels, localPodRange, localRoles, membership, networkPeers; writes clusternet.status, kube.dns.status, kube.kubelet.status, kube.proxy.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localLabels, localRoles
-statuspush: reads consensusSnapshots, kubernetes, kubernetesWorker, localCurator, membership; writes nothing
+statuspush: reads consensusSnapshots, dataClusterBound, kubernetes, kubernetesWorker, localCurator, membership; writes nothing
 `
 	if got := rs.Graph().String(); got != want {
 		t.Errorf("graph:\n%s\nwant:\n%s", got, want)

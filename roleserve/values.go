@@ -22,7 +22,8 @@ import (
 )
 
 // Values are the role server's state. Each is written by exactly one worker
-// (or, for Credentials, by enrolment, outside the role server) and read by
+// (or, for Credentials and DataClusterBound, by the node agent, outside
+// the role server) and read by
 // the workers that declared it; see Graph.
 type Values struct {
 	// Credentials are the node's identity in its cluster, set by enrolment
@@ -64,6 +65,11 @@ type Values struct {
 	// reaches, by node ID (curator WatchNetworkPeers). Unset until the
 	// curator has been asked.
 	NetworkPeers memory.Value[[]clusternet.Peer]
+	// DataClusterBound says whether the node's data disk is bound to its
+	// cluster (docs/threat-model.md, "Data at rest"), as the node reports
+	// it: written outside the role server, by the node agent, which binds
+	// the disk; false until it says otherwise.
+	DataClusterBound memory.Value[bool]
 }
 
 // NewValues returns the role server's values, named for logs and the graph.
@@ -82,6 +88,8 @@ func NewValues() *Values {
 	v.LocalPodRange.Name = "localPodRange"
 	v.LocalPodRange.Equal = func(a, b netip.Prefix) bool { return a == b }
 	v.NetworkPeers.Name = "networkPeers"
+	v.DataClusterBound.Name = "dataClusterBound"
+	v.DataClusterBound.Set(false)
 	v.NetworkPeers.Equal = func(a, b []clusternet.Peer) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
 	v.ConsensusSnapshots.Equal = func(a, b []*cpb.ConsensusSnapshot) bool {
 		return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *cpb.ConsensusSnapshot) bool { return proto.Equal(x, y) })

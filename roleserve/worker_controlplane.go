@@ -57,6 +57,12 @@ type ControlPlaneConfig struct {
 	// RaftHeartbeat and ElectionTimeout are the consensus member's raft
 	// timings (consensus.Config); zero means etcd's defaults.
 	RaftHeartbeat, ElectionTimeout time.Duration
+	// BeforeConsensus, if set, is called before each start of the
+	// consensus member, which starts only if it succeeds; release is
+	// called once the member and the curator have stopped. The node
+	// agent unbinds its data disk from the cluster there: a member's
+	// disk must unlock at a cold start, before any curator runs.
+	BeforeConsensus func(ctx context.Context) (release func(), err error)
 }
 
 func (c *ControlPlaneConfig) consensusPort() uint16 {
@@ -163,6 +169,15 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 		w.discardData = false
 	}
 
+	if w.cfg.BeforeConsensus != nil {
+		release, err := w.cfg.BeforeConsensus(ctx)
+		if err != nil {
+			return err
+		}
+		// Cleanups run once the run's children (the member, the
+		// curator) have stopped.
+		supervisor.Cleanup(ctx, release)
+	}
 	nodeID := identity.NodeID(w.cfg.NodeKey.Public().(ed25519.PublicKey))
 	cons, err := consensus.New(consensus.Config{
 		Name:        nodeID,

@@ -17,8 +17,9 @@ import (
 // workerStatusPush reports this node's status to the curator whenever it
 // changes: its address, version and boot, the curator it runs, which is
 // how the other nodes find that curator (see workerClusterDirectory), and
-// what it runs of Kubernetes and the consensus snapshots it keeps (what
-// polisctl node describe shows).
+// what it runs of Kubernetes, the consensus snapshots it keeps and
+// whether its data disk is bound to the cluster (what polisctl node
+// describe shows).
 type workerStatusPush struct {
 	*Worker
 	membership   event.ValueWatch[*ClusterMembership]       // reads
@@ -26,6 +27,7 @@ type workerStatusPush struct {
 	kubernetes   event.ValueWatch[*KubernetesStatus]        // reads
 	kubeWorker   event.ValueWatch[*KubernetesWorkerStatus]  // reads
 	snapshots    event.ValueWatch[[]*cpb.ConsensusSnapshot] // reads
+	dataBound    event.ValueWatch[bool]                     // reads
 
 	node NodeInfo
 	// consensusPort is where a consensus member on this node listens for
@@ -43,6 +45,7 @@ func newWorkerStatusPush(g *Graph, v *Values, node NodeInfo, consensusPort uint1
 		kubernetes:    Reads[*KubernetesStatus](h, &v.Kubernetes),
 		kubeWorker:    Reads[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
 		snapshots:     Reads[[]*cpb.ConsensusSnapshot](h, &v.ConsensusSnapshots),
+		dataBound:     Reads[bool](h, &v.DataClusterBound),
 		node:          node,
 		consensusPort: consensusPort,
 	}
@@ -62,6 +65,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 	kube := Input(in, w.kubernetes, nil)
 	kubeWorker := Input(in, w.kubeWorker, nil)
 	snapshots := Input(in, w.snapshots, nil)
+	dataBound := Input(in, w.dataBound, nil)
 
 	// sent is what this run reported; a restart reports again, since a
 	// failed call may or may not have reached the curator.
@@ -73,6 +77,7 @@ func (w *workerStatusPush) run(ctx context.Context) error {
 		}
 		status := w.status(local.Latest(), kube.Latest(), kubeWorker.Latest())
 		status.ConsensusSnapshots = snapshots.Latest()
+		status.DataClusterBound = dataBound.Latest()
 		// A new membership may be another cluster's view of this node
 		// (new credentials), so it is told even an unchanged status.
 		if proto.Equal(status, sent) && !m.Changed() {

@@ -8,6 +8,7 @@
 // (--keep keeps it).
 //
 //	go run ./cmd/polis-launch [--vm | --kubernetes] [--nodes 3] [--dir DIR --keep] [--config DIR]
+//	go run ./cmd/polis-launch --restore-backup FILE --config DIR [--dir DIR --keep]
 //
 // The work is done by package launch; this is its command line.
 package main
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return nil
 	})
 	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+")")
+	fs.StringVar(&o.RestoreBackup, "restore-backup", "", "restore a cluster from this backup (polisctl cluster backup) instead of bootstrapping one: the first node becomes its single consensus member, the others join it; --config must be the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup). Process nodes only")
 	capture := fs.String("capture", "", "with --vm: write every frame that crosses the cluster switch to this file, as pcap (for tcpdump or Wireshark; mode 0600, since it holds whatever the nodes send in clear)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		// address range would otherwise look for the nodes there.
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
+		}
+		if set["restore-backup"] {
+			return errors.New("--restore-backup is for process nodes only for now: restore onto a process node (polis-launch --restore-backup without --vm)")
 		}
 		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture} // addresses from its network
 	} else {

@@ -24,6 +24,7 @@ func TestFlagsOfTheOtherMode(t *testing.T) {
 	}{
 		{[]string{"--vm", "--first-address", "127.80.0.1"}, "--first-address is for process nodes"},
 		{[]string{"--accel", "kvm"}, "--accel is for --vm only"},
+		{[]string{"--vm", "--restore-backup", "b"}, "--restore-backup is for process nodes only"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(ctx, c.args, &out, &errOut)

@@ -32,9 +32,18 @@ var dataSealing = map[string]cpb.DataSealing{
 // pid1 halts the machine. It never returns normally: PID 1 must not exit.
 func runAsInit() {
 	console := func(format string, args ...any) { fmt.Fprintf(os.Stdout, format+"\n", args...) }
-	m, err := pid1.Boot(console)
+	// A data disk bound to its cluster needs its cluster part before it
+	// unlocks: the agent's code asks the curators, from what the ESP holds.
+	m, err := pid1.Boot(console, pid1.BootOptions{ClusterPart: node.FetchClusterPart})
 	if err != nil {
 		pid1.Fatal(console, err)
+	}
+	if m.DiskBench != "" {
+		// Measuring the data disk (docs/benchmarks.md), not a node.
+		if err := runDiskBench(console, m); err != nil {
+			pid1.Fatal(console, err)
+		}
+		m.Halt(pid1.PowerOff)
 	}
 	// The same flags a development node gets, so the defaults (ports,
 	// lease, heartbeat) are the same, and those the kernel command line
@@ -56,6 +65,9 @@ func runAsInit() {
 		o.cfg.Sealer = s
 	}
 	o.cfg.DataSealing = dataSealing[m.DataSealing]
+	if d := m.DataDisk(); d != nil {
+		o.cfg.DataDisk = d
+	}
 	ring := logring.New(logring.Config{})
 	o.cfg.LogRing = ring
 	o.cfg.Power = func(a nodeapi.PowerAction) {

@@ -9,6 +9,11 @@
 // or register; see api/proto/polis/node/v1/node.proto); once it has joined,
 // its storage is enough to rejoin, and --parameters is ignored.
 //
+// After a cluster lost the quorum of its consensus members, one command
+// brings it back: on a survivor, polis-node --recover-single-member over
+// its storage; on a new machine, polis-node --storage NEWDIR --address IP
+// --restore-backup FILE --owner-key KEY (or --restore-snapshot FILE).
+//
 // Logs are structured (zap); every line names the runnable that wrote it
 // (root.roleserve.heartbeat, ...). The same lines are kept in memory, a
 // ring per runnable (logring), for the node API (polisctl node logs).
@@ -21,6 +26,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +45,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/polis-os/polis/consensus"
+	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/nodeapi"
@@ -93,6 +101,8 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		level                   = zapcore.InfoLevel
 		leaseTTL, heartbeatIntv time.Duration
 		raftHeartbeat, election time.Duration
+		restore                 node.RestoreSource
+		ownerKey                string
 	)
 	fs.StringVar(&o.cfg.StorageRoot, "storage", "", "the node's storage directory (required)")
 	fs.StringVar(&address, "address", "", "the IP address to listen on and advertise to other nodes (required)")
@@ -106,6 +116,9 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.DurationVar(&raftHeartbeat, "consensus-heartbeat", 0, "the consensus member's raft heartbeat (0: etcd's 100ms); every member of a cluster should have the same; raise it with --consensus-election-timeout on slow or emulated machines")
 	fs.DurationVar(&election, "consensus-election-timeout", 0, "how long a consensus member waits for its leader before it starts an election (0: etcd's 1s); at least five heartbeats")
 	fs.BoolVar(&o.cfg.RecoverConsensus, "recover-single-member", false, "the cluster lost the quorum of its consensus members for good and this node is a survivor: restart its consensus member as the single member of the cluster, keeping all data (refused while another member answers); then add new consensus members as usual")
+	fs.StringVar(&restore.Backup, "restore-backup", "", "a backup file (polisctl cluster backup): on fresh --storage, start the node as the single consensus member of the cluster restored from it, decrypted with --owner-key; then add consensus members as usual")
+	fs.StringVar(&ownerKey, "owner-key", "", "with --restore-backup: the owner's ed25519 private key the backup was encrypted to (PKCS#8, DER or PEM: key.der in polisctl's configuration directory); read, never stored")
+	fs.StringVar(&restore.Snapshot, "restore-snapshot", "", "like --restore-backup, from one of a consensus member's automatic snapshots (its storage's data/consensus-snapshots/)")
 	fs.StringVar(&o.cfg.KubernetesBundle, "kubernetes-bundle", "", "the absolute path of the Kubernetes bundle (polis-kube, built by polis-kube-build); without it the node runs no Kubernetes, and says so while it holds KubernetesController")
 	fs.StringVar(&o.cfg.KubernetesRuntime, "kubernetes-runtime", "", "the root of the tree holding the container runtime (bin/, cni/bin/, images/pause.tar, as the system disk at /system); without it the node runs no kubelet, and says so while it holds KubernetesWorker")
 	fs.Func("kubernetes-registry", "HOST=URL: containerd pulls images of registry HOST (as in image references) from URL (http or https); repeatable", func(v string) error {
@@ -152,6 +165,26 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		}
 		*p.dst = uint16(p.v)
 	}
+	switch {
+	case restore.Backup != "" && restore.Snapshot != "":
+		return nil, errors.New("--restore-backup and --restore-snapshot: give one")
+	case restore.Backup != "" && ownerKey == "":
+		return nil, errors.New("--restore-backup needs --owner-key, the owner key the backup was encrypted to")
+	case restore.Backup == "" && ownerKey != "":
+		return nil, errors.New("--owner-key is for --restore-backup")
+	case (restore.Backup != "" || restore.Snapshot != "") && o.cfg.RecoverConsensus:
+		return nil, errors.New("--recover-single-member recovers on the node's own data, --restore-backup and --restore-snapshot onto fresh storage: give one")
+	}
+	if ownerKey != "" {
+		key, err := readOwnerKey(ownerKey)
+		if err != nil {
+			return nil, fmt.Errorf("--owner-key: %w", err)
+		}
+		restore.OwnerKey = key
+	}
+	if restore.Backup != "" || restore.Snapshot != "" {
+		o.cfg.Restore = &restore
+	}
 	if leaseTTL < 0 || heartbeatIntv < 0 {
 		return nil, errors.New("--lease-ttl and --heartbeat-interval must not be negative")
 	}
@@ -171,6 +204,26 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	}
 	o.level = level
 	return &o, nil
+}
+
+// readOwnerKey reads an ed25519 private key in PKCS#8, DER (polisctl's
+// key.der) or PEM.
+func readOwnerKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if blk, _ := pem.Decode(b); blk != nil {
+		if blk.Type != "PRIVATE KEY" {
+			return nil, fmt.Errorf("%s is a PEM %q block; want \"PRIVATE KEY\" (PKCS#8)", path, blk.Type)
+		}
+		b = blk.Bytes
+	}
+	key, err := identity.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; want an ed25519 private key in PKCS#8 (DER or PEM)", path, err)
+	}
+	return key, nil
 }
 
 // newLogger writes to out, and to ring if it is not nil; the logger's name
@@ -249,6 +302,9 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	// Before the supervisor, which would retry a refusal for ever: a
 	// recovery that is refused ends here, with the reason.
 	if err := n.PrepareRecovery(ctx, base.Named("root")); err != nil {
+		return err
+	}
+	if err := n.PrepareRestore(ctx, base.Named("root")); err != nil {
 		return err
 	}
 	s := supervisor.New(ctx, n.Run, supervisor.WithLogger(base))

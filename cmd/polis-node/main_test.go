@@ -39,6 +39,12 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-election-timeout", "300ms"}, wantErr: "less than five heartbeats of 100ms"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "-1s"}, wantErr: "must not be negative"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "150500us", "--consensus-election-timeout", "5s"}, wantErr: "whole milliseconds"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b"}, wantErr: "--restore-backup needs --owner-key"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--owner-key", "k"}, wantErr: "--owner-key is for --restore-backup"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b", "--restore-snapshot", "s"}, wantErr: "give one"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-snapshot", "s", "--recover-single-member"}, wantErr: "--recover-single-member recovers on the node's own data"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b", "--owner-key", "/nonexistent/key.der"}, wantErr: "--owner-key: open /nonexistent/key.der"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-snapshot", "s"}},
 	} {
 		o, err := parseFlags(tc.args, io.Discard)
 		if tc.wantErr == "" {

@@ -37,6 +37,11 @@ type Crypt struct {
 	Offset uint64
 	// Key is the CryptKeySize-byte key.
 	Key []byte
+	// Options are dm-crypt's optional table parameters, such as
+	// "no_read_workqueue" and "no_write_workqueue" (Linux 5.9: encrypt
+	// and decrypt in the caller's context instead of dm-crypt's
+	// workqueues); none by default. Each is one word.
+	Options []string
 }
 
 // Available says whether this kernel has the device-mapper, and why not
@@ -61,6 +66,11 @@ func Available() error {
 func CreateCrypt(c Crypt) (string, error) {
 	if err := checkName(c.Name); err != nil {
 		return "", err
+	}
+	for _, o := range c.Options {
+		if o == "" || strings.ContainsAny(o, " \t\n\x00") {
+			return "", fmt.Errorf("devmapper: %s: the option %q is not one word", c.Name, o)
+		}
 	}
 	if len(c.Key) != CryptKeySize {
 		return "", fmt.Errorf("devmapper: %s: the key is %d bytes, %s needs %d", c.Name, len(c.Key), CryptCipher, CryptKeySize)
@@ -100,6 +110,9 @@ func CreateCrypt(c Crypt) (string, error) {
 	hexKey := make([]byte, hex.EncodedLen(len(c.Key)))
 	hex.Encode(hexKey, c.Key)
 	params := fmt.Appendf(nil, "%s %s 0 %d:%d %d", CryptCipher, hexKey, unix.Major(st.Rdev), unix.Minor(st.Rdev), c.Offset)
+	if len(c.Options) > 0 {
+		params = fmt.Appendf(params, " %d %s", len(c.Options), strings.Join(c.Options, " "))
+	}
 	clear(hexKey)
 	err = ctl.loadTable(c.Name, "crypt", size-c.Offset, params)
 	clear(params)

@@ -42,6 +42,8 @@ func TestCreateCryptRefusesBadInput(t *testing.T) {
 	for _, c := range []Crypt{
 		{Name: "", Device: "/dev/null", Key: make([]byte, CryptKeySize)},
 		{Name: "x", Device: "/dev/null", Key: make([]byte, 32)},
+		{Name: "x", Device: "/dev/null", Key: make([]byte, CryptKeySize), Options: []string{"no_read_workqueue 1 allow_discards"}},
+		{Name: "x", Device: "/dev/null", Key: make([]byte, CryptKeySize), Options: []string{""}},
 	} {
 		if _, err := CreateCrypt(c); err == nil {
 			t.Errorf("CreateCrypt(%q, key of %d bytes) succeeded", c.Name, len(c.Key))

@@ -82,6 +82,13 @@ type Config struct {
 	NoTPM bool
 	// SWTPM is the swtpm binary; default swtpm from PATH.
 	SWTPM string
+	// DiskBench, if set, boots the machine to measure its data disk
+	// (pid1.DiskBenchParameter, one of its modes) instead of running
+	// the agent; it powers off when done. For BenchmarkDataDisk.
+	DiskBench string
+	// DiskBenchStart, with DiskBench, is when the benchmark starts
+	// measuring (pid1.DiskBenchStartParameter); zero: at once.
+	DiskBenchStart time.Time
 }
 
 // Machine is one boot of a node machine: Start makes it, and it ends when
@@ -229,6 +236,12 @@ func (c *Config) kernelCommandLine() []string {
 	for _, f := range c.AgentFlags {
 		l = append(l, pid1.ParameterPrefix+f)
 	}
+	if c.DiskBench != "" {
+		l = append(l, pid1.DiskBenchParameter+"="+c.DiskBench)
+		if !c.DiskBenchStart.IsZero() {
+			l = append(l, fmt.Sprintf("%s=%d", pid1.DiskBenchStartParameter, c.DiskBenchStart.Unix()))
+		}
+	}
 	return l
 }
 
@@ -334,6 +347,13 @@ func (m *Machine) WaitConsole(ctx context.Context, substr string) (string, error
 		return "", fmt.Errorf("vm %s: %w; the console's last lines:\n%s", m.cfg.Name, err, m.console.tail(20))
 	}
 	return l, nil
+}
+
+// FatalLine returns this boot's last console line in which PID 1 said it
+// is rebooting because it could not prepare the machine or start the
+// agent (pid1.FatalMessage): after a reboot nobody asked for, the reason.
+func (m *Machine) FatalLine() (string, bool) {
+	return m.console.last(pid1.FatalMessage)
 }
 
 // PowerOff presses the machine's power button (ACPI, through QMP) and

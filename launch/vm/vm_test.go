@@ -26,7 +26,7 @@ import (
 
 // needQEMU returns qemu's path, or skips the test where qemu is missing;
 // in CI (CI=true), where scripts/test installs it, a missing qemu fails.
-func needQEMU(t *testing.T) string {
+func needQEMU(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -39,7 +39,7 @@ func needQEMU(t *testing.T) string {
 }
 
 // testLog sends progress lines to t.Log.
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (l testLog) Write(b []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(b), "\n"))
@@ -48,7 +48,7 @@ func (l testLog) Write(b []byte) (int, error) {
 
 // buildImage builds the node image from this repository into the user's
 // cache, so that test runs after the first reuse it.
-func buildImage(ctx context.Context, t *testing.T) *image.Image {
+func buildImage(ctx context.Context, t testing.TB) *image.Image {
 	t.Helper()
 	start := time.Now()
 	img, err := image.Build(ctx, image.Config{SourceDir: "../..", Progress: testLog{t}})
@@ -118,7 +118,7 @@ func checkPrepared(t *testing.T, line string, img *image.Image, system bool) {
 
 // shortTempDir is a temporary directory with a path short enough for the
 // unix sockets inside it.
-func shortTempDir(t *testing.T) string {
+func shortTempDir(t testing.TB) string {
 	d, err := os.MkdirTemp("", "polis-vm-")
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func checkDataDiskEncrypted(t *testing.T, path string) {
 	if _, err := io.ReadFull(f, head); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := diskseal.Decode(head); err != nil {
+	if _, err := diskseal.Read(head); err != nil {
 		t.Errorf("the data disk's header: %v", err)
 	}
 	if sb := diskseal.DataOffset + 1080; head[sb] == 0x53 && head[sb+1] == 0xEF {

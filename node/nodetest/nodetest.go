@@ -93,6 +93,12 @@ type Node struct {
 	// before Start to recover a cluster that lost its quorum on this
 	// node.
 	RecoverConsensus bool
+	// DataDisk is passed to the agent (node.Config): the data disk it
+	// binds to its cluster. Set it before Start.
+	DataDisk node.DataDisk
+	// Restore is passed to the agent (node.Config): set it before Start
+	// to restore a cluster from a backup onto the node's fresh storage.
+	Restore *node.RestoreSource
 
 	stop func()
 }
@@ -142,6 +148,8 @@ func (n *Node) Start(t testing.TB) {
 		KubernetesBundle:        n.KubernetesBundle,
 		KubernetesAPIServerPort: n.KubernetesAPIServerPort,
 		RecoverConsensus:        n.RecoverConsensus,
+		DataDisk:                n.DataDisk,
+		Restore:                 n.Restore,
 		Power: func(a nodeapi.PowerAction) {
 			select {
 			case n.PowerRequests <- a:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,14 +25,22 @@ type Machine struct {
 	// System says whether the machine has a system disk, mounted
 	// read-only at SystemRoot: the agent then runs Kubernetes from it.
 	System bool
+	// DiskBench is the mode of DiskBenchParameter, "" without it: the
+	// agent then measures the data disk instead of running.
+	DiskBench string
+	// DiskBenchStart is when the benchmark starts measuring
+	// (DiskBenchStartParameter); zero: at once.
+	DiskBenchStart time.Time
 	// DataSealing says how the data disk's key is sealed: "tpm",
 	// "software" (protects nothing against a copy of the disk), or
 	// DataSealingNone for a plain disk from before sealing.
 	DataSealing string
 
 	logf     func(format string, args ...any)
+	opts     BootOptions
 	mounts   []string                // mounted storage, in mount order
 	mapped   bool                    // the data disk's dm-crypt mapping exists
+	data     *DataDisk               // nil for a plain data disk
 	tpm      *localstorage.TPMSealer // nil without a TPM
 	requests chan Action
 }
@@ -57,12 +66,12 @@ func (a Action) String() string {
 // steps). logf prints to the console. On the initramfs' rootfs it does
 // not return: it moves to a tmpfs root and executes /init again, and the
 // second run, on the new root, prepares the machine.
-func Boot(logf func(format string, args ...any)) (*Machine, error) {
+func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, error) {
 	start := time.Now()
 	step := func(format string, args ...any) {
 		logf("polis: [%6.2fs] "+format, append([]any{time.Since(start).Seconds()}, args...)...)
 	}
-	m := &Machine{StorageRoot: StorageRoot, logf: logf, requests: make(chan Action, 1)}
+	m := &Machine{StorageRoot: StorageRoot, logf: logf, opts: opts, requests: make(chan Action, 1)}
 	if _, err := switchRootIfNeeded(logf); err != nil {
 		return nil, err
 	}
@@ -78,6 +87,7 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	step("loaded %d kernel modules", n)
+	m.prepareTPM()
 	if err := setSysctls(sysctls); err != nil {
 		return nil, err
 	}
@@ -97,6 +107,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	if m.Address, m.AgentArgs, err = parseCommandLine(string(cmdline)); err != nil {
 		return nil, err
 	}
+	if m.DiskBench, m.DiskBenchStart, err = diskBenchMode(string(cmdline)); err != nil {
+		return nil, err
+	}
 	step("kernel command line: address %v, agent flags %q", m.Address, m.AgentArgs)
 	if err := setHostname(m.Address.Addr()); err != nil {
 		return nil, err
@@ -107,6 +120,9 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 	}
 	step("network: lo and %s up, %v", nic, m.Address)
 	go reapOrphans()
+	// Before the disks: a data disk bound to its cluster may wait for a
+	// curator, and the power button must work meanwhile.
+	go m.watchPowerButton()
 	disks, err := waitForDisks()
 	if err != nil {
 		return nil, err
@@ -122,7 +138,6 @@ func Boot(logf func(format string, args ...any)) (*Machine, error) {
 		return nil, err
 	}
 	m.System = sysDev != ""
-	go m.watchPowerButton()
 	// What the summary says is read back from the kernel's mount table,
 	// not assumed from the calls above.
 	root, system, err := checkMounts(sysDev, sysID)
@@ -189,6 +204,9 @@ func parseCommandLine(cmdline string) (netip.Prefix, []string, error) {
 		if !ok {
 			continue
 		}
+		if k == DiskBenchParameter || k == DiskBenchStartParameter {
+			continue // diskBenchMode's
+		}
 		if k == AddressParameter {
 			p, err := netip.ParsePrefix(v)
 			if err != nil || !p.Addr().Is4() && !p.Addr().Is6() || p.Addr().IsUnspecified() {
@@ -217,3 +235,24 @@ func (m *Machine) Requests() <-chan Action { return m.requests }
 
 // ephemeralDir is the tmpfs for localstorage's ephemeral part.
 func (m *Machine) ephemeralDir() string { return filepath.Join(m.StorageRoot, "ephemeral") }
+
+// diskBenchMode is the value of DiskBenchParameter on the command line, ""
+// without it, and of DiskBenchStartParameter.
+func diskBenchMode(cmdline string) (mode string, start time.Time, err error) {
+	for f := range strings.FieldsSeq(cmdline) {
+		if v, ok := strings.CutPrefix(f, DiskBenchParameter+"="); ok {
+			if v != DiskBenchDefault && v != DiskBenchNoWorkqueue && v != DiskBenchZeroedJournal {
+				return "", time.Time{}, fmt.Errorf("kernel command line: %s=%q: want %s, %s or %s", DiskBenchParameter, v, DiskBenchDefault, DiskBenchNoWorkqueue, DiskBenchZeroedJournal)
+			}
+			mode = v
+		}
+		if v, ok := strings.CutPrefix(f, DiskBenchStartParameter+"="); ok {
+			sec, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return "", time.Time{}, fmt.Errorf("kernel command line: %s=%q: want seconds since 1970", DiskBenchStartParameter, v)
+			}
+			start = time.Unix(sec, 0)
+		}
+	}
+	return mode, start, nil
+}

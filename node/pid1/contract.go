@@ -4,6 +4,11 @@ package pid1
 // image builder (launch/image) writes these paths, the launcher names the
 // disks and the command line, PID 1 reads them.
 const (
+	// FatalMessage starts the console line PID 1 prints before it reboots
+	// a machine it could not prepare, or whose agent could not start
+	// (Fatal): the launcher names it when such a VM reboots.
+	FatalMessage = "polis: FATAL"
+
 	// InitPath is where the kernel runs the agent from.
 	InitPath = "/init"
 	// ModulesDir holds the kernel modules the image carries.
@@ -67,6 +72,20 @@ const (
 	// ParameterPrefix starts every kernel command-line parameter PID 1
 	// reads: polis.address, and polis.FLAG=VALUE for each of AgentFlags.
 	ParameterPrefix = "polis."
+	// DiskBenchParameter (polis.diskbench=MODE) makes the machine measure
+	// its data disk instead of running the agent, and power off: for
+	// docs/benchmarks.md only (launch/vm's BenchmarkDataDisk). MODE is
+	// DiskBenchDefault; DiskBenchNoWorkqueue to map an encrypted data
+	// disk with dm-crypt's no_read_workqueue and no_write_workqueue;
+	// DiskBenchZeroedJournal to format a blank one with its journal
+	// zeroed, as before lazyjournal.go.
+	DiskBenchParameter = ParameterPrefix + "diskbench"
+	// DiskBenchStartParameter (polis.diskbench-start=UNIX-SECONDS) makes
+	// the benchmark wait until then before it measures, so that machines
+	// booted together measure together, whatever their boots took.
+	DiskBenchStartParameter = ParameterPrefix + "diskbench-start"
+	// DiskBenchMessage starts the line with the figures.
+	DiskBenchMessage = "polis: diskbench:"
 
 	// StorageRoot is the node's storage root (localstorage), with the ESP
 	// mounted at esp/, the data disk at data/ and a tmpfs at ephemeral/.
@@ -84,6 +103,11 @@ const (
 	// HaltMessage starts the last line PID 1 prints before power-off or
 	// reboot.
 	HaltMessage = "polis: halting"
+	// DiskBenchDefault and DiskBenchNoWorkqueue are the modes of
+	// DiskBenchParameter.
+	DiskBenchDefault       = "default"
+	DiskBenchNoWorkqueue   = "no-workqueue"
+	DiskBenchZeroedJournal = "zeroed-journal"
 	// RebootMessage starts the halt line of a reboot (the launcher boots
 	// the machine again: qemu runs with -no-reboot).
 	RebootMessage = HaltMessage + ": reboot"

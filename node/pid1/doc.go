@@ -48,11 +48,18 @@
 //     and a tmpfs for ephemeral/. The data disk is encrypted
 //     (datadisk_linux.go): a node/diskseal header at its start, the rest
 //     mapped through dm-crypt (internal/devmapper, aes-xts-plain64) as
-//     DataMapping and formatted as ext4 inside the mapping, the key's
-//     local part sealed by the machine's TPM (TPMDevice), or in software
-//     on a machine without one (Machine.DataSealing); a disk with a
-//     header is unlocked, never formatted once ready, and a damaged
-//     header stops the boot with the disk untouched. A plain ext4 data
+//     DataMapping and formatted as ext4 inside the mapping (its journal
+//     not zeroed: lazyjournal.go), the key wrapped under a local part
+//     sealed by the machine's TPM (TPMDevice), or in software on a
+//     machine without one (Machine.DataSealing); a disk with a header
+//     is unlocked, never formatted once ready, and a damaged header
+//     stops the boot with the disk untouched. A disk bound to its
+//     cluster also needs its cluster part: PID 1 asks the curators
+//     (BootOptions.ClusterPart, the agent's code, from what the ESP
+//     holds) until one hands it, and says on the console while none
+//     answers or the cluster refuses the node; the power button works
+//     meanwhile (its watcher starts before the disks). The agent binds
+//     and unbinds the disk later (Machine.DataDisk). A plain ext4 data
 //     disk from before sealing is mounted as it is (DataSealingNone).
 //     The agent seals its configuration with the same TPM
 //     (Machine.Sealer). A

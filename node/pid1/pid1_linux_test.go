@@ -38,6 +38,24 @@ func TestParseCommandLine(t *testing.T) {
 			t.Errorf("parseCommandLine(%q): %v, want an error naming %s", tc.cmdline, err, tc.want)
 		}
 	}
+	// The disk benchmark's parameter is not the agent's.
+	const bench = "polis.address=10.77.0.2/24 polis.diskbench=no-workqueue polis.diskbench-start=1800000000"
+	if _, args, err := parseCommandLine(bench); err != nil || len(args) != 0 {
+		t.Errorf("parseCommandLine(%q) = %q, %v", bench, args, err)
+	}
+	for cmdline, want := range map[string]string{"polis.diskbench=no-workqueue": DiskBenchNoWorkqueue, "polis.diskbench=default": DiskBenchDefault, "quiet": ""} {
+		if got, start, err := diskBenchMode(cmdline); err != nil || got != want || !start.IsZero() {
+			t.Errorf("diskBenchMode(%q) = %q, %v, %v; want %q", cmdline, got, start, err, want)
+		}
+	}
+	if _, start, err := diskBenchMode("polis.diskbench=default polis.diskbench-start=1800000000"); err != nil || start.Unix() != 1800000000 {
+		t.Errorf("diskBenchMode with a start: %v, %v", start, err)
+	}
+	for _, bad := range []string{"polis.diskbench=fast", "polis.diskbench-start=soon"} {
+		if _, _, err := diskBenchMode(bad); err == nil {
+			t.Errorf("diskBenchMode(%q) accepted it", bad)
+		}
+	}
 }
 
 // TestProbe checks what PID 1 decides to do with a disk: only a blank one

@@ -55,13 +55,16 @@ func (m *Machine) unmountAll() {
 		}
 		m.mapped = false
 	}
+	if m.data != nil {
+		m.data.forget()
+	}
 }
 
 // Fatal prints err on the console, waits fatalPause, and reboots. PID 1
 // must never exit: the kernel would panic, and a panicked machine under
 // qemu -no-reboot just stops, with the reason far up the console.
 func Fatal(logf func(string, ...any), err error) {
-	logf("polis: FATAL: %v", err)
+	logf("%s: %v", FatalMessage, err)
 	logf("%s: reboot in %v", HaltMessage, fatalPause)
 	unix.Sync()
 	time.Sleep(fatalPause)

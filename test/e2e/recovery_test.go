@@ -22,7 +22,7 @@ import (
 // saying why); two members' storage destroyed; polis-node
 // --recover-single-member on the survivor brings back every node and
 // label, the lost members dropped, the worker reconnected, and cluster
-// info showing the recovery.
+// info showing the recovery; then two new members join as usual.
 func TestBackupAndRecovery(t *testing.T) {
 	c := launchCluster(t, 4, false, testLeaseTTL, testHeartbeat, nil)
 	cfg := c.ConfigDir
@@ -82,27 +82,7 @@ func TestBackupAndRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	log, err := os.Create(filepath.Join(tempDir(t), "recovered.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command(bin.node, recoverArgs...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	recovered := startNode(t, "recovered", recoverArgs...)
 
 	lost := map[string]bool{c.Nodes[1].ID(): true, c.Nodes[2].ID(): true}
 	eventually(t, 2*time.Minute, "the recovered cluster shown in cluster info", func() error {
@@ -142,11 +122,125 @@ func TestBackupAndRecovery(t *testing.T) {
 		}
 		return consensusMemberServing(nodes[survivor.ID()])
 	})
+	recovered.checkRunning(t)
+
+	// Two new members join as usual, on the lost members' addresses with
+	// fresh storage: registered with a ticket, approved, made consensus
+	// members. The lost nodes' records keep their addresses meanwhile.
+	params := filepath.Join(tempDir(t), "parameters.pb")
+	if _, err := polisctl(cfg, "ticket", "--parameters", params); err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range c.Nodes[1:3] {
+		n := startNode(t, "new-"+old.Address.String(),
+			"--storage", filepath.Join(tempDir(t), "storage"),
+			"--address", old.Address.String(),
+			"--parameters", params,
+			"--lease-ttl", testLeaseTTL.String(),
+			"--heartbeat-interval", testHeartbeat.String())
+		id := waitRegistered(t, cfg, old.Address.String())
+		if _, err := polisctl(cfg, "node", "approve", id); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "the new member added", func() error {
+			_, err := polisctl(cfg, "node", "add-role", id, "consensus-member")
+			return err
+		})
+		eventually(t, 2*time.Minute, "the new member serving", func() error {
+			nodes, err := listNodes(cfg)
+			if err != nil {
+				return err
+			}
+			return consensusMemberServing(nodes[id])
+		})
+		n.checkRunning(t)
+		t.Logf("%s joined as a consensus member at %s", id, old.Address)
+	}
+	nodes, err := listNodes(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := 0
+	for _, n := range nodes {
+		if n.GetRoles().GetConsensusMember() != nil {
+			members++
+		}
+	}
+	if members != 3 {
+		t.Errorf("%d consensus members after two joined the recovered cluster; want 3", members)
+	}
+	recovered.checkRunning(t)
+}
+
+// nodeProcess is a polis-node started by a test outside the launcher.
+type nodeProcess struct {
+	log    string
+	exited chan error
+}
+
+// startNode starts polis-node with args, its output in a log named after
+// name, and stops it (SIGTERM, then SIGKILL) when the test ends.
+func startNode(t *testing.T, name string, args ...string) *nodeProcess {
+	t.Helper()
+	log, err := os.Create(filepath.Join(tempDir(t), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin.node, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &nodeProcess{log: log.Name(), exited: make(chan error, 1)}
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		p.exited <- err
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return p
+}
+
+// checkRunning fails the test if the node's process has exited.
+func (p *nodeProcess) checkRunning(t *testing.T) {
+	t.Helper()
 	select {
-	case err := <-exited:
-		t.Fatalf("the recovered node exited: %v", errors.Join(err, errors.New("see "+log.Name())))
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("the node exited: %v", errors.Join(err, errors.New("see "+p.log)))
 	default:
 	}
+}
+
+// waitRegistered waits for a node at address to register (NEW) and
+// returns its ID.
+func waitRegistered(t *testing.T, cfg, address string) string {
+	t.Helper()
+	var id string
+	eventually(t, 2*time.Minute, "a new node registered at "+address, func() error {
+		nodes, err := listNodes(cfg)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.State == cpb.NodeState_NODE_STATE_NEW && n.Status.GetExternalAddress() == address {
+				id = n.Id
+				return nil
+			}
+		}
+		return errors.New("not registered yet")
+	})
+	return id
 }
 
 // tail is the end of a command's output, for a failure message.

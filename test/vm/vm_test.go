@@ -260,6 +260,7 @@ func waitWhole(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[s
 		}
 		select {
 		case <-ctx.Done():
+			logConsoleTails(t, c)
 			t.Fatalf("waiting for the cluster to be whole: %v; last: %s", ctx.Err(), last)
 		case <-time.After(250 * time.Millisecond):
 		}
@@ -649,5 +650,27 @@ func waitLeader(ctx context.Context, t *testing.T, c *launch.Cluster, not *launc
 			t.Fatalf("waiting for a curator leader other than %v: %v (last answer %v, %v)", not, ctx.Err(), l, err)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// consoleTailLines is how much of each console a failed wait shows.
+const consoleTailLines = 40
+
+// logConsoleTails logs the end of each node's console log: what a VM was
+// doing when the cluster did not come whole (a console kept with
+// POLIS_KEEP is gone with CI's machine).
+func logConsoleTails(t *testing.T, c *launch.Cluster) {
+	t.Helper()
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(n.Log)
+		if err != nil {
+			t.Logf("%v: its console: %v", n, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > consoleTailLines {
+			lines = lines[len(lines)-consoleTailLines:]
+		}
+		t.Logf("%v: the last %d lines of its console (%s):\n%s", n, len(lines), n.Log, strings.Join(lines, "\n"))
 	}
 }

@@ -842,9 +842,16 @@ type NodeStatus struct {
 	ConsensusSnapshots []*ConsensusSnapshot `protobuf:"bytes,8,rep,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
 	// How the node keeps its data at rest (its data disk and its sealed
 	// configuration); unspecified from a node that does not say.
-	DataSealing   DataSealing `protobuf:"varint,9,opt,name=data_sealing,json=dataSealing,proto3,enum=polis.curator.v1.DataSealing" json:"data_sealing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataSealing DataSealing `protobuf:"varint,9,opt,name=data_sealing,json=dataSealing,proto3,enum=polis.curator.v1.DataSealing" json:"data_sealing,omitempty"`
+	// Whether the node's data disk is bound to the cluster: its key then
+	// also needs the cluster part, which the curator hands only to the node
+	// while it is a member (GetClusterPart), so the disk of a node deleted
+	// from the cluster stays locked. A consensus member's disk is not bound
+	// (a cold start must unlock it before any curator runs), nor a process
+	// node's, which has no data disk.
+	DataClusterBound bool `protobuf:"varint,10,opt,name=data_cluster_bound,json=dataClusterBound,proto3" json:"data_cluster_bound,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -938,6 +945,13 @@ func (x *NodeStatus) GetDataSealing() DataSealing {
 		return x.DataSealing
 	}
 	return DataSealing_DATA_SEALING_UNSPECIFIED
+}
+
+func (x *NodeStatus) GetDataClusterBound() bool {
+	if x != nil {
+		return x.DataClusterBound
+	}
+	return false
 }
 
 // ConsensusSnapshot is one periodic snapshot of the consensus database a
@@ -1507,7 +1521,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x1a\n" +
 	"\x18KubernetesControllerRole\"\x16\n" +
-	"\x14KubernetesWorkerRole\"\xfb\x03\n" +
+	"\x14KubernetesWorkerRole\"\xa9\x04\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x10external_address\x18\x01 \x01(\tR\x0fexternalAddress\x12I\n" +
@@ -1520,7 +1534,9 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"kubernetes\x18\a \x01(\v2\".polis.curator.v1.KubernetesStatusR\n" +
 	"kubernetes\x12T\n" +
 	"\x13consensus_snapshots\x18\b \x03(\v2#.polis.curator.v1.ConsensusSnapshotR\x12consensusSnapshots\x12@\n" +
-	"\fdata_sealing\x18\t \x01(\x0e2\x1d.polis.curator.v1.DataSealingR\vdataSealing\"z\n" +
+	"\fdata_sealing\x18\t \x01(\x0e2\x1d.polis.curator.v1.DataSealingR\vdataSealing\x12,\n" +
+	"\x12data_cluster_bound\x18\n" +
+	" \x01(\bR\x10dataClusterBound\"z\n" +
 	"\x11ConsensusSnapshot\x125\n" +
 	"\btaken_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atakenAt\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x12\n" +

@@ -1174,6 +1174,89 @@ func (x *JoinResponse) GetClusterDirectory() *ClusterDirectory {
 	return nil
 }
 
+// GetClusterPartRequest is empty: the part is the caller's.
+type GetClusterPartRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterPartRequest) Reset() {
+	*x = GetClusterPartRequest{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterPartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterPartRequest) ProtoMessage() {}
+
+func (x *GetClusterPartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterPartRequest.ProtoReflect.Descriptor instead.
+func (*GetClusterPartRequest) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
+}
+
+// GetClusterPartResponse carries the calling node's cluster part.
+type GetClusterPartResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster part, 32 bytes.
+	ClusterPart   []byte `protobuf:"bytes,1,opt,name=cluster_part,json=clusterPart,proto3" json:"cluster_part,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetClusterPartResponse) Reset() {
+	*x = GetClusterPartResponse{}
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetClusterPartResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetClusterPartResponse) ProtoMessage() {}
+
+func (x *GetClusterPartResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetClusterPartResponse.ProtoReflect.Descriptor instead.
+func (*GetClusterPartResponse) Descriptor() ([]byte, []int) {
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetClusterPartResponse) GetClusterPart() []byte {
+	if x != nil {
+		return x.ClusterPart
+	}
+	return nil
+}
+
 // GetLeaderRequest is empty.
 type GetLeaderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1183,7 +1266,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1278,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[23]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1291,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{23}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
 }
 
 // GetLeaderResponse names the leader and the curator that answered.
@@ -1226,7 +1309,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1321,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[24]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1334,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{24}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1277,7 +1360,7 @@ type WatchLeaderRequest struct {
 
 func (x *WatchLeaderRequest) Reset() {
 	*x = WatchLeaderRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1372,7 @@ func (x *WatchLeaderRequest) String() string {
 func (*WatchLeaderRequest) ProtoMessage() {}
 
 func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[25]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1385,7 @@ func (x *WatchLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{25}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
 }
 
 // WatchLeaderResponse is one view of the leadership in a WatchLeader
@@ -1320,7 +1403,7 @@ type WatchLeaderResponse struct {
 
 func (x *WatchLeaderResponse) Reset() {
 	*x = WatchLeaderResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1415,7 @@ func (x *WatchLeaderResponse) String() string {
 func (*WatchLeaderResponse) ProtoMessage() {}
 
 func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[26]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1428,7 @@ func (x *WatchLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeaderResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{26}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchLeaderResponse) GetLeader() *CuratorEndpoint {
@@ -1371,7 +1454,7 @@ type GetCACertificateRequest struct {
 
 func (x *GetCACertificateRequest) Reset() {
 	*x = GetCACertificateRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1466,7 @@ func (x *GetCACertificateRequest) String() string {
 func (*GetCACertificateRequest) ProtoMessage() {}
 
 func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[27]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1479,7 @@ func (x *GetCACertificateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateRequest.ProtoReflect.Descriptor instead.
 func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{27}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{29}
 }
 
 // GetCACertificateResponse carries the cluster CA certificate.
@@ -1410,7 +1493,7 @@ type GetCACertificateResponse struct {
 
 func (x *GetCACertificateResponse) Reset() {
 	*x = GetCACertificateResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1505,7 @@ func (x *GetCACertificateResponse) String() string {
 func (*GetCACertificateResponse) ProtoMessage() {}
 
 func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[28]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1518,7 @@ func (x *GetCACertificateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCACertificateResponse.ProtoReflect.Descriptor instead.
 func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{28}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
@@ -1454,7 +1537,7 @@ type GetOwnerKeyRequest struct {
 
 func (x *GetOwnerKeyRequest) Reset() {
 	*x = GetOwnerKeyRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1549,7 @@ func (x *GetOwnerKeyRequest) String() string {
 func (*GetOwnerKeyRequest) ProtoMessage() {}
 
 func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[29]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1562,7 @@ func (x *GetOwnerKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{29}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{31}
 }
 
 // GetOwnerKeyResponse carries the current owner key.
@@ -1493,7 +1576,7 @@ type GetOwnerKeyResponse struct {
 
 func (x *GetOwnerKeyResponse) Reset() {
 	*x = GetOwnerKeyResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1588,7 @@ func (x *GetOwnerKeyResponse) String() string {
 func (*GetOwnerKeyResponse) ProtoMessage() {}
 
 func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[30]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1601,7 @@ func (x *GetOwnerKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOwnerKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetOwnerKeyResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{30}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetOwnerKeyResponse) GetOwnerKey() []byte {
@@ -1551,7 +1634,7 @@ type IssueKubeletCredentialsRequest struct {
 
 func (x *IssueKubeletCredentialsRequest) Reset() {
 	*x = IssueKubeletCredentialsRequest{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1646,7 @@ func (x *IssueKubeletCredentialsRequest) String() string {
 func (*IssueKubeletCredentialsRequest) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[31]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1659,7 @@ func (x *IssueKubeletCredentialsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsRequest.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsRequest) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{31}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *IssueKubeletCredentialsRequest) GetClientKeySpki() []byte {
@@ -1638,7 +1721,7 @@ type IssueKubeletCredentialsResponse struct {
 
 func (x *IssueKubeletCredentialsResponse) Reset() {
 	*x = IssueKubeletCredentialsResponse{}
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1733,7 @@ func (x *IssueKubeletCredentialsResponse) String() string {
 func (*IssueKubeletCredentialsResponse) ProtoMessage() {}
 
 func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_polis_curator_v1_curator_proto_msgTypes[32]
+	mi := &file_polis_curator_v1_curator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1746,7 @@ func (x *IssueKubeletCredentialsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKubeletCredentialsResponse.ProtoReflect.Descriptor instead.
 func (*IssueKubeletCredentialsResponse) Descriptor() ([]byte, []int) {
-	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{32}
+	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *IssueKubeletCredentialsResponse) GetClientCertificate() []byte {
@@ -1770,7 +1853,10 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\vJoinRequest\"\x8a\x01\n" +
 	"\fJoinResponse\x12)\n" +
 	"\x10node_certificate\x18\x01 \x01(\fR\x0fnodeCertificate\x12O\n" +
-	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\x12\n" +
+	"\x11cluster_directory\x18\x02 \x01(\v2\".polis.curator.v1.ClusterDirectoryR\x10clusterDirectory\"\x17\n" +
+	"\x15GetClusterPartRequest\";\n" +
+	"\x16GetClusterPartResponse\x12!\n" +
+	"\fcluster_part\x18\x01 \x01(\fR\vclusterPart\"\x12\n" +
 	"\x10GetLeaderRequest\"\x8f\x01\n" +
 	"\x11GetLeaderResponse\x129\n" +
 	"\x06leader\x18\x01 \x01(\v2!.polis.curator.v1.CuratorEndpointR\x06leader\x12?\n" +
@@ -1799,7 +1885,7 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"apiServers\x12\x1b\n" +
 	"\tnode_name\x18\x05 \x01(\tR\bnodeName\x12+\n" +
 	"\x11proxy_certificate\x18\x06 \x01(\fR\x10proxyCertificate\x12'\n" +
-	"\x0fdns_certificate\x18\a \x01(\fR\x0ednsCertificate2\x84\r\n" +
+	"\x0fdns_certificate\x18\a \x01(\fR\x0ednsCertificate2\xf3\r\n" +
 	"\x0eCuratorService\x12T\n" +
 	"\x05Watch\x12\x1e.polis.curator.v1.WatchRequest\x1a\x1f.polis.curator.v1.WatchResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12\x84\x01\n" +
 	"\x15WatchClusterDirectory\x12..polis.curator.v1.WatchClusterDirectoryRequest\x1a/.polis.curator.v1.WatchClusterDirectoryResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x020\x01\x12s\n" +
@@ -1817,7 +1903,8 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\xe2\xa6\x19\x06\b\x01\x18\x02 \x01\x12\x88\x01\n" +
 	"\x17IssueKubeletCredentials\x120.polis.curator.v1.IssueKubeletCredentialsRequest\x1a1.polis.curator.v1.IssueKubeletCredentialsResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12d\n" +
 	"\vGetOwnerKey\x12$.polis.curator.v1.GetOwnerKeyRequest\x1a%.polis.curator.v1.GetOwnerKeyResponse\"\b\xe2\xa6\x19\x04\b\x03\x18\x02\x12p\n" +
-	"\x0fSetWireGuardKey\x12(.polis.curator.v1.SetWireGuardKeyRequest\x1a).polis.curator.v1.SetWireGuardKeyResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12x\n" +
+	"\x0fSetWireGuardKey\x12(.polis.curator.v1.SetWireGuardKeyRequest\x1a).polis.curator.v1.SetWireGuardKeyResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x01\x12m\n" +
+	"\x0eGetClusterPart\x12'.polis.curator.v1.GetClusterPartRequest\x1a(.polis.curator.v1.GetClusterPartResponse\"\b\xe2\xa6\x19\x04\b\x02\x18\x01\x12x\n" +
 	"\x11WatchNetworkPeers\x12*.polis.curator.v1.WatchNetworkPeersRequest\x1a+.polis.curator.v1.WatchNetworkPeersResponse\"\b\xe2\xa6\x19\x04\b\x04\x18\x020\x01B4Z2github.com/polis-os/polis/api/curator/v1;curatorv1b\x06proto3"
 
 var (
@@ -1832,7 +1919,7 @@ func file_polis_curator_v1_curator_proto_rawDescGZIP() []byte {
 	return file_polis_curator_v1_curator_proto_rawDescData
 }
 
-var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_polis_curator_v1_curator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*SetWireGuardKeyRequest)(nil),          // 0: polis.curator.v1.SetWireGuardKeyRequest
 	(*SetWireGuardKeyResponse)(nil),         // 1: polis.curator.v1.SetWireGuardKeyResponse
@@ -1857,39 +1944,41 @@ var file_polis_curator_v1_curator_proto_goTypes = []any{
 	(*CommitRegistrationResponse)(nil),      // 20: polis.curator.v1.CommitRegistrationResponse
 	(*JoinRequest)(nil),                     // 21: polis.curator.v1.JoinRequest
 	(*JoinResponse)(nil),                    // 22: polis.curator.v1.JoinResponse
-	(*GetLeaderRequest)(nil),                // 23: polis.curator.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),               // 24: polis.curator.v1.GetLeaderResponse
-	(*WatchLeaderRequest)(nil),              // 25: polis.curator.v1.WatchLeaderRequest
-	(*WatchLeaderResponse)(nil),             // 26: polis.curator.v1.WatchLeaderResponse
-	(*GetCACertificateRequest)(nil),         // 27: polis.curator.v1.GetCACertificateRequest
-	(*GetCACertificateResponse)(nil),        // 28: polis.curator.v1.GetCACertificateResponse
-	(*GetOwnerKeyRequest)(nil),              // 29: polis.curator.v1.GetOwnerKeyRequest
-	(*GetOwnerKeyResponse)(nil),             // 30: polis.curator.v1.GetOwnerKeyResponse
-	(*IssueKubeletCredentialsRequest)(nil),  // 31: polis.curator.v1.IssueKubeletCredentialsRequest
-	(*IssueKubeletCredentialsResponse)(nil), // 32: polis.curator.v1.IssueKubeletCredentialsResponse
-	(*Node)(nil),                            // 33: polis.curator.v1.Node
-	(*ClusterDirectory)(nil),                // 34: polis.curator.v1.ClusterDirectory
-	(*NodeStatus)(nil),                      // 35: polis.curator.v1.NodeStatus
-	(*durationpb.Duration)(nil),             // 36: google.protobuf.Duration
-	(*CuratorEndpoint)(nil),                 // 37: polis.curator.v1.CuratorEndpoint
-	(*KubernetesAPIServer)(nil),             // 38: polis.curator.v1.KubernetesAPIServer
+	(*GetClusterPartRequest)(nil),           // 23: polis.curator.v1.GetClusterPartRequest
+	(*GetClusterPartResponse)(nil),          // 24: polis.curator.v1.GetClusterPartResponse
+	(*GetLeaderRequest)(nil),                // 25: polis.curator.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),               // 26: polis.curator.v1.GetLeaderResponse
+	(*WatchLeaderRequest)(nil),              // 27: polis.curator.v1.WatchLeaderRequest
+	(*WatchLeaderResponse)(nil),             // 28: polis.curator.v1.WatchLeaderResponse
+	(*GetCACertificateRequest)(nil),         // 29: polis.curator.v1.GetCACertificateRequest
+	(*GetCACertificateResponse)(nil),        // 30: polis.curator.v1.GetCACertificateResponse
+	(*GetOwnerKeyRequest)(nil),              // 31: polis.curator.v1.GetOwnerKeyRequest
+	(*GetOwnerKeyResponse)(nil),             // 32: polis.curator.v1.GetOwnerKeyResponse
+	(*IssueKubeletCredentialsRequest)(nil),  // 33: polis.curator.v1.IssueKubeletCredentialsRequest
+	(*IssueKubeletCredentialsResponse)(nil), // 34: polis.curator.v1.IssueKubeletCredentialsResponse
+	(*Node)(nil),                            // 35: polis.curator.v1.Node
+	(*ClusterDirectory)(nil),                // 36: polis.curator.v1.ClusterDirectory
+	(*NodeStatus)(nil),                      // 37: polis.curator.v1.NodeStatus
+	(*durationpb.Duration)(nil),             // 38: google.protobuf.Duration
+	(*CuratorEndpoint)(nil),                 // 39: polis.curator.v1.CuratorEndpoint
+	(*KubernetesAPIServer)(nil),             // 40: polis.curator.v1.KubernetesAPIServer
 }
 var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	4,  // 0: polis.curator.v1.WatchNetworkPeersResponse.peers:type_name -> polis.curator.v1.NetworkPeer
 	6,  // 1: polis.curator.v1.WatchRequest.all_nodes:type_name -> polis.curator.v1.AllNodes
-	33, // 2: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
+	35, // 2: polis.curator.v1.WatchResponse.nodes:type_name -> polis.curator.v1.Node
 	10, // 3: polis.curator.v1.WatchResponse.node_tombstones:type_name -> polis.curator.v1.NodeTombstone
-	34, // 4: polis.curator.v1.WatchClusterDirectoryResponse.directory:type_name -> polis.curator.v1.ClusterDirectory
-	35, // 5: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
-	36, // 6: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
-	35, // 7: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
-	34, // 8: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	34, // 9: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
-	37, // 10: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	37, // 11: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	37, // 12: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
-	37, // 13: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
-	38, // 14: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
+	36, // 4: polis.curator.v1.WatchClusterDirectoryResponse.directory:type_name -> polis.curator.v1.ClusterDirectory
+	37, // 5: polis.curator.v1.UpdateNodeStatusRequest.status:type_name -> polis.curator.v1.NodeStatus
+	38, // 6: polis.curator.v1.HeartbeatResponse.interval:type_name -> google.protobuf.Duration
+	37, // 7: polis.curator.v1.RegisterRequest.status:type_name -> polis.curator.v1.NodeStatus
+	36, // 8: polis.curator.v1.CommitRegistrationResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	36, // 9: polis.curator.v1.JoinResponse.cluster_directory:type_name -> polis.curator.v1.ClusterDirectory
+	39, // 10: polis.curator.v1.GetLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	39, // 11: polis.curator.v1.GetLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	39, // 12: polis.curator.v1.WatchLeaderResponse.leader:type_name -> polis.curator.v1.CuratorEndpoint
+	39, // 13: polis.curator.v1.WatchLeaderResponse.responder:type_name -> polis.curator.v1.CuratorEndpoint
+	40, // 14: polis.curator.v1.IssueKubeletCredentialsResponse.api_servers:type_name -> polis.curator.v1.KubernetesAPIServer
 	5,  // 15: polis.curator.v1.CuratorService.Watch:input_type -> polis.curator.v1.WatchRequest
 	8,  // 16: polis.curator.v1.CuratorService.WatchClusterDirectory:input_type -> polis.curator.v1.WatchClusterDirectoryRequest
 	11, // 17: polis.curator.v1.CuratorService.UpdateNodeStatus:input_type -> polis.curator.v1.UpdateNodeStatusRequest
@@ -1898,30 +1987,32 @@ var file_polis_curator_v1_curator_proto_depIdxs = []int32{
 	17, // 20: polis.curator.v1.CuratorService.Register:input_type -> polis.curator.v1.RegisterRequest
 	19, // 21: polis.curator.v1.CuratorService.CommitRegistration:input_type -> polis.curator.v1.CommitRegistrationRequest
 	21, // 22: polis.curator.v1.CuratorService.Join:input_type -> polis.curator.v1.JoinRequest
-	23, // 23: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
-	25, // 24: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
-	27, // 25: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
-	31, // 26: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
-	29, // 27: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
+	25, // 23: polis.curator.v1.CuratorService.GetLeader:input_type -> polis.curator.v1.GetLeaderRequest
+	27, // 24: polis.curator.v1.CuratorService.WatchLeader:input_type -> polis.curator.v1.WatchLeaderRequest
+	29, // 25: polis.curator.v1.CuratorService.GetCACertificate:input_type -> polis.curator.v1.GetCACertificateRequest
+	33, // 26: polis.curator.v1.CuratorService.IssueKubeletCredentials:input_type -> polis.curator.v1.IssueKubeletCredentialsRequest
+	31, // 27: polis.curator.v1.CuratorService.GetOwnerKey:input_type -> polis.curator.v1.GetOwnerKeyRequest
 	0,  // 28: polis.curator.v1.CuratorService.SetWireGuardKey:input_type -> polis.curator.v1.SetWireGuardKeyRequest
-	2,  // 29: polis.curator.v1.CuratorService.WatchNetworkPeers:input_type -> polis.curator.v1.WatchNetworkPeersRequest
-	7,  // 30: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
-	9,  // 31: polis.curator.v1.CuratorService.WatchClusterDirectory:output_type -> polis.curator.v1.WatchClusterDirectoryResponse
-	12, // 32: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
-	14, // 33: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
-	16, // 34: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
-	18, // 35: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
-	20, // 36: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
-	22, // 37: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
-	24, // 38: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
-	26, // 39: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
-	28, // 40: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
-	32, // 41: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
-	30, // 42: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
-	1,  // 43: polis.curator.v1.CuratorService.SetWireGuardKey:output_type -> polis.curator.v1.SetWireGuardKeyResponse
-	3,  // 44: polis.curator.v1.CuratorService.WatchNetworkPeers:output_type -> polis.curator.v1.WatchNetworkPeersResponse
-	30, // [30:45] is the sub-list for method output_type
-	15, // [15:30] is the sub-list for method input_type
+	23, // 29: polis.curator.v1.CuratorService.GetClusterPart:input_type -> polis.curator.v1.GetClusterPartRequest
+	2,  // 30: polis.curator.v1.CuratorService.WatchNetworkPeers:input_type -> polis.curator.v1.WatchNetworkPeersRequest
+	7,  // 31: polis.curator.v1.CuratorService.Watch:output_type -> polis.curator.v1.WatchResponse
+	9,  // 32: polis.curator.v1.CuratorService.WatchClusterDirectory:output_type -> polis.curator.v1.WatchClusterDirectoryResponse
+	12, // 33: polis.curator.v1.CuratorService.UpdateNodeStatus:output_type -> polis.curator.v1.UpdateNodeStatusResponse
+	14, // 34: polis.curator.v1.CuratorService.Heartbeat:output_type -> polis.curator.v1.HeartbeatResponse
+	16, // 35: polis.curator.v1.CuratorService.RenewCertificate:output_type -> polis.curator.v1.RenewCertificateResponse
+	18, // 36: polis.curator.v1.CuratorService.Register:output_type -> polis.curator.v1.RegisterResponse
+	20, // 37: polis.curator.v1.CuratorService.CommitRegistration:output_type -> polis.curator.v1.CommitRegistrationResponse
+	22, // 38: polis.curator.v1.CuratorService.Join:output_type -> polis.curator.v1.JoinResponse
+	26, // 39: polis.curator.v1.CuratorService.GetLeader:output_type -> polis.curator.v1.GetLeaderResponse
+	28, // 40: polis.curator.v1.CuratorService.WatchLeader:output_type -> polis.curator.v1.WatchLeaderResponse
+	30, // 41: polis.curator.v1.CuratorService.GetCACertificate:output_type -> polis.curator.v1.GetCACertificateResponse
+	34, // 42: polis.curator.v1.CuratorService.IssueKubeletCredentials:output_type -> polis.curator.v1.IssueKubeletCredentialsResponse
+	32, // 43: polis.curator.v1.CuratorService.GetOwnerKey:output_type -> polis.curator.v1.GetOwnerKeyResponse
+	1,  // 44: polis.curator.v1.CuratorService.SetWireGuardKey:output_type -> polis.curator.v1.SetWireGuardKeyResponse
+	24, // 45: polis.curator.v1.CuratorService.GetClusterPart:output_type -> polis.curator.v1.GetClusterPartResponse
+	3,  // 46: polis.curator.v1.CuratorService.WatchNetworkPeers:output_type -> polis.curator.v1.WatchNetworkPeersResponse
+	31, // [31:47] is the sub-list for method output_type
+	15, // [15:31] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1944,7 +2035,7 @@ func file_polis_curator_v1_curator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_polis_curator_v1_curator_proto_rawDesc), len(file_polis_curator_v1_curator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

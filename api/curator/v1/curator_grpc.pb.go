@@ -33,6 +33,7 @@ const (
 	CuratorService_IssueKubeletCredentials_FullMethodName = "/polis.curator.v1.CuratorService/IssueKubeletCredentials"
 	CuratorService_GetOwnerKey_FullMethodName             = "/polis.curator.v1.CuratorService/GetOwnerKey"
 	CuratorService_SetWireGuardKey_FullMethodName         = "/polis.curator.v1.CuratorService/SetWireGuardKey"
+	CuratorService_GetClusterPart_FullMethodName          = "/polis.curator.v1.CuratorService/GetClusterPart"
 	CuratorService_WatchNetworkPeers_FullMethodName       = "/polis.curator.v1.CuratorService/WatchNetworkPeers"
 )
 
@@ -212,6 +213,26 @@ type CuratorServiceClient interface {
 	//
 	// Errors: INVALID_ARGUMENT if the key is not 32 bytes or is all zeros.
 	SetWireGuardKey(ctx context.Context, in *SetWireGuardKeyRequest, opts ...grpc.CallOption) (*SetWireGuardKeyResponse, error)
+	// GetClusterPart returns the calling node's cluster part: 32 random
+	// bytes the curator keeps for that node alone, which, with the local
+	// part its TPM seals, opens the node's encrypted data disk once the disk
+	// is bound to the cluster (node/diskseal). It is made the first time the
+	// node asks, in the same etcd transaction that checks the node is UP,
+	// and never changes; it is deleted with the node's record.
+	//
+	// The caller proves its key, not a certificate: the node asks at boot,
+	// before its data disk (which holds its node certificate) is unlocked,
+	// and after a long power-off its certificate may have expired, as for
+	// Join. The request names no node: a key gets its own node's part only.
+	//
+	// Errors: NOT_FOUND (with an ErrorInfo of reason NODE_NOT_FOUND) if the
+	// key is no node's (never registered, or a NEW or STANDBY node that was
+	// deleted); PERMISSION_DENIED (reason NODE_DECOMMISSIONED) if the node
+	// is DECOMMISSIONED, or was decommissioned and deleted (its key
+	// retired): such a node's disk is never opened again;
+	// FAILED_PRECONDITION if the node is NEW or STANDBY (it has no data to
+	// bind yet).
+	GetClusterPart(ctx context.Context, in *GetClusterPartRequest, opts ...grpc.CallOption) (*GetClusterPartResponse, error)
 	// WatchNetworkPeers streams what the calling node needs to reach the pods
 	// of every other node: its own pod range, and every other UP node that
 	// holds KubernetesWorker, has a pod range and reports an address, with
@@ -395,6 +416,16 @@ func (c *curatorServiceClient) SetWireGuardKey(ctx context.Context, in *SetWireG
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetWireGuardKeyResponse)
 	err := c.cc.Invoke(ctx, CuratorService_SetWireGuardKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *curatorServiceClient) GetClusterPart(ctx context.Context, in *GetClusterPartRequest, opts ...grpc.CallOption) (*GetClusterPartResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetClusterPartResponse)
+	err := c.cc.Invoke(ctx, CuratorService_GetClusterPart_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -596,6 +627,26 @@ type CuratorServiceServer interface {
 	//
 	// Errors: INVALID_ARGUMENT if the key is not 32 bytes or is all zeros.
 	SetWireGuardKey(context.Context, *SetWireGuardKeyRequest) (*SetWireGuardKeyResponse, error)
+	// GetClusterPart returns the calling node's cluster part: 32 random
+	// bytes the curator keeps for that node alone, which, with the local
+	// part its TPM seals, opens the node's encrypted data disk once the disk
+	// is bound to the cluster (node/diskseal). It is made the first time the
+	// node asks, in the same etcd transaction that checks the node is UP,
+	// and never changes; it is deleted with the node's record.
+	//
+	// The caller proves its key, not a certificate: the node asks at boot,
+	// before its data disk (which holds its node certificate) is unlocked,
+	// and after a long power-off its certificate may have expired, as for
+	// Join. The request names no node: a key gets its own node's part only.
+	//
+	// Errors: NOT_FOUND (with an ErrorInfo of reason NODE_NOT_FOUND) if the
+	// key is no node's (never registered, or a NEW or STANDBY node that was
+	// deleted); PERMISSION_DENIED (reason NODE_DECOMMISSIONED) if the node
+	// is DECOMMISSIONED, or was decommissioned and deleted (its key
+	// retired): such a node's disk is never opened again;
+	// FAILED_PRECONDITION if the node is NEW or STANDBY (it has no data to
+	// bind yet).
+	GetClusterPart(context.Context, *GetClusterPartRequest) (*GetClusterPartResponse, error)
 	// WatchNetworkPeers streams what the calling node needs to reach the pods
 	// of every other node: its own pod range, and every other UP node that
 	// holds KubernetesWorker, has a pod range and reports an address, with
@@ -659,6 +710,9 @@ func (UnimplementedCuratorServiceServer) GetOwnerKey(context.Context, *GetOwnerK
 }
 func (UnimplementedCuratorServiceServer) SetWireGuardKey(context.Context, *SetWireGuardKeyRequest) (*SetWireGuardKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetWireGuardKey not implemented")
+}
+func (UnimplementedCuratorServiceServer) GetClusterPart(context.Context, *GetClusterPartRequest) (*GetClusterPartResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetClusterPart not implemented")
 }
 func (UnimplementedCuratorServiceServer) WatchNetworkPeers(*WatchNetworkPeersRequest, grpc.ServerStreamingServer[WatchNetworkPeersResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchNetworkPeers not implemented")
@@ -915,6 +969,24 @@ func _CuratorService_SetWireGuardKey_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CuratorService_GetClusterPart_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetClusterPartRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CuratorServiceServer).GetClusterPart(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CuratorService_GetClusterPart_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CuratorServiceServer).GetClusterPart(ctx, req.(*GetClusterPartRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CuratorService_WatchNetworkPeers_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchNetworkPeersRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -976,6 +1048,10 @@ var CuratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetWireGuardKey",
 			Handler:    _CuratorService_SetWireGuardKey_Handler,
+		},
+		{
+			MethodName: "GetClusterPart",
+			Handler:    _CuratorService_GetClusterPart_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -136,8 +136,9 @@ func (x *GetClusterInfoResponse) GetPodNetwork() *PodNetwork {
 
 // ClusterRecovery is a recovery of the cluster after it lost the quorum of
 // its consensus members: a survivor restarted as the single member, with
-// all its data (polis-node --recover-single-member). The curator keeps it
-// once it has dropped the lost members from its records.
+// all its data (polis-node --recover-single-member), or a backup restored
+// onto a new node (polis-node --restore-backup). The curator keeps it once
+// it has dropped the lost members from its records.
 type ClusterRecovery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When the recovered member first served again.
@@ -145,7 +146,8 @@ type ClusterRecovery struct {
 	// The node whose consensus member the cluster was recovered on.
 	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// What the data came from: "member-data", the node's own consensus
-	// data.
+	// data; "backup", a backup or snapshot restored onto the node's fresh
+	// storage.
 	From string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
 	// The consensus members dropped, by node ID. Their ConsensusMember
 	// (and KubernetesController) roles were taken away and their peer

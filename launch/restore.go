@@ -1,0 +1,108 @@
+package launch
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/polisctl"
+)
+
+// A cluster restored from a backup (Options.RestoreBackup): the first node
+// starts on fresh storage with polis-node --restore-backup, decrypting the
+// backup with the owner key in the polisctl configuration it was taken
+// with, and becomes the single consensus member of the restored cluster;
+// the owner takes ownership again through it (the CA is the one the
+// configuration pins); the other nodes then register and join as in a new
+// cluster. The old cluster's nodes stay in the records, as lost consensus
+// members or nodes that no longer send heartbeats, for the operator to
+// take out.
+
+// restoreOwnerKey reads the owner key of the configuration a restore uses.
+func restoreOwnerKey(configDir string) (ed25519.PrivateKey, string, error) {
+	path := filepath.Join(configDir, "key.der")
+	der, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("launch: restoring a backup needs the owner key of the cluster it was taken from, in the polisctl configuration given with --config: %w", err)
+	}
+	key, err := identity.ParsePrivateKey(der)
+	if err != nil {
+		return nil, "", fmt.Errorf("launch: the owner key %s: %w", path, err)
+	}
+	return key, path, nil
+}
+
+// checkRestore checks the options of a restore before anything starts.
+func (o *Options) checkRestore() error {
+	if o.RestoreBackup == "" {
+		return nil
+	}
+	if o.VM != nil {
+		return errors.New("launch: restoring a backup is for process nodes only for now")
+	}
+	if o.ConfigDir == "" {
+		return errors.New("launch: restoring a backup needs the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup): give ConfigDir (--config)")
+	}
+	if _, err := os.Stat(o.RestoreBackup); err != nil {
+		return fmt.Errorf("launch: the backup: %w", err)
+	}
+	return nil
+}
+
+// restore starts the first node from the backup and takes ownership of
+// the restored cluster through it.
+func (c *Cluster) restore(ctx context.Context) error {
+	first := c.Nodes[0]
+	key, keyPath, err := restoreOwnerKey(c.ConfigDir)
+	if err != nil {
+		return err
+	}
+	c.ownerKey = key
+	backup, err := filepath.Abs(c.opts.RestoreBackup)
+	if err != nil {
+		return err
+	}
+	plain := first.args
+	first.args = append(append([]string(nil), plain...), "--restore-backup", backup, "--owner-key", keyPath)
+	c.progress("%v: restoring the cluster from %s", first, backup)
+	if err := c.StartNode(first); err != nil {
+		return err
+	}
+	// Restored once it is up: a later start is an ordinary one.
+	first.args = plain
+	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
+	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
+		if !first.Running() {
+			return false, fmt.Errorf("launch: %v stopped: see %s", first, first.Log)
+		}
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, key, func(fp string) bool {
+			// The CA is the backup's, which only the owner key opened.
+			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
+			return true
+		}))
+	})
+	if err != nil {
+		return err
+	}
+	c.progress("%v: curator serving", first)
+	c.progress("owner: took ownership of the restored cluster; polisctl configuration in %s", c.ConfigDir)
+	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
+		return fmt.Errorf("launch: connecting as the owner: %w", err)
+	}
+	return c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
+		rec, err := c.nodeByAddress(ctx, first.Address)
+		if err != nil || rec == nil || rec.Roles.GetConsensusMember() == nil {
+			return false, nil
+		}
+		first.setID(rec.Id)
+		return healthyUp(rec), nil
+	})
+}
