@@ -332,6 +332,27 @@ func TestRun(t *testing.T) {
 	checkKernel(t, c, k, 5)
 }
 
+// With no new peers, the periodic resync finds what someone else changed
+// in the kernel (a route and a WireGuard peer deleted) and puts it back.
+func TestRunResyncRepairs(t *testing.T) {
+	k := newFakeKernel()
+	peers := &memory.Value[[]Peer]{}
+	status := &memory.Value[*Status]{}
+	c := testConfig(ModeWireGuard)
+	c.Peers, c.Status, c.kernel, c.Resync = peers, status, k, 20*time.Millisecond
+	supervisor.TestHarness(t, func(ctx context.Context) error { return Run(ctx, c) })
+	peers.Set([]Peer{testPeer(2), testPeer(3)})
+	first := waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers) == 2 })
+	checkKernel(t, c, k, 2, 3)
+
+	k.mu.Lock()
+	delete(k.routes, testPeer(3).PodCIDR)
+	delete(k.dev.Peers, testPeer(3).PublicKey)
+	k.mu.Unlock()
+	waitStatus(t, status, func(s *Status) bool { return s.InSync && s.Changed.After(first.Changed) })
+	checkKernel(t, c, k, 2, 3)
+}
+
 func TestConfigErrors(t *testing.T) {
 	peers := &memory.Value[[]Peer]{}
 	for _, tc := range []struct {

@@ -14,6 +14,10 @@ import (
 	"github.com/polis-os/polis/supervisor"
 )
 
+// StatusName is the name a Status value is given (Config.Status), by which
+// the role server's graph knows it.
+const StatusName = "clusternet.status"
+
 // Status is what the reconciler last did, for the node's status.
 type Status struct {
 	Mode Mode
@@ -33,6 +37,19 @@ type Status struct {
 	// LastErrorAt is when the last error happened, kept after a success.
 	LastError   string
 	LastErrorAt time.Time
+}
+
+// PeerIDs are the node IDs of s.Peers, sorted; nil for a nil Status.
+func (s *Status) PeerIDs() []string {
+	if s == nil {
+		return nil
+	}
+	ids := make([]string, len(s.Peers))
+	for i, p := range s.Peers {
+		ids[i] = p.NodeID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Run keeps the node's kernel in line with the peers of c.Peers until ctx

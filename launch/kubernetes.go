@@ -188,7 +188,12 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		RootCAs:      roots,
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{creds.ClientCertificate}, PrivateKey: key}},
-	}}
+	},
+		// HTTP/2: an ask that times out resets its stream, not the
+		// connection, so a starting apiserver is not given a new TLS
+		// handshake at every slow answer.
+		ForceAttemptHTTP2: true,
+	}
 	wait := c.opts.StepTimeout
 	if c.vmnet != nil {
 		// The VMs' addresses are reached through the launcher's port on

@@ -71,6 +71,12 @@ type Options struct {
 	// LeaseTTL and HeartbeatInterval are passed to every node (tests
 	// shorten them); 0 means the curator's defaults.
 	LeaseTTL, HeartbeatInterval time.Duration
+	// ConsensusHeartbeat and ConsensusElectionTimeout are every consensus
+	// member's raft timings (polis-node --consensus-heartbeat and
+	// --consensus-election-timeout); 0 means etcd's defaults (100ms, 1s),
+	// except for VMs under TCG, which get TCGConsensusHeartbeat and
+	// TCGConsensusElectionTimeout.
+	ConsensusHeartbeat, ConsensusElectionTimeout time.Duration
 	// LogFormat is the nodes' log format, "console" (the default) or
 	// "json".
 	LogFormat string

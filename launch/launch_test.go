@@ -124,10 +124,22 @@ func TestVMAgentFlags(t *testing.T) {
 			t.Errorf("a node process gets --%s, a VM node does not (%s)", name, got)
 		}
 	}
-	for _, want := range []string{"lease-ttl=3s", "heartbeat-interval=1s", "curator-port=7001", "consensus-port=7834"} {
+	for _, want := range []string{"lease-ttl=3s", "heartbeat-interval=1s", "curator-port=7001", "consensus-port=7834",
+		// Under TCG (the default), raft's slower timings.
+		"consensus-heartbeat=500ms", "consensus-election-timeout=5s"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("agent flags %q lack %s", got, want)
 		}
+	}
+	// Given, they are passed as given, to VMs and processes alike.
+	o.ConsensusHeartbeat, o.ConsensusElectionTimeout = 200*time.Millisecond, 2*time.Second
+	c = &Cluster{opts: o}
+	got = strings.Join(c.agentFlags(), " ")
+	if !strings.Contains(got, "consensus-heartbeat=200ms") || !strings.Contains(got, "consensus-election-timeout=2s") {
+		t.Errorf("agent flags %q lack the raft timings given", got)
+	}
+	if args := strings.Join(nodeArgs(&Node{}, &o), " "); !strings.Contains(args, "--consensus-heartbeat 200ms --consensus-election-timeout 2s") {
+		t.Errorf("a node process's arguments %q lack the raft timings given", args)
 	}
 }
 

@@ -238,6 +238,12 @@ func nodeArgs(n *Node, o *Options) []string {
 	if o.HeartbeatInterval > 0 {
 		args = append(args, "--heartbeat-interval", o.HeartbeatInterval.String())
 	}
+	if o.ConsensusHeartbeat > 0 {
+		args = append(args, "--consensus-heartbeat", o.ConsensusHeartbeat.String())
+	}
+	if o.ConsensusElectionTimeout > 0 {
+		args = append(args, "--consensus-election-timeout", o.ConsensusElectionTimeout.String())
+	}
 	if o.Kubernetes {
 		args = append(args, "--kubernetes-bundle", o.KubernetesBundle)
 	}

@@ -49,6 +49,19 @@ type VMOptions struct {
 	CaptureFile string
 }
 
+// The raft timings of VMs under TCG, unless Options says otherwise: an
+// emulated single vCPU that the host's cores share with other machines is
+// often not scheduled for longer than etcd's default election timeout
+// (1 s), and every such pause made its followers start an election, which
+// fails the writes in flight; the apiserver's start, whose post-start
+// hooks give up on etcd writes after fixed times, did not survive three
+// members (docs/benchmarks.md). Five times etcd's defaults: a dead
+// leader is replaced after about 5 s instead of 1 s.
+const (
+	TCGConsensusHeartbeat       = 500 * time.Millisecond
+	TCGConsensusElectionTimeout = 5 * time.Second
+)
+
 // DefaultVMNetwork is the cluster network of a VM launch.
 var DefaultVMNetwork = netip.MustParsePrefix("10.77.0.0/24")
 
@@ -264,6 +277,16 @@ func (c *Cluster) agentFlags() []string {
 	}
 	if o.HeartbeatInterval > 0 {
 		f = append(f, "heartbeat-interval="+o.HeartbeatInterval.String())
+	}
+	heartbeat, election := o.ConsensusHeartbeat, o.ConsensusElectionTimeout
+	if heartbeat == 0 && election == 0 && o.VM.Accel == "tcg" {
+		heartbeat, election = TCGConsensusHeartbeat, TCGConsensusElectionTimeout
+	}
+	if heartbeat > 0 {
+		f = append(f, "consensus-heartbeat="+heartbeat.String())
+	}
+	if election > 0 {
+		f = append(f, "consensus-election-timeout="+election.String())
 	}
 	f = append(f, fmt.Sprintf("consensus-port=%d", o.ConsensusPort), fmt.Sprintf("curator-port=%d", o.CuratorPort))
 	return append(f, c.registryFlags()...)

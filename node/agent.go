@@ -66,6 +66,9 @@ type Config struct {
 	// LeaseTTL and HeartbeatInterval are passed to the curator; zero means
 	// its defaults. Tests shorten them.
 	LeaseTTL, HeartbeatInterval time.Duration
+	// ConsensusHeartbeat and ConsensusElectionTimeout are the consensus
+	// member's raft timings; zero means etcd's defaults.
+	ConsensusHeartbeat, ConsensusElectionTimeout time.Duration
 	// NodeAPIPort is the node API's port and MetricsPort that of its
 	// /metrics; zero means nodeapi's defaults.
 	NodeAPIPort, MetricsPort uint16
@@ -241,6 +244,8 @@ func (n *Node) Run(ctx context.Context) error {
 		EtcdDir:           n.root.Data.Etcd.Path,
 		LeaseTTL:          n.cfg.LeaseTTL,
 		HeartbeatInterval: n.cfg.HeartbeatInterval,
+		RaftHeartbeat:     n.cfg.ConsensusHeartbeat,
+		ElectionTimeout:   n.cfg.ConsensusElectionTimeout,
 	}
 
 	sealed, err := readSealedConfiguration(n.root, n.cfg.Sealer)

@@ -215,6 +215,9 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 		row("Pod range", dash(nn.GetPodRange()))
 		row("WireGuard public key", wireGuardKey(nn.GetWireguardPublicKey()))
 	}
+	if n.GetRoles().GetKubernetesWorker() != nil {
+		row("Pod network", podNetwork(st.GetKubernetes()))
+	}
 	if st.GetTimestamp() != nil {
 		row("Status reported", st.GetTimestamp().AsTime().UTC().Format(time.RFC3339))
 	}
@@ -229,6 +232,24 @@ func wireGuardKey(k []byte) string {
 		return "-"
 	}
 	return base64.StdEncoding.EncodeToString(k)
+}
+
+// podNetwork says what a worker's kernel routes of the other workers' pod
+// ranges, as the node reported: how many peers, and whether the kernel
+// matched them at its last look (their IDs are in polisctl node graph).
+func podNetwork(k *cpb.KubernetesStatus) string {
+	if k == nil {
+		return "not reported by the node yet"
+	}
+	peers := "peers"
+	if k.GetNetworkPeers() == 1 {
+		peers = "peer"
+	}
+	s := fmt.Sprintf("%d %s over WireGuard", k.GetNetworkPeers(), peers)
+	if k.GetNetworkInSync() {
+		return s + ", in sync"
+	}
+	return s + ", not in sync"
 }
 
 // kubernetesController says what a node holding KubernetesController runs

@@ -27,7 +27,12 @@ func TestDescribeKubernetes(t *testing.T) {
 			[]string{"Kubernetes controller: apiserver running; apiserver not ready (scheduler not running)\n"}, []string{"ready on"}},
 		{"no bundle", roles, &cpb.KubernetesStatus{ControllerNote: "not available: no bundle"},
 			[]string{"Kubernetes controller: nothing running (not available: no bundle)\n"}, []string{"ready"}},
-		{"not reported", roles, nil, []string{"Kubernetes controller: not reported by the node yet\n"}, nil},
+		{"pod network", roles, &cpb.KubernetesStatus{NetworkPeers: 2, NetworkInSync: true},
+			[]string{"Pod network:           2 peers over WireGuard, in sync\n"}, nil},
+		{"pod network not in sync", roles, &cpb.KubernetesStatus{NetworkPeers: 1, WorkerNote: "the pod network is not in line with the peers: injected"},
+			[]string{"Pod network:           1 peer over WireGuard, not in sync\n", "not in line with the peers: injected"}, nil},
+		{"not reported", roles, nil, []string{"Kubernetes controller: not reported by the node yet\n", "Pod network:           not reported by the node yet\n"}, nil},
+		{"controller only", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{Running: []string{"apiserver"}}, nil, []string{"Pod network"}},
 		{"no roles", &cpb.Roles{}, nil, nil, []string{"Kubernetes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

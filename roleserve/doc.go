@@ -44,7 +44,7 @@
 //	heartbeat         membership                            nothing
 //	kubernetes        consensus.status, localControlPlane,  kube.controlplane.status, kubernetes
 //	                  localRoles
-//	kubernetesworker  localLabels, localPodRange,           kube.dns.status,
+//	kubernetesworker  localLabels, localPodRange,           clusternet.status, kube.dns.status,
 //	                  localRoles, membership, networkPeers  kube.kubelet.status,
 //	                                                        kube.proxy.status, kubernetesWorker
 //	membership        credentials, directory, localCurator  membership
@@ -55,6 +55,7 @@
 //	                  membership
 //
 //	value                     written by           read by
+//	clusternet.status         kubernetesworker     nothing
 //	consensus.status          controlplane         kubernetes
 //	consensusSnapshots        controlplane         statuspush
 //	credentials               enrolment (node/)    membership

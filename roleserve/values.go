@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -100,12 +101,7 @@ func NewValues() *Values {
 	v.Directory.Equal = sameEndpoints
 	v.LocalCurator.Equal = func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }
 	v.Kubernetes.Equal = kubernetesStatusEqual
-	v.KubernetesWorker.Equal = func(a, b *KubernetesWorkerStatus) bool {
-		if a == nil || b == nil {
-			return a == b
-		}
-		return *a == *b
-	}
+	v.KubernetesWorker.Equal = (*KubernetesWorkerStatus).equal
 	v.LocalLabels.Equal = func(a, b map[string]string) bool { return (a == nil) == (b == nil) && maps.Equal(a, b) }
 	return v
 }
@@ -222,10 +218,26 @@ type KubernetesWorkerStatus struct {
 	ProxyRunning, DNSRunning bool
 	// NodeReady is set while the apiserver says the node's Node is Ready.
 	NodeReady bool
+	// NetworkPeers are the node IDs of the other workers whose pod ranges
+	// the pod network routes to (clusternet: a WireGuard peer and a route
+	// each), sorted; NetworkInSync is set while the kernel matched them
+	// at its last look.
+	NetworkPeers  []string
+	NetworkInSync bool
 	// Note says why the role, when held, is not run in full (not
-	// available, starting, a process down, the Node not Ready); empty
-	// when all runs and the Node is Ready.
+	// available, starting, a process down, the Node not Ready, the pod
+	// network not in line); empty when all runs and the Node is Ready.
 	Note string
+}
+
+// equal reports whether a and b say the same.
+func (s *KubernetesWorkerStatus) equal(b *KubernetesWorkerStatus) bool {
+	if s == nil || b == nil {
+		return s == b
+	}
+	return s.Held == b.Held && s.ContainerdRunning == b.ContainerdRunning && s.KubeletRunning == b.KubeletRunning &&
+		s.ProxyRunning == b.ProxyRunning && s.DNSRunning == b.DNSRunning && s.NodeReady == b.NodeReady &&
+		slices.Equal(s.NetworkPeers, b.NetworkPeers) && s.NetworkInSync == b.NetworkInSync && s.Note == b.Note
 }
 
 // String summarises the status on one line, for logs and the node API.
@@ -246,6 +258,17 @@ func (s *KubernetesWorkerStatus) String() string {
 	out := "worker: " + orNothing(strings.Join(parts, ", ")) + " running"
 	if s.NodeReady {
 		out += ", Node Ready"
+	}
+	if s.ContainerdRunning || len(s.NetworkPeers) > 0 {
+		out += fmt.Sprintf("; pod network: %d peers", len(s.NetworkPeers))
+		if len(s.NetworkPeers) > 0 {
+			out += " (" + strings.Join(s.NetworkPeers, ", ") + ")"
+		}
+		if s.NetworkInSync {
+			out += ", in sync"
+		} else {
+			out += ", not in sync"
+		}
 	}
 	if s.Note != "" {
 		out += " (" + s.Note + ")"
@@ -305,6 +328,8 @@ func kubernetesProto(s *KubernetesStatus, w *KubernetesWorkerStatus) *cpb.Kubern
 		p.ProxyRunning = w.ProxyRunning
 		p.DnsRunning = w.DNSRunning
 		p.NodeReady = w.NodeReady
+		p.NetworkPeers = uint32(len(w.NetworkPeers))
+		p.NetworkInSync = w.NetworkInSync
 		p.WorkerNote = w.Note
 	}
 	return p

@@ -141,6 +141,13 @@ func TestClusterNetPublishesKeyAndPeers(t *testing.T) {
 	if string(keys[0]) != string(keys[1]) {
 		t.Error("a restart published another key")
 	}
+	// Between the streams the peers stayed (routes stay in place); the
+	// new stream's first message replaces them whole.
+	if p := latest(&v.NetworkPeers); !slices.Equal(p, want[1:]) {
+		t.Errorf("peers between two streams: %v, want the last answer %v", p, want[1:])
+	}
+	c.peers.Set(&cpb.WatchNetworkPeersResponse{PodRange: "10.244.3.0/24"})
+	waitFor(t, &v.NetworkPeers, "no peers left", func(p []clusternet.Peer) bool { return p != nil && len(p) == 0 })
 }
 
 // A refused key fails the run (the supervisor tries again), and publishes

@@ -54,6 +54,9 @@ type ControlPlaneConfig struct {
 	// LeaseTTL and HeartbeatInterval are passed to the curator (tests
 	// shorten them); zero means the curator's defaults.
 	LeaseTTL, HeartbeatInterval time.Duration
+	// RaftHeartbeat and ElectionTimeout are the consensus member's raft
+	// timings (consensus.Config); zero means etcd's defaults.
+	RaftHeartbeat, ElectionTimeout time.Duration
 	// BeforeConsensus, if set, is called before each start of the
 	// consensus member, which starts only if it succeeds; release is
 	// called once the member and the curator have stopped. The node
@@ -183,6 +186,9 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 		PeerKey:     w.cfg.NodeKey,
 		Bootstrap:   bootstrap,
 		Join:        join,
+
+		HeartbeatInterval: w.cfg.RaftHeartbeat,
+		ElectionTimeout:   w.cfg.ElectionTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("consensus: %w", err)

@@ -147,6 +147,7 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 	h.Produces(kubelet.StatusName)
 	h.Produces(nodeservice.StatusName(proxy.Name))
 	h.Produces(nodeservice.StatusName(dns.Name))
+	h.Produces(clusternet.StatusName)
 	return &workerKubernetesWorker{
 		Worker:          h,
 		cfg:             cfg,
@@ -295,7 +296,8 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	if err != nil {
 		return fmt.Errorf("the pod network: %w", err)
 	}
-	netStatus := &memory.Value[*clusternet.Status]{Name: "podNetwork"}
+	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
+	netStatus.Set(nil) // nil until the pod network's first attempt
 	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, Peers: w.peers, Status: netStatus}
 	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
@@ -321,6 +323,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	podRanges := Input(in, w.podRange, nil)
 	proxyStatus := Input(in, services.proxy.runner.Status(), nil)
 	dnsStatus := Input(in, services.dns.runner.Status(), nil)
+	podNetwork := Input(in, event.ValueWatch[*clusternet.Status](netStatus), nil)
 	renewAt, lastAsked := issued.renewAt, time.Now()
 	for {
 		// With no apiserver answering, the list may be stale (controller
@@ -359,7 +362,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		if nodeLabels.Changed() && nodeLabels.Latest() != nil {
 			runner.SetLabels(kubelet.NodeLabels(nodeLabels.Latest()))
 		}
-		w.status.Set(workerStatus(runnerStatus.Latest(), proxyStatus.Latest(), dnsStatus.Latest()))
+		w.status.Set(workerStatus(runnerStatus.Latest(), proxyStatus.Latest(), dnsStatus.Latest(), podNetwork.Latest()))
 	}
 }
 
@@ -386,10 +389,12 @@ func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership
 	return issued.renewAt
 }
 
-// workerStatus is the role's status from what the runners say.
-func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status) *KubernetesWorkerStatus {
+// workerStatus is the role's status from what the runners and the pod
+// network (nil until its first attempt) say.
+func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status, net *clusternet.Status) *KubernetesWorkerStatus {
 	st := &KubernetesWorkerStatus{Held: true, ContainerdRunning: s.ContainerdRunning, KubeletRunning: s.KubeletRunning, NodeReady: s.NodeReady,
-		ProxyRunning: proxy != nil && proxy.Running, DNSRunning: dns != nil && dns.Running}
+		ProxyRunning: proxy != nil && proxy.Running, DNSRunning: dns != nil && dns.Running,
+		NetworkPeers: net.PeerIDs(), NetworkInSync: net != nil && net.InSync}
 	switch {
 	case s.Note != "":
 		st.Note = s.Note
@@ -399,6 +404,10 @@ func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status) *Kubernetes
 		st.Note = "the DNS server does not run: " + dns.Note
 	case !s.NodeReady:
 		st.Note = s.NodeNote
+	case net == nil:
+		st.Note = "the pod network has not configured the kernel yet"
+	case net.LastError != "":
+		st.Note = "the pod network is not in line with the peers: " + net.LastError
 	}
 	st.Note = truncateNote(st.Note)
 	return st

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/kubelet"
+	"github.com/polis-os/polis/kube/nodeservice"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -282,19 +285,30 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 
 	// The pod network runs beside the kubelet, with the node's own
 	// address, range and WireGuard key, and the peers' value.
+	var netCfg clusternet.Config
 	select {
-	case c := <-netCfgs:
+	case netCfg = <-netCfgs:
 		key, err := clusternet.LoadOrCreateKey(keyFile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey != key || c.Peers == nil {
-			t.Errorf("the pod network runs with range %v, address %v, key from the key file: %v, peers given: %v; want %v, %v, true, true",
-				c.PodCIDR, c.Address, c.PrivateKey == key, c.Peers != nil, testPodRange, kubeAddr)
+		if c := netCfg; c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey != key || c.Peers == nil || c.Status == nil {
+			t.Errorf("the pod network runs with range %v, address %v, key from the key file: %v, peers given: %v, status: %v; want %v, %v, true, true, true",
+				c.PodCIDR, c.Address, c.PrivateKey == key, c.Peers != nil, c.Status != nil, testPodRange, kubeAddr)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the pod network was never started beside the kubelet")
 	}
+	// What the pod network configured is the worker's status: its peers
+	// by ID, sorted, and whether the kernel matched them.
+	netCfg.Status.Set(&clusternet.Status{Mode: clusternet.ModeWireGuard, InSync: true, Peers: []clusternet.Peer{{NodeID: "node-b"}, {NodeID: "node-a"}}})
+	waitFor(t, &v.KubernetesWorker, "the pod network's peers in the status", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.NetworkInSync && slices.Equal(s.NetworkPeers, []string{"node-a", "node-b"})
+	})
+	netCfg.Status.Set(&clusternet.Status{Mode: clusternet.ModeWireGuard, Peers: []clusternet.Peer{{NodeID: "node-a"}}, LastError: "injected"})
+	waitFor(t, &v.KubernetesWorker, "the pod network out of sync", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && !s.NetworkInSync && slices.Equal(s.NetworkPeers, []string{"node-a"})
+	})
 	if n := cleared.Load(); n != 0 {
 		t.Errorf("the pod network was cleared %d times while the role is held", n)
 	}
@@ -453,3 +467,72 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 
 // testPodRange is the pod range the tests' curator gave the node.
 var testPodRange = netip.MustParsePrefix("10.244.7.0/24")
+
+// The role's status says what the pod network did, after what the
+// runners say: a process down or the Node not Ready comes first, then the
+// pod network's failure; the proto carries the count of peers.
+func TestWorkerStatusPodNetwork(t *testing.T) {
+	up := &kubelet.Status{ContainerdRunning: true, KubeletRunning: true, NodeReady: true}
+	running := &nodeservice.Status{Running: true}
+	peers := []clusternet.Peer{{NodeID: "node-c"}, {NodeID: "node-b"}}
+	for _, tc := range []struct {
+		name     string
+		kubelet  *kubelet.Status
+		net      *clusternet.Status
+		peers    []string
+		inSync   bool
+		wantNote string
+	}{
+		{"in sync", up, &clusternet.Status{InSync: true, Peers: peers}, []string{"node-b", "node-c"}, true, ""},
+		{"not started", up, nil, nil, false, "the pod network has not configured the kernel yet"},
+		{"failed", up, &clusternet.Status{Peers: peers, LastError: "setting route: injected"}, []string{"node-b", "node-c"}, false, "the pod network is not in line with the peers: setting route: injected"},
+		{"Node not Ready first", &kubelet.Status{ContainerdRunning: true, KubeletRunning: true, NodeNote: "not Ready"}, &clusternet.Status{LastError: "x"}, []string{}, false, "not Ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := workerStatus(tc.kubelet, running, running, tc.net)
+			if !slices.Equal(st.NetworkPeers, tc.peers) || st.NetworkInSync != tc.inSync || st.Note != tc.wantNote {
+				t.Errorf("status %+v; want peers %v, in sync %v, note %q", st, tc.peers, tc.inSync, tc.wantNote)
+			}
+			p := kubernetesProto(nil, st)
+			if p.GetNetworkPeers() != uint32(len(tc.peers)) || p.GetNetworkInSync() != tc.inSync {
+				t.Errorf("proto %v; want %d peers, in sync %v", p, len(tc.peers), tc.inSync)
+			}
+			if s := st.String(); len(tc.peers) > 0 && !strings.Contains(s, strings.Join(tc.peers, ", ")) {
+				t.Errorf("String() %q does not name the peers %v", s, tc.peers)
+			}
+		})
+	}
+}
+
+// Two statuses are equal only if every field is: each field changed in
+// turn makes them differ (a field added to the struct but not to equal
+// would be missed on change, and readers would not wake).
+func TestKubernetesWorkerStatusEqual(t *testing.T) {
+	base := KubernetesWorkerStatus{NetworkPeers: []string{"node-a"}}
+	if !base.equal(&KubernetesWorkerStatus{NetworkPeers: []string{"node-a"}}) {
+		t.Error("equal statuses differ")
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		other := base
+		other.NetworkPeers = slices.Clone(base.NetworkPeers)
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Slice:
+			f.Set(reflect.Append(f, reflect.ValueOf("node-b")))
+		default:
+			t.Fatalf("field %s: kind %v not covered by this test", typ.Field(i).Name, f.Kind())
+		}
+		if base.equal(&other) {
+			t.Errorf("statuses that differ in %s are equal", typ.Field(i).Name)
+		}
+	}
+	var nilStatus *KubernetesWorkerStatus
+	if !nilStatus.equal(nil) || nilStatus.equal(&base) || base.equal(nil) {
+		t.Error("nil statuses compared wrongly")
+	}
+}

@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.StringVar(&o.NodeBinary, "node-binary", "", "the polis-node executable (default: one next to this program, else built with go build)")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default)")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 0, "the nodes' heartbeat interval (0: the curator's default)")
+	fs.DurationVar(&o.ConsensusHeartbeat, "consensus-heartbeat", 0, "every consensus member's raft heartbeat (0: etcd's 100ms; with --vm under TCG 500ms)")
+	fs.DurationVar(&o.ConsensusElectionTimeout, "consensus-election-timeout", 0, "every consensus member's raft election timeout, at least five heartbeats (0: etcd's 1s; with --vm under TCG 5s)")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
 	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
 	fs.BoolVar(&o.Kubernetes, "kubernetes", false, "run Kubernetes: give every node the Kubernetes bundle (built on first use: about 15 minutes on two cores, seconds afterwards) and the first node the kubernetes-controller role")

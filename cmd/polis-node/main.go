@@ -24,6 +24,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/pem"
@@ -43,6 +44,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/logring"
 	"github.com/polis-os/polis/node"
@@ -98,6 +100,7 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		apiPort, metricsPort    uint
 		level                   = zapcore.InfoLevel
 		leaseTTL, heartbeatIntv time.Duration
+		raftHeartbeat, election time.Duration
 		restore                 node.RestoreSource
 		ownerKey                string
 	)
@@ -110,6 +113,8 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 	fs.UintVar(&metricsPort, "metrics-port", nodeapi.DefaultMetricsPort, "the port of /metrics (plain HTTP on a loopback address, else HTTPS with the cluster's mTLS)")
 	fs.DurationVar(&leaseTTL, "lease-ttl", 0, "the curator leader's lease (0: the curator's default); tests shorten it")
 	fs.DurationVar(&heartbeatIntv, "heartbeat-interval", 0, "how often nodes send heartbeats (0: the curator's default); tests shorten it")
+	fs.DurationVar(&raftHeartbeat, "consensus-heartbeat", 0, "the consensus member's raft heartbeat (0: etcd's 100ms); every member of a cluster should have the same; raise it with --consensus-election-timeout on slow or emulated machines")
+	fs.DurationVar(&election, "consensus-election-timeout", 0, "how long a consensus member waits for its leader before it starts an election (0: etcd's 1s); at least five heartbeats")
 	fs.BoolVar(&o.cfg.RecoverConsensus, "recover-single-member", false, "the cluster lost the quorum of its consensus members for good and this node is a survivor: restart its consensus member as the single member of the cluster, keeping all data (refused while another member answers); then add new consensus members as usual")
 	fs.StringVar(&restore.Backup, "restore-backup", "", "a backup file (polisctl cluster backup): on fresh --storage, start the node as the single consensus member of the cluster restored from it, decrypted with --owner-key; then add consensus members as usual")
 	fs.StringVar(&ownerKey, "owner-key", "", "with --restore-backup: the owner's ed25519 private key the backup was encrypted to (PKCS#8, DER or PEM: key.der in polisctl's configuration directory); read, never stored")
@@ -184,6 +189,10 @@ func parseFlags(args []string, errOut io.Writer) (*options, error) {
 		return nil, errors.New("--lease-ttl and --heartbeat-interval must not be negative")
 	}
 	o.cfg.LeaseTTL, o.cfg.HeartbeatInterval = leaseTTL, heartbeatIntv
+	if err := checkRaftTimings(raftHeartbeat, election); err != nil {
+		return nil, err
+	}
+	o.cfg.ConsensusHeartbeat, o.cfg.ConsensusElectionTimeout = raftHeartbeat, election
 	if b := o.cfg.KubernetesBundle; b != "" && !filepath.IsAbs(b) {
 		return nil, fmt.Errorf("--kubernetes-bundle %q: give an absolute path", b)
 	}
@@ -307,5 +316,23 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		return errReboot
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+// checkRaftTimings checks --consensus-heartbeat and
+// --consensus-election-timeout as etcd would, the defaults (100ms, 1s)
+// standing in for a zero, so that a wrong pair is named at the start and
+// not when the node first runs a consensus member.
+func checkRaftTimings(heartbeat, election time.Duration) error {
+	if heartbeat < 0 || election < 0 {
+		return errors.New("--consensus-heartbeat and --consensus-election-timeout must not be negative")
+	}
+	h, e := cmp.Or(heartbeat, consensus.DefaultHeartbeatInterval), cmp.Or(election, consensus.DefaultElectionTimeout)
+	if h%time.Millisecond != 0 || e%time.Millisecond != 0 {
+		return fmt.Errorf("--consensus-heartbeat %v and --consensus-election-timeout %v: give whole milliseconds", h, e)
+	}
+	if e < 5*h {
+		return fmt.Errorf("--consensus-election-timeout %v is less than five heartbeats of %v: raise it to at least %v", e, h, 5*h)
+	}
 	return nil
 }

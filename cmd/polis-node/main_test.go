@@ -36,6 +36,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--log-format", "xml"}, wantErr: "want json or console"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--kubernetes-bundle", "polis-kube"}, wantErr: "--kubernetes-bundle \"polis-kube\": give an absolute path"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "500ms", "--consensus-election-timeout", "5s"}},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "500ms"}, wantErr: "--consensus-election-timeout 1s is less than five heartbeats of 500ms: raise it to at least 2.5s"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-election-timeout", "300ms"}, wantErr: "less than five heartbeats of 100ms"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "-1s"}, wantErr: "must not be negative"},
+		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--consensus-heartbeat", "150500us", "--consensus-election-timeout", "5s"}, wantErr: "whole milliseconds"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b"}, wantErr: "--restore-backup needs --owner-key"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--owner-key", "k"}, wantErr: "--owner-key is for --restore-backup"},
 		{args: []string{"--storage", "/s", "--address", "127.0.0.2", "--restore-backup", "b", "--restore-snapshot", "s"}, wantErr: "give one"},
@@ -65,13 +70,15 @@ func TestParseFlags(t *testing.T) {
 // the one-argument form PID 1 passes (--NAME=VALUE), booleans included.
 func TestKernelCommandLineFlags(t *testing.T) {
 	values := map[string]string{
-		"lease-ttl":             "3s",
-		"heartbeat-interval":    "1s",
-		"consensus-port":        "7001",
-		"curator-port":          "7002",
-		"kubernetes-registry":   "docker.io=http://10.77.0.254:5000",
-		"recover-single-member": "true",
-		"restore-snapshot":      pid1.RestoreSnapshotPath,
+		"lease-ttl":                  "3s",
+		"heartbeat-interval":         "1s",
+		"consensus-port":             "7001",
+		"curator-port":               "7002",
+		"consensus-heartbeat":        "500ms",
+		"consensus-election-timeout": "5s",
+		"kubernetes-registry":        "docker.io=http://10.77.0.254:5000",
+		"recover-single-member":      "true",
+		"restore-snapshot":           pid1.RestoreSnapshotPath,
 	}
 	args := []string{"--storage", "/s", "--address", "10.77.0.2"}
 	for _, name := range pid1.AgentFlags {
@@ -92,7 +99,8 @@ func TestKernelCommandLineFlags(t *testing.T) {
 	if r, err := parseFlags(restore, io.Discard); err != nil || r.cfg.Restore == nil || r.cfg.Restore.Snapshot != pid1.RestoreSnapshotPath {
 		t.Errorf("%q: %v; want a restore from %s", restore, err, pid1.RestoreSnapshotPath)
 	}
-	if !o.cfg.RecoverConsensus || o.cfg.LeaseTTL != 3*time.Second || o.cfg.ConsensusPort != 7001 || o.cfg.CuratorPort != 7002 || o.cfg.KubernetesRegistries["docker.io"] != "http://10.77.0.254:5000" {
+	if !o.cfg.RecoverConsensus || o.cfg.LeaseTTL != 3*time.Second || o.cfg.ConsensusPort != 7001 || o.cfg.CuratorPort != 7002 ||
+		o.cfg.ConsensusHeartbeat != 500*time.Millisecond || o.cfg.ConsensusElectionTimeout != 5*time.Second || o.cfg.KubernetesRegistries["docker.io"] != "http://10.77.0.254:5000" {
 		t.Errorf("%q parsed as %+v", args, o.cfg)
 	}
 }

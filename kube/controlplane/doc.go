@@ -12,10 +12,16 @@
 // component and one that probes the apiserver's /readyz:
 //
 //	Run ─┬─ apiserver           polis-kube apiserver ...
-//	     ├─ controller-manager  polis-kube controller-manager ...
-//	     ├─ scheduler           polis-kube scheduler ...
+//	     ├─ controller-manager  polis-kube controller-manager ... (once ready)
+//	     ├─ scheduler           polis-kube scheduler ... (once ready)
 //	     ├─ readyz              GET https://address:port/readyz
 //	     └─ rbac                the node services' RBAC, applied when ready
+//
+// The controller-manager and the scheduler start once the apiserver has
+// first answered /readyz ok: they need it for everything, and started
+// beside it they took the CPU of its start on a slow machine (an emulated
+// one under load), which its post-start hooks' fixed deadlines do not
+// forgive. Once started, they stay through the apiserver's restarts.
 //
 // A component runnable starts its process, logs each line it writes on the
 // runnable's logger (so the node's log names the component; klog's

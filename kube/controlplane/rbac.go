@@ -67,7 +67,7 @@ func (r *Runner) applyRBAC(roots *x509.CertPool) supervisor.Runnable {
 		if err != nil {
 			return fmt.Errorf("controlplane: the apiserver's client certificate: %w", err)
 		}
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr, Timeout: probeTimeout}
 		w := r.status.Watch()

@@ -130,9 +130,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errors.New("controlplane: the CA file holds no certificate")
 	}
 	for _, c := range []component{
-		{APIServer, r.cfg.apiserverArgs()},
-		{ControllerManager, r.cfg.controllerManagerArgs()},
-		{Scheduler, r.cfg.schedulerArgs()},
+		{name: APIServer, args: r.cfg.apiserverArgs()},
+		{name: ControllerManager, args: r.cfg.controllerManagerArgs(), afterReady: true},
+		{name: Scheduler, args: r.cfg.schedulerArgs(), afterReady: true},
 	} {
 		if err := supervisor.Run(ctx, c.name, r.runComponent(c)); err != nil {
 			return err
@@ -184,7 +184,10 @@ func (r *Runner) writeFiles() error {
 // answer. It runs until ctx ends.
 func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 	return func(ctx context.Context) error {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+		// HTTP/2: an ask that times out resets its stream, not the
+		// connection, so a slow apiserver is not also given a new TLS
+		// handshake at the next ask.
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		hc := &http.Client{Transport: tr, Timeout: probeTimeout}
 		url := r.cfg.Server() + "/readyz"

@@ -51,7 +51,8 @@ type Config struct {
 	// portmap).
 	CNIBinDir string
 	// PauseImage is the OCI archive of the sandbox image, imported into
-	// containerd at every start; PauseImageRef is its reference
+	// containerd at a start unless containerd holds it already (its
+	// state is on the data disk); PauseImageRef is its reference
 	// (DefaultPauseImage if empty).
 	PauseImage    string
 	PauseImageRef string
@@ -197,9 +198,13 @@ func checkRegistry(host, endpoint string) error {
 
 // Paths of what the runner writes and serves.
 func (c Config) containerdSocket() string { return filepath.Join(c.RunDir, "containerd.sock") }
-func (c Config) file(name string) string  { return filepath.Join(c.RunDir, name) }
-func (c Config) hostsDir() string         { return filepath.Join(c.RunDir, "certs.d") }
-func (c Config) cniConfDir() string       { return filepath.Join(c.RunDir, "cni") }
+
+// containerdRoot is containerd's root (its persistent state: content,
+// snapshots, metadata), on the data disk.
+func (c Config) containerdRoot() string  { return filepath.Join(c.StateDir, "containerd") }
+func (c Config) file(name string) string { return filepath.Join(c.RunDir, name) }
+func (c Config) hostsDir() string        { return filepath.Join(c.RunDir, "certs.d") }
+func (c Config) cniConfDir() string      { return filepath.Join(c.RunDir, "cni") }
 func (c Config) server() string {
 	return "https://localhost:" + strconv.Itoa(int(c.ProxyPort))
 }

@@ -16,7 +16,8 @@
 // kubelet with kube-proxy). Its Run:
 //
 //	Run ─┬─ (containerd, a process of the run itself)
-//	     │    then: ctr images import <pause image>   (nothing is pulled)
+//	     │    then: ctr images import <pause image>   (nothing is pulled; skipped
+//	     │          when containerd's content holds its manifest already)
 //	     ├─ apiproxy    127.0.0.1:ProxyPort → the apiservers, in turn
 //	     │    then: wait until an apiserver answers /readyz
 //	     ├─ kubelet     polis-kube kubelet --config ... --kubeconfig ...

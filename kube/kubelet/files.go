@@ -118,7 +118,7 @@ disabled_plugins = [
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%s]
     conf_dir = %s
-`, q(filepath.Join(c.StateDir, "containerd")), q(filepath.Join(c.RunDir, "containerd")), q(c.containerdSocket()),
+`, q(c.containerdRoot()), q(filepath.Join(c.RunDir, "containerd")), q(c.containerdSocket()),
 		q(c.PauseImageRef), q(c.hostsDir()), q(filepath.Join(c.BinDir, "runc")), q(c.CNIBinDir), q(c.cniConfDir()))
 	return []byte(b.String())
 }

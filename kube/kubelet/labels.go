@@ -97,11 +97,10 @@ func (r *Runner) labeller() supervisor.Runnable {
 // applyLabels reads the Node and patches it when its labels differ from
 // want; it reports whether it patched.
 func (r *Runner) applyLabels(ctx context.Context, want map[string]string) (bool, error) {
-	hc, err := httpClient(r.credentials())
+	hc, err := r.apiClient()
 	if err != nil {
 		return false, err
 	}
-	defer hc.CloseIdleConnections()
 	nodeURL := r.cfg.server() + "/api/v1/nodes/" + url.PathEscape(r.cfg.NodeName)
 	var node struct {
 		Metadata struct {

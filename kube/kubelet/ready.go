@@ -77,12 +77,11 @@ func (r *Runner) probe() supervisor.Runnable {
 		defer tick.Stop()
 		for {
 			// The credentials of now: Renew may have replaced them.
-			hc, err := httpClient(r.credentials())
+			hc, err := r.apiClient()
 			if err != nil {
 				return err
 			}
 			err = nodeReady(ctx, hc, r.cfg.server(), r.cfg.NodeName)
-			hc.CloseIdleConnections()
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -113,7 +112,9 @@ func httpClient(creds Credentials) (*http.Client, error) {
 	if !roots.AppendCertsFromPEM(creds.CA) {
 		return nil, errors.New("the Kubernetes CA holds no certificate")
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
+	// HTTP/2: an ask that times out resets its stream, not the
+	// connection (a new TLS handshake for a slow apiserver).
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 	return &http.Client{Transport: tr, Timeout: probeTimeout}, nil
 }
 
@@ -121,14 +122,19 @@ func httpClient(creds Credentials) (*http.Client, error) {
 // local proxy, asked as the kubelet. A kubelet started before that fails
 // its first steps that need the apiserver (the Node's CSINode) and retries
 // them with a backoff of minutes, in which its Node is not Ready.
+//
+// One client asks every time (apiClient), keeping its connection: a starting
+// apiserver under TCG took more than 10 s for a TLS handshake while two
+// workers' runners each opened a new connection every poll, and its own
+// loopback client's handshake timing out failed a post-start hook, which
+// ends the apiserver (docs/benchmarks.md, issue 19).
 func (r *Runner) waitAPIServer(ctx context.Context, containerd *process.Process) error {
+	hc, err := r.apiClient()
+	if err != nil {
+		return err
+	}
 	for {
-		hc, err := httpClient(r.credentials())
-		if err != nil {
-			return err
-		}
-		err = apiServerReady(ctx, hc, r.cfg.server())
-		hc.CloseIdleConnections()
+		err := apiServerReady(ctx, hc, r.cfg.server())
 		if err == nil {
 			return nil
 		}

@@ -1,11 +1,13 @@
 package kubelet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -74,6 +76,10 @@ type Runner struct {
 	mu    sync.Mutex
 	cur   Status
 	creds Credentials
+	// hc is the runner's own client of the apiservers (apiClient), made
+	// for the client certificate hcCert.
+	hc     *http.Client
+	hcCert []byte
 }
 
 // New validates cfg and returns a Runner ready to Run.
@@ -130,7 +136,6 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	cmd := process.Command{Path: r.cfg.bin("containerd"), Args: []string{"--config", r.cfg.file(fileContainerdConfig)}, Env: r.cfg.env(), Dir: r.cfg.RunDir}
 	var runtimeCgroup, kubeletCgroup *os.File
 	if r.cfg.Cgroup != "" {
-		var err error
 		if runtimeCgroup, err = openCgroup(r.cfg.cgroup(cgroupRuntime)); err != nil {
 			return err
 		}
@@ -160,9 +165,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := r.waitContainerd(ctx, containerd); err != nil {
 		return err
 	}
-	r.note("importing the pause image " + r.cfg.PauseImageRef)
-	if err := r.ctr(ctx, log, importTimeout, "images", "import", r.cfg.PauseImage); err != nil {
-		return fmt.Errorf("importing the pause image %s: %w", r.cfg.PauseImage, err)
+	if pauseImported(r.cfg.PauseImage, r.cfg.containerdRoot()) {
+		log.Info("the pause image is in containerd already", zap.String("image", r.cfg.PauseImageRef))
+	} else {
+		r.note("importing the pause image " + r.cfg.PauseImageRef)
+		if err := r.ctr(ctx, log, importTimeout, "images", "import", r.cfg.PauseImage); err != nil {
+			return fmt.Errorf("importing the pause image %s: %w", r.cfg.PauseImage, err)
+		}
 	}
 
 	kubelet := process.Command{Path: r.cfg.Bundle, Args: r.cfg.kubeletArgs(), Env: r.cfg.env(), Dir: r.cfg.RunDir}
@@ -345,6 +354,28 @@ func (c Config) withCredentials(creds Credentials) Config {
 }
 
 func (c Config) bin(name string) string { return c.BinDir + "/" + name }
+
+// apiClient is the runner's client of the apiservers, as the kubelet
+// (waiting for an apiserver, the Node's readiness and labels): one client
+// that keeps its connection while the credentials stay the same. A new
+// TLS handshake at every ask cost a starting apiserver under TCG more
+// than it could give (docs/benchmarks.md, issue 19).
+func (r *Runner) apiClient() (*http.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hc != nil && bytes.Equal(r.hcCert, r.creds.ClientCert) {
+		return r.hc, nil
+	}
+	hc, err := httpClient(r.creds)
+	if err != nil {
+		return nil, err
+	}
+	if r.hc != nil {
+		r.hc.CloseIdleConnections()
+	}
+	r.hc, r.hcCert = hc, r.creds.ClientCert
+	return hc, nil
+}
 
 func (r *Runner) credentials() Credentials {
 	r.mu.Lock()

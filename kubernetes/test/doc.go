@@ -14,6 +14,10 @@
 // worker's kubelet credentials held to its own Node by the Node authorizer
 // (./authzprobe, run on the worker), label changes reaching the Node,
 // KubernetesWorker taken away (nothing left) and given back, a worker
-// rebooted; it needs qemu. scripts/test runs them after the main module's
-// tests.
+// rebooted (same pod range, its Pod reached by Pod IP again), and last a
+// worker decommissioned and deleted (no longer a WireGuard peer of the
+// other, its pod range back in the pool); it also measures the pod network
+// between the workers (./netbench: round trips and throughput, Pod to Pod
+// over WireGuard and node to node in clear). It needs qemu. scripts/test
+// runs them after the main module's tests.
 package test

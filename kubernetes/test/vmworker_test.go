@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -31,28 +32,37 @@ const vmKubeletRunDir = "/polis/ephemeral/kubelet"
 
 // vmCluster is what the phases after the launch share.
 type vmCluster struct {
+	// dir is the launch's directory: each VM's console log is
+	// dir/VM/console.log.
+	dir         string
 	bin, config string
 	proxy       *url.URL
 	cs          *kubernetes.Clientset
 	// ids: VM name → Polis node ID.
 	ids map[string]string
+	// workers are the worker VMs' names.
+	workers []string
+	// tryKubectl runs the bundled kubectl once; kubectl until it
+	// succeeds (within the test's deadline).
+	tryKubectl func(args ...string) (string, error)
+	kubectl    func(args ...string) string
 }
 
-// buildAuthzProbe builds ./authzprobe (static) and packs it as an OCI
-// layout in outDir, the way demoimage packs polis-demo: at
-// demoimage.Entrypoint.
-func buildAuthzProbe(ctx context.Context, t *testing.T, outDir string) {
+// buildTestImage builds the command in pkg, a directory of this module
+// ("./test/authzprobe"), static, and packs it as an OCI layout in outDir,
+// the way demoimage packs polis-demo: at demoimage.Entrypoint.
+func buildTestImage(ctx context.Context, t *testing.T, pkg, outDir string) {
 	t.Helper()
 	mod, err := bundle.FindModule(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "authzprobe")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./test/authzprobe")
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building authzprobe: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
@@ -222,20 +232,35 @@ func (c *vmCluster) checkRoleTakenAway(ctx context.Context, t *testing.T, vm str
 
 	given := time.Now()
 	polisctlRun(t, c.bin, c.config, "node", "add-role", id, "kubernetes-worker")
+	if other := c.otherWorker(vm); other != "" {
+		// vm, back to a worker, is a peer of the other again.
+		c.logRoutesOn(ctx, t, other, vm+" given KubernetesWorker again", "UpdateNodeRoles", given)
+	}
 	waitList(ctx, t, vm+": Node Ready again (the node's status)", func() (bool, string, error) {
 		k := c.nodeStatuses(t)[id].GetStatus().GetKubernetes()
 		return k.GetNodeReady(), fmt.Sprint(k), nil
 	})
 	t.Logf("%s: KubernetesWorker given back, the apiserver running → Node Ready: %v", vm, time.Since(given).Round(100*time.Millisecond))
+	if n, err := c.cs.CoreV1().Nodes().Get(ctx, id, metav1.GetOptions{}); err == nil {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				t.Logf("%s: the Node's Ready condition since %v after the role was given back (its kubelet's clock, to the second)", vm, cond.LastTransitionTime.Sub(given).Round(time.Second))
+			}
+		}
+	}
 	c.waitPodRunsAgain(ctx, t, vm, pod, given)
 }
 
 // checkReboot reboots vm through the node API: it comes back with a new
-// boot, its Node Ready, and its Pod running again.
-func (c *vmCluster) checkReboot(ctx context.Context, t *testing.T, vm string) {
+// boot, its Node Ready, and its Pod running again, with the same pod
+// range, and otherVM's Pod reaches that Pod by its address (a route and
+// a WireGuard peer on each side again, with the keys kept across the
+// reboot).
+func (c *vmCluster) checkReboot(ctx context.Context, t *testing.T, vm, otherVM string) {
 	id := c.ids[vm]
 	pod := c.demoPodOn(ctx, t, id)
-	boot := c.nodeStatuses(t)[id].GetStatus().GetBootId()
+	before := c.nodeStatuses(t)[id]
+	boot, podRange := before.GetStatus().GetBootId(), before.GetNetwork().GetPodRange()
 	asked := time.Now()
 	polisctlRun(t, c.bin, c.config, "node", "reboot", id)
 	waitList(ctx, t, vm+": rebooted, its Node Ready", func() (bool, string, error) {
@@ -247,7 +272,33 @@ func (c *vmCluster) checkReboot(ctx context.Context, t *testing.T, vm string) {
 	if err != nil || !nodeReady(n) {
 		t.Errorf("%s: kubectl's view of Node %s after the reboot: %v %v", vm, id, err, n.Status.Conditions)
 	}
-	c.waitPodRunsAgain(ctx, t, vm, pod, asked)
+	running := c.waitPodRunsAgain(ctx, t, vm, pod, asked)
+	if after := c.nodeStatuses(t)[id].GetNetwork().GetPodRange(); after != podRange || after == "" {
+		t.Errorf("%s: pod range %q after the reboot, %q before", vm, after, podRange)
+	}
+	p, err := c.cs.CoreV1().Pods("default").Get(ctx, running, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := netip.ParsePrefix(podRange); err != nil || !r.Contains(netip.MustParseAddr(p.Status.PodIP)) {
+		t.Errorf("%s: Pod %s's address %s after the reboot is not in the node's pod range %s", vm, running, p.Status.PodIP, podRange)
+	}
+	from := c.demoPodOn(ctx, t, c.ids[otherVM])
+	url := fmt.Sprintf("http://%s:%d/after-reboot", p.Status.PodIP, demoimage.Port)
+	if out := c.kubectl("exec", from, "--", demoimage.Entrypoint, "get", url); !strings.Contains(out, "hello from "+running) {
+		t.Errorf("Pod %s on %s → Pod %s on the rebooted %s at %s: %q, want hello from %s", from, otherVM, running, vm, url, out, running)
+	}
+	t.Logf("%s: reboot asked → its Pod reached by Pod IP from %s's: %v", vm, otherVM, time.Since(asked).Round(100*time.Millisecond))
+}
+
+// otherWorker is a worker VM other than vm; "" if there is none.
+func (c *vmCluster) otherWorker(vm string) string {
+	for _, w := range c.workers {
+		if w != vm {
+			return w
+		}
+	}
+	return ""
 }
 
 // demoPodOn is the name of the demo Deployment's Pod on node id.
@@ -258,19 +309,19 @@ func (c *vmCluster) demoPodOn(ctx context.Context, t *testing.T, id string) stri
 		t.Fatal(err)
 	}
 	for _, p := range list.Items {
-		if p.Spec.NodeName == id {
+		if p.Spec.NodeName == id && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 			return p.Name
 		}
 	}
-	t.Fatalf("no demo Pod on %s", id)
+	t.Fatalf("no demo Pod running on %s", id)
 	return ""
 }
 
 // waitPodRunsAgain waits until a demo Pod runs on vm's node again, its
 // container started after since (pod, the one that ran there before, or
 // its replacement if the Node was NotReady long enough for it to be
-// evicted), and times it.
-func (c *vmCluster) waitPodRunsAgain(ctx context.Context, t *testing.T, vm, pod string, since time.Time) {
+// evicted), and times it. It returns the Pod's name.
+func (c *vmCluster) waitPodRunsAgain(ctx context.Context, t *testing.T, vm, pod string, since time.Time) string {
 	id := c.ids[vm]
 	running := waitList(ctx, t, vm+": a demo Pod running again (before: "+pod+")", func() (bool, string, error) {
 		list, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=demo"})
@@ -293,6 +344,7 @@ func (c *vmCluster) waitPodRunsAgain(ctx context.Context, t *testing.T, vm, pod 
 		return false, strings.Join(seen, "; "), nil
 	})
 	t.Logf("%s: %s running again %v after", vm, running, time.Since(since).Round(100*time.Millisecond))
+	return running
 }
 
 // connectThrough asks the launcher's proxy to CONNECT to addr and returns

@@ -164,4 +164,4 @@ var OptionalModules = []string{"aesni_intel"}
 // (launch.Cluster.RecoverSingleMember), and a machine with fresh disks
 // once with the second to restore a backup onto it. Started again with
 // either, a node that was recovered or restored already starts as usual.
-var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "kubernetes-registry", "recover-single-member", "restore-snapshot"}
+var AgentFlags = []string{"lease-ttl", "heartbeat-interval", "consensus-port", "curator-port", "consensus-heartbeat", "consensus-election-timeout", "kubernetes-registry", "recover-single-member", "restore-snapshot"}

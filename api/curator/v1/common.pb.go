@@ -1110,7 +1110,17 @@ type KubernetesStatus struct {
 	ProxyRunning bool `protobuf:"varint,9,opt,name=proxy_running,json=proxyRunning,proto3" json:"proxy_running,omitempty"`
 	// Whether the node's DNS server (CoreDNS) runs on the node
 	// (KubernetesWorker).
-	DnsRunning    bool `protobuf:"varint,10,opt,name=dns_running,json=dnsRunning,proto3" json:"dns_running,omitempty"`
+	DnsRunning bool `protobuf:"varint,10,opt,name=dns_running,json=dnsRunning,proto3" json:"dns_running,omitempty"`
+	// How many other worker nodes the node's kernel routes pod traffic to,
+	// over WireGuard (one peer and one route each), as the node's pod
+	// network last configured it (KubernetesWorker). Which nodes they are
+	// is in the node's role server graph (polisctl node graph), as the
+	// count alone keeps the status small in a large cluster.
+	NetworkPeers uint32 `protobuf:"varint,11,opt,name=network_peers,json=networkPeers,proto3" json:"network_peers,omitempty"`
+	// Whether the node's kernel matched those peers at the pod network's
+	// last look; false while it does not run, or after a failed attempt
+	// (worker_note says why).
+	NetworkInSync bool `protobuf:"varint,12,opt,name=network_in_sync,json=networkInSync,proto3" json:"network_in_sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1211,6 +1221,20 @@ func (x *KubernetesStatus) GetProxyRunning() bool {
 func (x *KubernetesStatus) GetDnsRunning() bool {
 	if x != nil {
 		return x.DnsRunning
+	}
+	return false
+}
+
+func (x *KubernetesStatus) GetNetworkPeers() uint32 {
+	if x != nil {
+		return x.NetworkPeers
+	}
+	return 0
+}
+
+func (x *KubernetesStatus) GetNetworkInSync() bool {
+	if x != nil {
+		return x.NetworkInSync
 	}
 	return false
 }
@@ -1519,7 +1543,7 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\"[\n" +
 	"\x0eSnapshotPolicy\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x12\n" +
-	"\x04keep\x18\x02 \x01(\rR\x04keep\"\x83\x03\n" +
+	"\x04keep\x18\x02 \x01(\rR\x04keep\"\xd0\x03\n" +
 	"\x10KubernetesStatus\x12\x18\n" +
 	"\arunning\x18\x01 \x03(\tR\arunning\x12'\n" +
 	"\x0fapiserver_ready\x18\x02 \x01(\bR\x0eapiserverReady\x12%\n" +
@@ -1534,7 +1558,9 @@ const file_polis_curator_v1_common_proto_rawDesc = "" +
 	"\rproxy_running\x18\t \x01(\bR\fproxyRunning\x12\x1f\n" +
 	"\vdns_running\x18\n" +
 	" \x01(\bR\n" +
-	"dnsRunning\"$\n" +
+	"dnsRunning\x12#\n" +
+	"\rnetwork_peers\x18\v \x01(\rR\fnetworkPeers\x12&\n" +
+	"\x0fnetwork_in_sync\x18\f \x01(\bR\rnetworkInSync\"$\n" +
 	"\x0eRunningCurator\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\"X\n" +
 	"\x0fCuratorEndpoint\x12\x17\n" +

@@ -1,0 +1,292 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/launch/demoimage"
+)
+
+// netbenchPort is where the netbench Pods serve (./netbench).
+const netbenchPort = 5201
+
+// measurePodNetwork measures, between workers a and b, TCP round trips and
+// throughput Pod to Pod (by Pod IP: over WireGuard) and node to node (two
+// host-network Pods, by the nodes' addresses: in clear over the switch,
+// which the tunnel itself crosses), alternating the two in each of a few
+// rounds so that both see the same load. It logs the figures; nothing is
+// asserted of them (docs/benchmarks.md keeps them).
+//
+// Node to node stands for plain routing: a routed Pod-to-Pod path in
+// clear would add both nodes' bridges and veths to it, so its figures are
+// at most these, and WireGuard's share of them is at least its share of
+// plain routing's.
+func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b string) {
+	t.Helper()
+	type benchPod struct {
+		name, vm string
+		host     bool
+	}
+	pods := []benchPod{{"bench-a", a, false}, {"bench-b", b, false}, {"bench-host-a", a, true}, {"bench-host-b", b, true}}
+	for _, p := range pods {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{"app": "netbench"}},
+			Spec: corev1.PodSpec{
+				NodeName:    c.ids[p.vm],
+				HostNetwork: p.host,
+				Containers: []corev1.Container{{
+					Name: "netbench", Image: "netbench", ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{demoimage.Entrypoint, "serve", fmt.Sprintf(":%d", netbenchPort)},
+				}},
+			},
+		}
+		if _, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s: %v", p.name, err)
+		}
+	}
+	defer func() {
+		if err := c.cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=netbench"}); err != nil {
+			t.Errorf("deleting the netbench Pods: %v", err)
+		}
+	}()
+	waitList(ctx, t, "the netbench Pods Running", func() (bool, string, error) {
+		list, err := c.cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=netbench"})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		running := 0
+		for _, p := range list.Items {
+			seen = append(seen, fmt.Sprintf("%s:%s %s", p.Name, p.Status.Phase, podWaiting(&p)))
+			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				running++
+			}
+		}
+		return running == len(pods), strings.Join(seen, " "), nil
+	})
+	podB, err := c.cs.CoreV1().Pods("default").Get(ctx, "bench-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeB := c.nodeStatuses(t)[c.ids[b]].GetStatus().GetExternalAddress()
+	paths := []struct {
+		name, from, to string
+	}{
+		{"Pod to Pod, WireGuard", "bench-a", net.JoinHostPort(podB.Status.PodIP, fmt.Sprint(netbenchPort))},
+		{"node to node, plain", "bench-host-a", net.JoinHostPort(nodeB, fmt.Sprint(netbenchPort))},
+	}
+	const rounds, roundTrips, seconds = 3, 200, 5
+	type result struct{ rttMedians, throughputs []float64 }
+	results := make([]result, len(paths))
+	// One kubectl exec per path and round (each a round trip through
+	// the launcher's proxy and the apiserver, seconds under TCG):
+	// netbench both prints the round trips' line, then the throughput's.
+	measure := func(from, to string) (rtt, tput map[string]float64) {
+		out := c.kubectl("exec", from, "--", demoimage.Entrypoint, "both", to, fmt.Sprint(roundTrips), fmt.Sprint(seconds))
+		for _, line := range strings.Split(out, "\n") {
+			var raw map[string]any
+			if json.Unmarshal([]byte(strings.TrimSpace(line)), &raw) != nil {
+				continue
+			}
+			m := map[string]float64{}
+			for k, v := range raw {
+				if f, ok := v.(float64); ok {
+					m[k] = f
+				}
+			}
+			switch raw["kind"] {
+			case "rtt":
+				rtt = m
+			case "tput":
+				tput = m
+			}
+		}
+		if rtt == nil || tput == nil {
+			t.Fatalf("netbench both %s from %s printed %q: want a round trips' line and a throughput's", to, from, out)
+		}
+		return rtt, tput
+	}
+	for r := range rounds {
+		for i, p := range paths {
+			rtt, tput := measure(p.from, p.to)
+			mbs := tput["bytes"] / tput["seconds"] / 1e6
+			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s",
+				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs)
+			results[i].rttMedians = append(results[i].rttMedians, rtt["median_us"])
+			results[i].throughputs = append(results[i].throughputs, mbs)
+		}
+	}
+	median := func(xs []float64) float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	wg, plain := results[0], results[1]
+	t.Logf("the pod network between workers, median of %d rounds: round trip %.0f µs over WireGuard, %.0f µs node to node in clear; throughput %.2f MB/s over WireGuard, %.2f MB/s node to node in clear (WireGuard %.0f%% of it)",
+		rounds, median(wg.rttMedians), median(plain.rttMedians), median(wg.throughputs), median(plain.throughputs), 100*median(wg.throughputs)/median(plain.throughputs))
+}
+
+// podNetworkOf is what vm's node reports of its pod network: how many
+// peers its kernel routes to, whether in sync, and the summary of its
+// kubernetesWorker value in its role server graph, which names them.
+func (c *vmCluster) podNetworkOf(t *testing.T, vm string) (peers uint32, inSync bool, graph string) {
+	t.Helper()
+	k := c.nodeStatuses(t)[c.ids[vm]].GetStatus().GetKubernetes()
+	var g nodev1.GetRoleServerGraphResponse
+	if err := protojson.Unmarshal([]byte(polisctlRun(t, c.bin, c.config, "node", "graph", c.ids[vm], "-o", "json")), &g); err != nil {
+		t.Fatalf("polisctl node graph %s: %v", vm, err)
+	}
+	for _, v := range g.Values {
+		if v.Name == "kubernetesWorker" {
+			graph = v.Summary
+		}
+	}
+	return k.GetNetworkPeers(), k.GetNetworkInSync(), graph
+}
+
+// waitPeers waits until vm's node routes to exactly the workers named
+// (VM names), in sync, by its status and its graph.
+func (c *vmCluster) waitPeers(ctx context.Context, t *testing.T, vm string, want ...string) {
+	t.Helper()
+	waitList(ctx, t, fmt.Sprintf("%s's pod network routing to %v", vm, want), func() (bool, string, error) {
+		peers, inSync, graph := c.podNetworkOf(t, vm)
+		ok := int(peers) == len(want) && inSync
+		for other, id := range c.ids {
+			if other != vm && strings.Contains(graph, id) != slices.Contains(want, other) {
+				ok = false
+			}
+		}
+		return ok, fmt.Sprintf("%d peers, in sync %v; graph: %s", peers, inSync, graph), nil
+	})
+}
+
+// consoleLine is when the first line after since containing every one of
+// substrs reached the host from vm's console (the host's clock, which
+// stamps every VM's console alike); false if none has yet.
+func (c *vmCluster) consoleLine(t *testing.T, vm string, since time.Time, substrs ...string) (time.Time, bool) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(c.dir, vm, "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+next:
+	for sc.Scan() {
+		stamp, line, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		for _, s := range substrs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		at, err := time.Parse("2006-01-02T15:04:05.000Z", stamp)
+		if err == nil && !at.Before(since) {
+			return at, true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return time.Time{}, false
+}
+
+// logRoutesOn logs how long after the curator's answer to the management
+// call method (the change committed: its log line on whichever node's
+// curator served it) vm's pod network changed its kernel, both after
+// asked, by the host's clock.
+func (c *vmCluster) logRoutesOn(ctx context.Context, t *testing.T, vm, what, method string, asked time.Time) {
+	t.Helper()
+	var routes, committed time.Time
+	waitList(ctx, t, vm+"'s console: the pod network's kernel changed", func() (bool, string, error) {
+		var ok bool
+		routes, ok = c.consoleLine(t, vm, asked, "kernel changed")
+		return ok, "", nil
+	})
+	for i := 1; i <= 3; i++ {
+		if at, ok := c.consoleLine(t, fmt.Sprintf("node%d", i), asked, "ManagementService/"+method, `"code": "OK"`); ok && (committed.IsZero() || at.Before(committed)) {
+			committed = at
+		}
+	}
+	if committed.IsZero() {
+		t.Errorf("no curator logged %s after %v", method, asked)
+		return
+	}
+	t.Logf("%s → routes on %s: %v after the curator answered %s (the consoles' host stamps)",
+		what, vm, routes.Sub(committed).Round(10*time.Millisecond), method)
+}
+
+// checkWorkerRemoved decommissions worker vm and deletes it: it stops being
+// a WireGuard peer of the other worker (its status and graph), and its pod
+// range goes back to the pool: spare, given KubernetesWorker next, gets
+// it (ranges are given lowest first, and only the two workers' were ever
+// given). It also times spare, a new worker, becoming a peer of other.
+// It leaves the cluster without vm: the test's last phase.
+func (c *vmCluster) checkWorkerRemoved(ctx context.Context, t *testing.T, vm, other, spare string) {
+	id, spareID := c.ids[vm], c.nodeIDOf(t, spare)
+	c.waitPeers(ctx, t, other, vm)
+	nodes := c.nodeStatuses(t)
+	removed := nodes[id].GetNetwork().GetPodRange()
+	if removed == "" {
+		t.Fatalf("%s has no pod range before its removal", vm)
+	}
+	asked := time.Now()
+	polisctlRun(t, c.bin, c.config, "node", "decommission", id)
+	c.waitPeers(ctx, t, other)
+	t.Logf("%s decommissioned → no WireGuard peer of %s (its status and graph): %v", vm, other, time.Since(asked).Round(100*time.Millisecond))
+	c.logRoutesOn(ctx, t, other, vm+" decommissioned", "DecommissionNode", asked)
+
+	polisctlRun(t, c.bin, c.config, "node", "delete", id)
+	if _, ok := c.nodeStatuses(t)[id]; ok {
+		t.Fatalf("%s is still listed after polisctl node delete", vm)
+	}
+	if spareRange := nodes[spareID].GetNetwork().GetPodRange(); spareRange != "" {
+		t.Fatalf("%s already has pod range %s; it must get one now for this check", spare, spareRange)
+	}
+	asked = time.Now()
+	polisctlRun(t, c.bin, c.config, "node", "add-role", spareID, "kubernetes-worker")
+	if got := c.nodeStatuses(t)[spareID].GetNetwork().GetPodRange(); got != removed {
+		t.Errorf("%s, given KubernetesWorker after %s was deleted, got pod range %q, want %s's %s back from the pool (the lowest free range)", spare, vm, got, vm, removed)
+	}
+	// spare, UP with its key published, is a peer as soon as it holds
+	// the role and a range: a new worker, routed on other.
+	c.waitPeers(ctx, t, other, spare)
+	c.logRoutesOn(ctx, t, other, spare+" given KubernetesWorker (a new worker)", "UpdateNodeRoles", asked)
+}
+
+// nodeIDOf is vm's Polis node ID, from its address (10.77.0.N for nodeN).
+func (c *vmCluster) nodeIDOf(t *testing.T, vm string) string {
+	t.Helper()
+	if id, ok := c.ids[vm]; ok {
+		return id
+	}
+	var n int
+	if _, err := fmt.Sscanf(vm, "node%d", &n); err != nil {
+		t.Fatalf("VM name %q: %v", vm, err)
+	}
+	for id, node := range c.nodeStatuses(t) {
+		if node.GetStatus().GetExternalAddress() == fmt.Sprintf("10.77.0.%d", n) {
+			c.ids[vm] = id
+			return id
+		}
+	}
+	t.Fatalf("no node at %s's address", vm)
+	return ""
+}
