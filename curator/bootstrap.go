@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -35,6 +34,9 @@ type BootstrapParams struct {
 	// DefaultNodePodPrefixLength). It is stored with the defaults filled
 	// in, so a later change of the defaults leaves the cluster as it is.
 	PodNetwork *cpb.PodNetwork
+	// RegisterTicket is the cluster's first register ticket
+	// (CheckRegisterTicket); nil means a new one (NewRegisterTicket).
+	RegisterTicket []byte
 }
 
 // ErrBootstrapMismatch is returned by Bootstrap when the store already holds
@@ -72,6 +74,15 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	if err := CheckPodNetwork(p.PodNetwork); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	ticket := p.RegisterTicket
+	if ticket == nil {
+		var err error
+		if ticket, err = NewRegisterTicket(); err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	} else if err := CheckRegisterTicket(ticket); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
 	pods, err := proto.Marshal(withPodNetworkDefaults(p.PodNetwork))
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -98,10 +109,6 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	}
 	op, err := putNodeOp(node)
 	if err != nil {
-		return nil, err
-	}
-	ticket := make([]byte, 32)
-	if _, err := rand.Read(ticket); err != nil {
 		return nil, err
 	}
 	resp, err := cli.Txn(ctx).

@@ -353,6 +353,7 @@ func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.C
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "listing consensus members: %v", err)
 	}
+	learners := 0
 	for _, m := range members {
 		switch {
 		case m.Name == name && m.Learner && !m.Started:
@@ -366,10 +367,13 @@ func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.C
 		case m.Address == peer:
 			return nil, status.Errorf(codes.FailedPrecondition, "node %s: its consensus peer address %s is taken by member %s", n.Id, peer, m.Name)
 		case m.Learner:
-			// etcd admits one learner at a time (its default
-			// max-learners): refuse with a reason rather than etcd's.
-			return nil, status.Errorf(codes.FailedPrecondition, "consensus member %s is still a learner; give ConsensusMember to one node at a time, once the previous one is a voter (a learner that never starts is removed by taking its ConsensusMember away)", m.Name)
+			learners++
 		}
+	}
+	if learners >= consensus.MaxLearners {
+		// etcd admits consensus.MaxLearners at a time: refuse with a
+		// reason rather than etcd's.
+		return nil, status.Errorf(codes.FailedPrecondition, "%d consensus members are still learners; give ConsensusMember to at most %d nodes at a time, and to the next once one of them is a voter (a learner that never starts is removed by taking its ConsensusMember away)", learners, consensus.MaxLearners)
 	}
 	var jd *consensus.JoinData
 	err = reconfigure(ctx, func(ctx context.Context) (err error) {
