@@ -44,6 +44,10 @@ type nodeSnapshot struct {
 	// curator or its endpoint changed, so a directory watcher learns
 	// whether to send anything with one comparison.
 	curators *curatorSet
+	// entries are the range's entries the snapshot was made from, keyed
+	// by etcd key: each record's mod revision (revisionOf), for writes
+	// planned from the cache that compare it.
+	entries map[string]event.Entry[*cpb.Node]
 	// next is the snapshot published after this one, nil until then. A
 	// watcher holding this one follows next to the newest and learns what
 	// changed from their changed lists: work in proportion to the change,
@@ -59,7 +63,13 @@ type nodeSnapshot struct {
 // 5,000 nodes, registering them all left a curator with 2 GiB of
 // snapshots held by the streams opened before).
 func (s *nodeSnapshot) detached() *nodeSnapshot {
-	return &nodeSnapshot{nodes: s.nodes, complete: s.complete, revision: s.revision, keys: s.keys, curators: s.curators}
+	return &nodeSnapshot{nodes: s.nodes, complete: s.complete, revision: s.revision, keys: s.keys, curators: s.curators, entries: s.entries}
+}
+
+// revisionOf is the mod revision of node id's record in s; 0 if s holds
+// none.
+func (s *nodeSnapshot) revisionOf(id string) int64 {
+	return int64(s.entries[nodeKey(id)].Version)
 }
 
 // changedSince returns, sorted, the IDs whose records may differ between
@@ -245,7 +255,7 @@ func (c *nodeCache) run(ctx context.Context) error {
 		for _, key := range snap.Changed {
 			changed = append(changed, apply(ctx, nodes, key, snap.Entries))
 		}
-		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed}
+		next := &nodeSnapshot{nodes: nodes, complete: true, revision: int64(snap.Version), keys: len(snap.Entries), changed: changed, entries: snap.Entries}
 		var prevCurators *curatorSet
 		if prev != nil {
 			prevCurators = prev.curators
