@@ -66,6 +66,9 @@ func bootSteps(ctx context.Context, b *testing.B, img *image.Image, n int, until
 		VM:                &launch.VMOptions{Image: img},
 		StepTimeout:       4 * time.Minute,
 		Progress:          steps,
+		// POLIS_KEEP=1 keeps the consoles, whose host timestamps say
+		// where a boot's time went.
+		Keep: os.Getenv("POLIS_KEEP") != "",
 	})
 	if err != nil {
 		b.Fatal(err)
