@@ -315,11 +315,14 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 // rotated, or the address is not this cluster's.
 func (e *enrolment) learnCA(ctx context.Context, endpoints []*cpb.CuratorEndpoint) (*x509.Certificate, error) {
 	logger := supervisor.Logger(ctx)
+	// Short waits: an attempt costs a connection refused while the
+	// curator is not up, and every second of backoff is a second the
+	// node may wait after it is.
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
-	bo.MaxInterval = 5 * time.Second
+	bo.MaxInterval = time.Second
 	start := e.now()
-	for {
+	for attempt := 1; ; attempt++ {
 		var unreachable []string
 		for _, ep := range endpoints {
 			ap := netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Port))
@@ -335,7 +338,9 @@ func (e *enrolment) learnCA(ctx context.Context, endpoints []*cpb.CuratorEndpoin
 			unreachable = append(unreachable, fmt.Sprintf("%v: %v", ap, err))
 		}
 		wait := bo.NextBackOff()
-		logger.Info("waiting for a curator to answer, to learn the cluster CA (the parameters carry the register ticket, not the CA)", zap.Strings("curators", unreachable), zap.Duration("retry_in", wait), zap.Duration("waited", e.now().Sub(start)))
+		if attempt&(attempt-1) == 0 { // the 1st, 2nd, 4th, 8th, ... attempt
+			logger.Info("waiting for a curator to answer, to learn the cluster CA (the parameters carry the register ticket, not the CA)", zap.Strings("curators", unreachable), zap.Int("attempts", attempt), zap.Duration("waited", e.now().Sub(start)))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
