@@ -19,16 +19,24 @@ import (
 // at most one read is in flight per curator, and a call waits for at most
 // two of them.
 
-// fenceRead is the result of one quorum read for fences: etcd's revision.
+// fenceRead is the result of one quorum read for fences: etcd's revision
+// and, for a listing, how many node keys etcd held and the newest
+// revision any was written at.
 type fenceRead struct {
-	done chan struct{} // closed once the fields are set
-	rev  int64
-	err  error
+	done   chan struct{} // closed once the fields are set
+	rev    int64
+	keys   int
+	newest int64
+	err    error
 }
 
 // fenceBatch hands out fence reads. The zero value is ready.
 type fenceBatch struct {
-	mu sync.Mutex
+	// listing makes the reads list the node keys (keys, newest), for
+	// when etcd withholds progress (nodeCache.fenced); otherwise they
+	// read one key.
+	listing bool
+	mu      sync.Mutex
 	// next is the read calls join: not issued yet, so it is issued after
 	// every call that joined it arrived.
 	next *fenceRead
@@ -91,14 +99,24 @@ func (b *fenceBatch) issue(life context.Context, cli *clientv3.Client) {
 		b.mu.Unlock()
 		b.issued.Add(1)
 		ctx, cancel := context.WithTimeout(life, fenceTimeout)
-		// Any key will do: the answer's header carries etcd's
-		// revision. This one is never written.
-		resp, err := cli.Get(ctx, fenceKey, clientv3.WithCountOnly())
+		var resp *clientv3.GetResponse
+		var err error
+		if b.listing {
+			resp, err = cli.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		} else {
+			// Any key will do: the answer's header carries etcd's
+			// revision. This one is never written.
+			resp, err = cli.Get(ctx, fenceKey, clientv3.WithCountOnly())
+		}
 		cancel()
 		if err != nil {
 			r.err = err
 		} else {
-			r.rev = resp.Header.Revision
+			if b.listing && len(resp.Kvs) > 0 {
+				r.newest = resp.Kvs[0].ModRevision
+			}
+			r.keys, r.rev = int(resp.Count), resp.Header.Revision
 		}
 		close(r.done)
 	}

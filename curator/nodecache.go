@@ -159,8 +159,9 @@ type nodeCache struct {
 	value  memory.Value[*nodeSnapshot]
 	// source is the node records in etcd, which run follows.
 	source *etcdvalue.Range[*cpb.Node]
-	// fences shares the quorum reads of concurrent fences.
-	fences fenceBatch
+	// fences shares the quorum reads of concurrent fences; listings,
+	// their reads of the node keys when etcd withholds progress.
+	fences, listings fenceBatch
 	// watching is the watcher run follows source with, while it runs: a
 	// fence asks it for its progress.
 	watchMu  sync.Mutex
@@ -168,7 +169,7 @@ type nodeCache struct {
 }
 
 func newNodeCache(cli *clientv3.Client) *nodeCache {
-	c := &nodeCache{client: cli, source: etcdvalue.NewPrefix(cli, nodePrefix, decodeNode)}
+	c := &nodeCache{client: cli, source: etcdvalue.NewPrefix(cli, nodePrefix, decodeNode), listings: fenceBatch{listing: true}}
 	c.value.Name = "curator-nodes"
 	return c
 }
@@ -200,7 +201,15 @@ const fenceTimeout = 10 * time.Second
 //
 // Neither step reads the node records, so a fence costs the same at
 // 5,000 nodes as at 3 (the fence read every node key, sorted by
-// revision, until issue 24's last step).
+// revision, until issue 24's last step). But etcd sends no progress
+// while any watch on the stream starts at a revision it has not reached
+// (a watch resumed just after the last write, until the next write), so
+// after progressPatience without it the call falls back to that read:
+// how many node keys etcd holds and the newest revision any was written
+// at. The cache is as new as that read once its revision reaches the
+// newest write's and it holds as many keys: etcd's records changed after
+// the cache's revision only by a write (which would carry a later
+// revision) or a deletion (which would leave etcd with fewer keys).
 func (c *nodeCache) fenced(ctx context.Context) (*nodeSnapshot, error) {
 	read, err := c.fences.read(ctx, c.client)
 	if err != nil {
@@ -231,18 +240,32 @@ func (c *nodeCache) fenced(ctx context.Context) (*nodeSnapshot, error) {
 	if w == nil {
 		return nil, behind(errors.New("its watch is not running"))
 	}
-	version, err := w.Progress(wctx, rev)
+	pctx, pcancel := context.WithTimeout(wctx, progressPatience)
+	version, err := w.Progress(pctx, rev)
+	pcancel()
+	ready := func(s *nodeSnapshot) bool { return s.complete && s.revision >= int64(version) }
 	if err != nil {
-		return nil, behind(err)
+		if wctx.Err() != nil {
+			return nil, behind(err)
+		}
+		l, err := c.listings.read(wctx, c.client)
+		if err != nil {
+			return nil, behind(err)
+		}
+		ready = func(s *nodeSnapshot) bool {
+			return s.complete && (s.revision >= l.rev || (s.revision >= l.newest && s.keys == l.keys))
+		}
 	}
-	snap, err = event.Get(wctx, c.Snapshots(), event.Filter(func(s *nodeSnapshot) bool {
-		return s.complete && s.revision >= int64(version)
-	}))
+	snap, err = event.Get(wctx, c.Snapshots(), event.Filter(ready))
 	if err != nil {
 		return nil, behind(err)
 	}
 	return snap, nil
 }
+
+// progressPatience is how long a fence waits for etcd's progress before
+// it reads the node keys instead.
+const progressPatience = 500 * time.Millisecond
 
 // Snapshots is the cache as an event value; it is unset until the initial
 // listing has been read.
@@ -257,6 +280,7 @@ func (c *nodeCache) current(ctx context.Context) (*nodeSnapshot, error) {
 // left out of the cache (so the node is refused everywhere), not served.
 func (c *nodeCache) run(ctx context.Context) error {
 	c.fences.setLifetime(ctx)
+	c.listings.setLifetime(ctx)
 	// A corrupt record is an entry with an error in the range's
 	// snapshots, not a watch error: the other records keep flowing.
 	w := c.source.Watch()
