@@ -163,6 +163,32 @@ func TestCluster(t *testing.T) {
 
 // peerCreds is the TLS client configuration a member uses towards its
 // peers, read from its data directory.
+// TestTwoLearnersAtOnce: a one-voter cluster takes two learners at once
+// (MaxLearners; etcd's default is one), and both promote themselves,
+// whatever the order their promotions reach the leader in.
+func TestTwoLearnersAtOnce(t *testing.T) {
+	a := addrs(t, 3)
+	one := newService(t, bootstrapConfig(t, "one", a[0]))
+	start(t, one)
+	st1 := waitVoter(t, one)
+	two := join(t, st1, "two", a[1])
+	three := join(t, st1, "three", a[2])
+	waitVoter(t, two.svc)
+	waitVoter(t, three.svc)
+	members, err := st1.Members(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 3 {
+		t.Fatalf("members = %+v, want 3", members)
+	}
+	for _, m := range members {
+		if m.Learner || !m.Started {
+			t.Errorf("member %+v: want a started voter", m)
+		}
+	}
+}
+
 func peerCreds(t *testing.T, svc *Service) *tls.Config {
 	t.Helper()
 	l := layout(svc.cfg.DataDir)

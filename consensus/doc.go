@@ -77,8 +77,11 @@
 // removed member's certificate is refused by every member within moments.
 // [Status.Promote] promotes a learner by hand; joiners do not need it. These
 // operations wait while etcd's strict reconfiguration check says the cluster
-// is not yet healthy enough for a change (for five seconds after any
-// promotion), within the caller's context.
+// is not yet healthy enough for a change (with two voters or more, until
+// this member has been connected to enough of them for five seconds: just
+// after a new voter started, say), within the caller's context. Up to
+// [MaxLearners] learners may join at once; while the cluster has a single
+// voter, the check lets them all in without waiting.
 //
 // # Snapshots
 //

@@ -33,13 +33,39 @@ import (
 
 // Promotion backoff of a joining member: etcd refuses a promotion until the
 // learner has caught up with the leader's log, which takes a few round trips
-// on a fresh cluster and longer on a big one.
+// on a fresh cluster and longer on a big one. The cap is short because an
+// attempt is cheap (the leader compares two log indexes) and every second
+// of it is a second a ready learner waits.
 const (
 	promoteInitialBackoff  = 100 * time.Millisecond
-	promoteMaxBackoff      = 5 * time.Second
+	promoteMaxBackoff      = time.Second
 	reconfigInitialBackoff = 200 * time.Millisecond
 	reconfigMaxBackoff     = 2 * time.Second
 )
+
+// promoteAttemptTimeout bounds one promotion attempt. Raft takes one
+// configuration change at a time and drops a second proposed while the
+// first is not applied yet, without an answer: with two learners
+// promoting themselves at once, one attempt may wait for nothing, and
+// this is what it costs. An attempt cut short while its change is still
+// on its way costs nothing either: the next finds the member promoted, or
+// proposes again.
+const promoteAttemptTimeout = time.Second
+
+// MaxLearners is how many learners the cluster admits at once (etcd's
+// max-learners, 1 by default), given to every member. Two, so that the
+// members a cluster is formed with (polis-launch's second and third
+// nodes) join together rather than one after the other: a learner does not
+// vote, so adding one never changes the quorum, and while the cluster has
+// a single voter etcd's strict reconfiguration check lets a member be
+// added at once, where with two voters it waits until the local member
+// has been connected to the other for five seconds (etcdserver's
+// HealthInterval). Each learner then promotes itself once it has caught
+// up. The value is part of the cluster's protocol: etcd checks each
+// learner add against the limit of every member that applies it, so
+// members with different limits would disagree on the membership; every
+// member must run with this one (Polis clusters run one release).
+const MaxLearners = 2
 
 // ErrNoMember is returned when a membership change names no known member.
 var ErrNoMember = errors.New("no such consensus member")
@@ -346,9 +372,14 @@ func (m *member) runPromoter(ctx context.Context) error {
 		if !learner {
 			break
 		}
-		_, err = m.etcd.Server.PromoteMember(ctx, uint64(m.etcd.Server.MemberID()))
+		actx, cancel := context.WithTimeout(ctx, promoteAttemptTimeout)
+		_, err = m.etcd.Server.PromoteMember(actx, uint64(m.etcd.Server.MemberID()))
+		cancel()
 		if err == nil || errors.Is(err, membership.ErrMemberNotLearner) {
 			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		logger.Debug("not promoted yet", zap.Error(err), zap.Duration("retry-in", backoff))
 		if err := sleepCtx(ctx, backoff); err != nil {

@@ -105,6 +105,7 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	if err := checkDatabase(ctx, layout(s.cfg.DataDir).dbFile()); err != nil {
 		return err
 	}
+	id.InitialCluster = currentInitialCluster(ctx, layout(s.cfg.DataDir), id, logger)
 	var removed, closed atomic.Bool
 	ecfg, err := s.etcdConfig(id, logger, &removed, &closed)
 	if err != nil {
@@ -291,6 +292,7 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *
 		return nil, fmt.Errorf("enabling etcd's corruption checks: %w", err)
 	}
 
+	ec.MaxLearners = MaxLearners
 	ec.TickMs = uint(s.cfg.HeartbeatInterval / time.Millisecond)
 	ec.ElectionMs = uint(s.cfg.ElectionTimeout / time.Millisecond)
 	// Keep an hour of history for watchers that reconnect; anything older

@@ -32,13 +32,15 @@ import (
 //     with etcd (nodeCache.fenced; before step 3, so that the caller's
 //     record is current too; not for methods declared unfenced, which
 //     heartbeats are); a SERVE_LEADER method only by the leader, after
-//     it confirmed its leadership with etcd, and the others answer
+//     it confirmed its leadership with etcd (for the methods in
+//     confirmedByWrite, in the write that carries the call's effect:
+//     confirmedwrite.go), and the others answer
 //     UNAVAILABLE naming the leader, which the curator client follows
 //     (a follower does so before step 3: the leader judges the callers
 //     of what it serves);
 //  5. for users, their standing: an owner certificate only counts while it
 //     is for the current owner key (RotateOwnerKey revokes the old key's
-//     certificates).
+//     certificates); confirmedByWrite methods check it in their write.
 //
 // Handlers then find the caller, and for SERVE_LEADER methods the leader
 // state, in their context.
@@ -114,6 +116,14 @@ func (s *Service) authorize(ctx context.Context, method string, req cpb.Requirem
 			}
 		}
 		return ctx, nil
+	}
+	if confirmedByWrite[method] {
+		// The handler confirms with its write (confirmedwrite.go).
+		ctx, err := s.deferChecks(ctx, req, caller, l)
+		if err != nil {
+			return nil, err
+		}
+		return context.WithValue(ctx, leaderKey{}, l), nil
 	}
 	// A leader cut off from etcd believes it leads until its lease runs
 	// out; confirming with etcd first keeps it from answering from a

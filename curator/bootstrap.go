@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -38,9 +37,12 @@ type BootstrapParams struct {
 	// Restored says that the store holds a cluster restored from a
 	// backup onto this node (consensus.PrepareRestore), which Bootstrap
 	// then adds to it as a consensus member (see restore.go) instead of
-	// creating a cluster: OwnerKey, SnapshotPolicy and PodNetwork are
-	// the backup's and ignored here.
+	// creating a cluster: OwnerKey, SnapshotPolicy, PodNetwork and
+	// RegisterTicket are the backup's and ignored here.
 	Restored bool
+	// RegisterTicket is the cluster's first register ticket
+	// (CheckRegisterTicket); nil means a new one (NewRegisterTicket).
+	RegisterTicket []byte
 }
 
 // ErrBootstrapMismatch is returned by Bootstrap when the store already holds
@@ -81,6 +83,15 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	if err := CheckPodNetwork(p.PodNetwork); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
+	ticket := p.RegisterTicket
+	if ticket == nil {
+		var err error
+		if ticket, err = NewRegisterTicket(); err != nil {
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	} else if err := CheckRegisterTicket(ticket); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
 	pods, err := proto.Marshal(withPodNetworkDefaults(p.PodNetwork))
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -107,10 +118,6 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 	}
 	op, err := putNodeOp(node)
 	if err != nil {
-		return nil, err
-	}
-	ticket := make([]byte, 32)
-	if _, err := rand.Read(ticket); err != nil {
 		return nil, err
 	}
 	resp, err := cli.Txn(ctx).

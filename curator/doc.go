@@ -38,7 +38,10 @@
 // resets would cost an election, no more. Reads are protected
 // too: before serving a call (heartbeats aside), a leader confirms in one
 // etcd round trip that its key still stands (Leadership.Confirm), so a
-// leader cut off from etcd never answers from a stale view. A leader asked
+// leader cut off from etcd never answers from a stale view; a role change
+// (UpdateNodeRoles) makes that check, and the owner's standing, conditions
+// of the one transaction that plans it from the node cache and writes it
+// (confirmedwrite.go). A leader asked
 // to take ConsensusMember from its own node hands the leadership over
 // (Election.Resign) when another curator stands, and the curator client
 // carries the call to the new leader. Any curator says who leads
@@ -59,9 +62,10 @@
 //
 // The SERVE_ANY calls that read node records (Watch, GetClusterInfo,
 // ListNodes) are linearizable wherever they land: the interceptor first
-// reads from etcd, with one quorum read, how many node records there are
-// and the newest revision any was written at, and waits until the
-// curator's node cache has caught up with that (nodeCache.fenced). So a
+// reads etcd's revision, with one quorum read of a single key, and waits
+// until the curator's node cache holds every change up to it, asking the
+// cache's watch for etcd's progress when the cache's own revision is
+// behind (nodeCache.fenced). So a
 // follower never answers with data older than a write acknowledged before
 // the call; a Watch stream then trails etcd by one watch event. The calls
 // waiting for a fence share the next quorum read (fencebatch.go), so a
@@ -155,7 +159,8 @@
 // by DecommissionNode) removes the member first and updates the record
 // after. Sending the same request again after a crash in between completes
 // it: an unstarted learner left behind is replaced, an already removed
-// member counts as removed. One learner joins at a time (etcd's limit), and
+// member counts as removed. Up to consensus.MaxLearners learners join at
+// once (two: the second and third members of a new cluster together), and
 // the curator never removes the last voter nor the member of its own node,
 // which would stop it halfway through the call. A decommissioned node is
 // refused every call with an ErrorInfo detail (IsNodeDecommissioned): that

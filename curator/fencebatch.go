@@ -8,28 +8,35 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The quorum read behind a fence (nodeCache.fenced) lists every node key
-// sorted by revision: its cost grows with the cluster. Reading it once per
-// call broke at 5,000 nodes: the 10,000 streams the nodes open at once
+// The quorum read behind a fence (nodeCache.fenced) reads etcd's
+// revision. Reading it once per call broke at 5,000 nodes, when the read
+// still listed every node key: the 10,000 streams the nodes open at once
 // queued 10,000 such reads, which took longer than fenceTimeout, so the
-// calls failed and were retried, and the streams never all opened. A
-// fence only needs a read issued after its call arrived, so every call
-// waiting for a read shares the next one: at most one read is in flight
-// per curator, and a call waits for at most two of them.
+// calls failed and were retried, and the streams never all opened. The
+// read is one key now, but thousands of calls at once are thousands of
+// quorum round trips all the same; a fence only needs a read issued after
+// its call arrived, so every call waiting for a read shares the next one:
+// at most one read is in flight per curator, and a call waits for at most
+// two of them.
 
-// fenceRead is the result of one quorum read for fences: how many node
-// keys etcd held, the newest revision any was written at, and etcd's
-// revision.
+// fenceRead is the result of one quorum read for fences: etcd's revision
+// and, for a listing, how many node keys etcd held and the newest
+// revision any was written at.
 type fenceRead struct {
-	done        chan struct{} // closed once the fields are set
-	keys        int
-	newest, rev int64
-	err         error
+	done   chan struct{} // closed once the fields are set
+	rev    int64
+	keys   int
+	newest int64
+	err    error
 }
 
 // fenceBatch hands out fence reads. The zero value is ready.
 type fenceBatch struct {
-	mu sync.Mutex
+	// listing makes the reads list the node keys (keys, newest), for
+	// when etcd withholds progress (nodeCache.fenced); otherwise they
+	// read one key.
+	listing bool
+	mu      sync.Mutex
 	// next is the read calls join: not issued yet, so it is issued after
 	// every call that joined it arrived.
 	next *fenceRead
@@ -92,13 +99,21 @@ func (b *fenceBatch) issue(life context.Context, cli *clientv3.Client) {
 		b.mu.Unlock()
 		b.issued.Add(1)
 		ctx, cancel := context.WithTimeout(life, fenceTimeout)
-		resp, err := cli.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		var resp *clientv3.GetResponse
+		var err error
+		if b.listing {
+			resp, err = cli.Get(ctx, nodePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		} else {
+			// Any key will do: the answer's header carries etcd's
+			// revision. This one is never written.
+			resp, err = cli.Get(ctx, fenceKey, clientv3.WithCountOnly())
+		}
 		cancel()
 		if err != nil {
 			r.err = err
 		} else {
-			if len(resp.Kvs) > 0 {
+			if b.listing && len(resp.Kvs) > 0 {
 				r.newest = resp.Kvs[0].ModRevision
 			}
 			r.keys, r.rev = int(resp.Count), resp.Header.Revision
@@ -106,3 +121,7 @@ func (b *fenceBatch) issue(life context.Context, cli *clientv3.Client) {
 		close(r.done)
 	}
 }
+
+// fenceKey is the key a fence reads for etcd's revision: no key is ever
+// stored under it.
+const fenceKey = "fence"

@@ -2,7 +2,6 @@ package curator
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -161,9 +160,9 @@ func (r *rpcServer) awaitCache(ctx context.Context, pred func(*nodeSnapshot) boo
 }
 
 func (r *rpcServer) RotateRegisterTicket(ctx context.Context, _ *cpb.RotateRegisterTicketRequest) (*cpb.RotateRegisterTicketResponse, error) {
-	ticket := make([]byte, 32)
-	if _, err := rand.Read(ticket); err != nil {
-		return nil, status.Errorf(codes.Internal, "making a register ticket: %v", err)
+	ticket, err := NewRegisterTicket()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	l := leaderFrom(ctx)
 	if _, _, err := l.leadership.Txn(ctx, nil, []clientv3.Op{clientv3.OpPut(ticketKey, string(ticket))}, nil); err != nil {

@@ -59,8 +59,29 @@ func (r *rpcServer) GetLeader(ctx context.Context, _ *cpb.GetLeaderRequest) (*cp
 	return &cpb.GetLeaderResponse{Leader: &leader, Responder: r.self}, nil
 }
 
-func (r *rpcServer) GetCACertificate(ctx context.Context, _ *cpb.GetCACertificateRequest) (*cpb.GetCACertificateResponse, error) {
-	return &cpb.GetCACertificateResponse{CaCertificate: r.ca.Certificate().Raw}, nil
+// GetCACertificate answers with the CA certificate and, given a challenge,
+// the proof that this curator knows the register ticket (ticket.go).
+func (r *rpcServer) GetCACertificate(ctx context.Context, req *cpb.GetCACertificateRequest) (*cpb.GetCACertificateResponse, error) {
+	resp := &cpb.GetCACertificateResponse{CaCertificate: r.ca.Certificate().Raw}
+	challenge := req.GetRegisterTicketChallenge()
+	if len(challenge) == 0 {
+		return resp, nil
+	}
+	if len(challenge) != RegisterTicketChallengeSize {
+		return nil, status.Errorf(codes.InvalidArgument, "register_ticket_challenge is %d bytes, want %d", len(challenge), RegisterTicketChallengeSize)
+	}
+	// A local read: anyone may ask, so the answer costs no quorum round;
+	// a ticket rotated a moment ago fails the node's check once, and the
+	// node asks again.
+	t, err := r.s.cfg.Client.Get(ctx, ticketKey, clientv3.WithSerializable())
+	if err != nil {
+		return nil, leaderWriteError(fmt.Errorf("reading the register ticket: %w", err))
+	}
+	if len(t.Kvs) == 0 {
+		return nil, status.Error(codes.Unavailable, "this curator's store holds no register ticket yet")
+	}
+	resp.RegisterTicketProof = RegisterTicketProof(t.Kvs[0].Value, challenge, resp.CaCertificate)
+	return resp, nil
 }
 
 // GetOwnerKey returns the current owner key, read from etcd as

@@ -191,9 +191,29 @@ func (r *rpcServer) ApproveNode(ctx context.Context, req *cpb.ApproveNodeRequest
 //
 // Membership changes are serialised per leader term (leaderState.membership)
 // so that two requests cannot interleave their checks and changes.
+//
+// It is confirmedByWrite: a change of the other roles, which is the record
+// alone, is one transaction that also confirms the leadership and the
+// owner's standing, planned from the node cache (changeNodeConfirmed); a
+// change of ConsensusMember confirms both first, since it changes etcd's
+// membership before the record.
 func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRolesRequest) (*cpb.UpdateNodeRolesResponse, error) {
 	if err := checkNodeIDArg(req.NodeId); err != nil {
 		return nil, err
+	}
+	if req.ConsensusMember == nil {
+		next, err := r.changeNodeConfirmed(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+			return r.withRoles(ctx, n, req, nil)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
+	}
+	if d := deferredFrom(ctx); d != nil {
+		if err := d.confirm(ctx); err != nil {
+			return nil, err
+		}
 	}
 	l := leaderFrom(ctx)
 	l.membership.Lock()
@@ -224,32 +244,9 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	// write, the record is known to be unchanged.
 	var refused error
 	next, err := r.changeNodeTxn(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
-		roles, err := planRoles(n, req)
-		if err != nil {
-			refused = err
-			return nil, nil, nil, err
-		}
-		if roles.ConsensusMember != nil && n.GetRoles().GetConsensusMember() == nil {
-			if joinData == nil {
-				// Only if the record changed behind the lock's back (an
-				// operator editing etcd): refuse rather than guess.
-				refused = status.Errorf(codes.Aborted, "node %s: its roles changed during the request; try again", n.Id)
-				return nil, nil, nil, refused
-			}
-			roles.ConsensusMember = &cpb.ConsensusMemberRole{JoinData: joinData}
-		}
-		n.Roles = roles
-		// A new worker gets its pod range in the write that gives the
-		// role, so no node ever holds KubernetesWorker without one.
-		cmps, ops, err := givePodRange(ctx, r.s.cfg.Client, n)
-		if err != nil {
-			if _, ok := status.FromError(err); !ok {
-				err = leaderWriteError(err)
-			}
-			refused = err
-			return nil, nil, nil, err
-		}
-		return n, cmps, ops, nil
+		next, cmps, ops, err := r.withRoles(ctx, n, req, joinData)
+		refused = err
+		return next, cmps, ops, err
 	})
 	if err != nil {
 		if joinData != nil && refused != nil && err == refused {
@@ -262,6 +259,35 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 		return nil, err
 	}
 	return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
+}
+
+// withRoles is the change UpdateNodeRoles makes to node n's record: the
+// roles req asks for (planRoles), with joinData for a ConsensusMember it
+// gives, and a pod range for a new worker in the same transaction, so no
+// node ever holds KubernetesWorker without one. An error is the
+// request's refusal.
+func (r *rpcServer) withRoles(ctx context.Context, n *cpb.Node, req *cpb.UpdateNodeRolesRequest, joinData *cpb.ConsensusJoinData) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+	roles, err := planRoles(n, req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if roles.ConsensusMember != nil && n.GetRoles().GetConsensusMember() == nil {
+		if joinData == nil {
+			// Only if the record changed behind the lock's back (an
+			// operator editing etcd): refuse rather than guess.
+			return nil, nil, nil, status.Errorf(codes.Aborted, "node %s: its roles changed during the request; try again", n.Id)
+		}
+		roles.ConsensusMember = &cpb.ConsensusMemberRole{JoinData: joinData}
+	}
+	n.Roles = roles
+	cmps, ops, err := givePodRange(ctx, r.s.cfg.Client, n)
+	if err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = leaderWriteError(err)
+		}
+		return nil, nil, nil, err
+	}
+	return n, cmps, ops, nil
 }
 
 // planRoles checks a role change against node n's record and returns the
@@ -353,6 +379,7 @@ func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.C
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "listing consensus members: %v", err)
 	}
+	learners := 0
 	for _, m := range members {
 		switch {
 		case m.Name == name && m.Learner && !m.Started:
@@ -366,10 +393,13 @@ func (r *rpcServer) addConsensusMember(ctx context.Context, n *cpb.Node) (*cpb.C
 		case m.Address == peer:
 			return nil, status.Errorf(codes.FailedPrecondition, "node %s: its consensus peer address %s is taken by member %s", n.Id, peer, m.Name)
 		case m.Learner:
-			// etcd admits one learner at a time (its default
-			// max-learners): refuse with a reason rather than etcd's.
-			return nil, status.Errorf(codes.FailedPrecondition, "consensus member %s is still a learner; give ConsensusMember to one node at a time, once the previous one is a voter (a learner that never starts is removed by taking its ConsensusMember away)", m.Name)
+			learners++
 		}
+	}
+	if learners >= consensus.MaxLearners {
+		// etcd admits consensus.MaxLearners at a time: refuse with a
+		// reason rather than etcd's.
+		return nil, status.Errorf(codes.FailedPrecondition, "%d consensus members are still learners; give ConsensusMember to at most %d nodes at a time, and to the next once one of them is a voter (a learner that never starts is removed by taking its ConsensusMember away)", learners, consensus.MaxLearners)
 	}
 	var jd *consensus.JoinData
 	err = reconfigure(ctx, func(ctx context.Context) (err error) {

@@ -413,12 +413,28 @@ func TestConsensusMemberRole(t *testing.T) {
 		t.Errorf("giving ConsensusMember again changed the store: %s", diff)
 	}
 
-	// A second node must wait until the first learner is a voter.
+	// A second node joins beside the first learner at once (the cluster
+	// has one voter, so etcd's strict check lets it in); a third must
+	// wait until one of them is a voter (consensus.MaxLearners).
+	second := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: second.Id, ConsensusMember: proto.Bool(true)}); err != nil {
+		t.Fatalf("ConsensusMember for a second node while the first is a learner: %v", err)
+	}
+	if mem := c.member(second.Id); mem == nil || !mem.Learner {
+		t.Fatalf("the second node's member is %+v, want a learner", mem)
+	}
 	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 	_, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other.Id, ConsensusMember: proto.Bool(true)})
-	wantStatus(t, "ConsensusMember while another node is a learner", err, codes.FailedPrecondition, "still a learner")
+	wantStatus(t, "ConsensusMember while two other nodes are learners", err, codes.FailedPrecondition, "2 consensus members are still learners")
 	if c.member(other.Id) != nil {
 		t.Errorf("the refused node was added")
+	}
+	// The second learner never starts: taking the role away removes it.
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: second.Id, ConsensusMember: proto.Bool(false)}); err != nil {
+		t.Fatalf("taking ConsensusMember from the second node: %v", err)
+	}
+	if mem := c.member(second.Id); mem != nil {
+		t.Errorf("the second node's learner is still there: %+v", mem)
 	}
 
 	// The join data are good: a member started from them joins and

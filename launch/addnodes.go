@@ -42,21 +42,10 @@ func (c *Cluster) AddNodes(ctx context.Context, nn NewNodes) ([]*Node, error) {
 		return nil, err
 	}
 	mgmt := cpb.NewManagementServiceClient(c.Conn())
-	var ticket *cpb.GetRegisterTicketResponse
-	err = c.poll(ctx, "a register ticket naming a curator", func(ctx context.Context) (bool, error) {
-		t, err := mgmt.GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
-		if err != nil || len(t.ClusterDirectory.GetCurators()) == 0 {
-			return false, nil
-		}
-		ticket = t
-		return true, nil
-	})
+	params, err := c.registerParameters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	params := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
-		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
-	}}
 	var added []*Node
 	for _, a := range addrs {
 		n, err := c.newNode(a)
@@ -84,6 +73,50 @@ func (c *Cluster) AddNodes(ctx context.Context, nn NewNodes) ([]*Node, error) {
 		return added, c.refreshCurators(ctx)
 	}
 	return added, nil
+}
+
+// registerParameters are the parameters of a node that registers with
+// the register ticket the cluster gives now, through the curators its
+// directory names then. The directory lists curators once the first node
+// has reported its running curator: until then the ticket is of no use,
+// and it is asked again.
+func (c *Cluster) registerParameters(ctx context.Context) (*nodev1.NodeParameters, error) {
+	mgmt := cpb.NewManagementServiceClient(c.Conn())
+	var ticket *cpb.GetRegisterTicketResponse
+	err := c.poll(ctx, "a register ticket naming a curator", func(ctx context.Context) (bool, error) {
+		t, err := mgmt.GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
+		if err != nil || len(t.ClusterDirectory.GetCurators()) == 0 {
+			return false, nil
+		}
+		ticket = t
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
+		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
+	}}, nil
+}
+
+// startRegistering starts nodes, made already, with registerParameters.
+func (c *Cluster) startRegistering(ctx context.Context, nodes []*Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	params, err := c.registerParameters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := writeParameters(n, params); err != nil {
+			return err
+		}
+		if err := c.StartNode(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newAddresses are the addresses AddNodes puts its nodes at, checked.

@@ -3,11 +3,15 @@
 // processes, each on its own loopback address with its own storage
 // directory, the first bootstrapping the cluster and the others registering,
 // approved by the owner whose credentials the launcher keeps in a polisctl
-// configuration directory. The nodes after the first start
-// together once it has made the cluster, and each goes through its own
-// steps (registered, approved, UP, consensus member) as soon as it is
-// ready, not in lockstep with the others: under TCG one VM may boot
-// seconds before another.
+// configuration directory. Every node starts at once, so that their boots
+// overlap (a VM's kernel takes seconds under TCG): the launcher chooses the
+// cluster's register ticket, the first node bootstraps with it, and the
+// others register with it through the first node's curator, which they
+// wait for and which proves it knows the ticket before they trust its CA
+// (their parameters cannot carry a CA that does not exist yet). Each node
+// then goes through its own steps (registered, approved, UP, consensus
+// member) as soon as it is ready, not in lockstep with the others: under
+// TCG one VM may boot seconds before another.
 //
 // # Why processes, and why this package drives them like an operator
 //

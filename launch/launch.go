@@ -41,9 +41,9 @@ var DefaultFirstAddress = netip.MustParseAddr("127.77.0.1")
 type Options struct {
 	// Nodes is how many nodes to start; 0 means 3.
 	Nodes int
-	// ConsensusMembers makes every node a consensus member (one at a time,
-	// after it is UP), so that the control plane survives the loss of any
-	// one node. Off, only the first node runs consensus and the curator.
+	// ConsensusMembers makes every node a consensus member (as soon as it
+	// is UP, as far as the curator admits joining members at once), so
+	// that the control plane survives the loss of any one node. Off, only the first node runs consensus and the curator.
 	// polis-launch turns it on by default; tests that exercise adding the
 	// role themselves leave it off.
 	ConsensusMembers bool
@@ -352,14 +352,25 @@ func refuseKeptDir(dir string) error {
 	return nil
 }
 
-// form bootstraps the cluster on the first node and adds the others.
+// form starts every node at once, bootstraps the cluster on the first
+// and adds the others. A cluster restored from a backup is formed in
+// turns instead: its register ticket is the backup's, which the launcher
+// learns only once the restored node serves, so the others start then.
 func (c *Cluster) form(ctx context.Context) error {
-	start := c.bootstrap
 	if c.opts.RestoreBackup != "" {
-		start = c.restore
-	}
-	if err := start(ctx); err != nil {
-		return err
+		if err := c.restore(ctx); err != nil {
+			return err
+		}
+		if err := c.startRegistering(ctx, c.Nodes[1:]); err != nil {
+			return err
+		}
+	} else {
+		if err := c.startAll(); err != nil {
+			return err
+		}
+		if err := c.bootstrap(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.addNodes(ctx); err != nil {
 		return err
@@ -402,34 +413,68 @@ func checkPortsFree(addrs []netip.Addr, o *Options) error {
 	return nil
 }
 
-// bootstrap starts the first node with bootstrap parameters and takes
-// ownership of the cluster it creates.
-func (c *Cluster) bootstrap(ctx context.Context) error {
-	first := c.Nodes[0]
+// startAll writes every node's parameters and starts them all at once, so
+// that their boots overlap (a VM's kernel takes seconds): the first
+// bootstraps the cluster with a register ticket the launcher chose, and
+// the others register with that ticket through the first node's curator,
+// waiting for it to serve. Their parameters cannot carry the cluster's CA
+// certificate, which the first node makes as it bootstraps: a joining
+// node learns it from the first node's curator, which proves it knows the
+// ticket (node: enrolment.learnCA). The ticket is made as the curator
+// makes its own (curator.NewRegisterTicket), kept in the parameters files
+// (secret) until each node is UP, and the owner may rotate it as any
+// other.
+func (c *Cluster) startAll() error {
 	ownerKey, err := identity.GenerateKey()
 	if err != nil {
 		return err
 	}
 	c.ownerKey = ownerKey
+	ticket, err := curator.NewRegisterTicket()
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	first := c.Nodes[0]
 	if err := writeParameters(first, &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{
 		ClusterBootstrap: &nodev1.ClusterBootstrap{
 			OwnerPublicKey:              ownerKey.Public().(ed25519.PublicKey),
 			InitialClusterConfiguration: &nodev1.ClusterConfiguration{PodNetwork: c.opts.podNetwork()},
+			RegisterTicket:              ticket,
 		},
 	}}); err != nil {
 		return err
 	}
-	if err := c.StartNode(first); err != nil {
-		return err
+	register := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{ClusterRegister: &nodev1.ClusterRegister{
+		RegisterTicket: ticket,
+		ClusterDirectory: &cpb.ClusterDirectory{Curators: []*cpb.CuratorEndpoint{
+			{Address: first.Address.String(), Port: uint32(c.opts.CuratorPort)},
+		}},
+	}}}
+	for _, n := range c.Nodes[1:] {
+		if err := writeParameters(n, register); err != nil {
+			return err
+		}
 	}
-	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
+	for _, n := range c.Nodes {
+		if err := c.StartNode(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bootstrap waits for the first node to make the cluster and takes
+// ownership of it.
+func (c *Cluster) bootstrap(ctx context.Context) error {
+	first, ownerKey := c.Nodes[0], c.ownerKey
+	cur := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
 	// The curator's port opens once the node has bootstrapped; taking
 	// ownership is retried until then, and every attempt is bounded so a
 	// node that never answers is reported, not waited for forever.
-	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
+	err := c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, ownerKey, func(fp string) bool {
+		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{cur}, ownerKey, func(fp string) bool {
 			// We made this cluster a moment ago, on an address we just
 			// found free: the CA it presents is its own.
 			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
@@ -444,13 +489,15 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
+	// The others may have registered already: the first node is the one
+	// at its address.
 	err = c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {
-		nodes, err := c.ListNodes(ctx)
-		if err != nil || len(nodes) != 1 {
+		rec, err := c.nodeByAddress(ctx, first.Address)
+		if err != nil || rec == nil {
 			return false, nil
 		}
-		first.setID(nodes[0].Id)
-		return healthyUp(nodes[0]), nil
+		first.setID(rec.Id)
+		return healthyUp(rec), nil
 	})
 	if err != nil {
 		return err
@@ -458,46 +505,20 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	return forgetParameters(first)
 }
 
-// addNodes starts every node but the first at once, and takes each
-// through its steps as soon as it is ready for them, independently of the
-// others: registered, approved, UP and healthy, and (with
-// ConsensusMembers) given the consensus member role and running a
-// curator. The curator admits one joining member at a time and refuses
-// the others until it has caught up, so a node's role is retried while
-// another one joins; the nodes still booting meanwhile lose no time.
+// addNodes takes every node but the first (started with the first, see
+// startAll) through its steps as soon as it is ready for them,
+// independently of the others: registered, approved, UP and healthy, and
+// (with ConsensusMembers) given the consensus member role and running a
+// curator. The curator refuses a joining member while too many others
+// are still learners, so a node's role is retried meanwhile; the nodes
+// still booting lose no time.
 func (c *Cluster) addNodes(ctx context.Context) error {
 	if len(c.Nodes) == 1 {
 		return nil
 	}
 	mgmt := cpb.NewManagementServiceClient(c.Conn())
-	// The directory in the ticket lists curators once the first node has
-	// reported its running curator; a ticket without one is useless.
-	var ticket *cpb.GetRegisterTicketResponse
-	err := c.poll(ctx, "a register ticket naming a curator", func(ctx context.Context) (bool, error) {
-		t, err := mgmt.GetRegisterTicket(ctx, &cpb.GetRegisterTicketRequest{})
-		if err != nil || len(t.ClusterDirectory.GetCurators()) == 0 {
-			return false, nil
-		}
-		ticket = t
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	params := &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterRegister{
-		ClusterRegister: &nodev1.ClusterRegister{RegisterTicket: ticket.RegisterTicket, ClusterDirectory: ticket.ClusterDirectory},
-	}}
-	rest := c.Nodes[1:]
-	for _, n := range rest {
-		if err := writeParameters(n, params); err != nil {
-			return err
-		}
-		if err := c.StartNode(n); err != nil {
-			return err
-		}
-	}
 	g, gctx := errgroup.WithContext(ctx)
-	for _, n := range rest {
+	for _, n := range c.Nodes[1:] {
 		g.Go(func() error { return c.addNode(gctx, mgmt, n) })
 	}
 	return g.Wait()

@@ -304,6 +304,7 @@ func (n *Node) Run(ctx context.Context) error {
 				NodeStatus:     n.status(),
 				SnapshotPolicy: c.ClusterBootstrap.GetInitialClusterConfiguration().GetConsensusSnapshots(),
 				PodNetwork:     c.ClusterBootstrap.GetInitialClusterConfiguration().GetPodNetwork(),
+				RegisterTicket: c.ClusterBootstrap.GetRegisterTicket(),
 			}
 			en.localCurator = true
 		case *nodev1.NodeParameters_ClusterRegister:
@@ -311,8 +312,11 @@ func (n *Node) Run(ctx context.Context) error {
 			en.register = c.ClusterRegister
 			en.curators = c.ClusterRegister.ClusterDirectory.Curators
 			en.status = n.status()
-			if en.ca, err = x509.ParseCertificate(c.ClusterRegister.ClusterDirectory.CaCertificate); err != nil {
-				return fmt.Errorf("the parameters' CA certificate: %w", err)
+			// Without one, enrolment learns it (enrolment.learnCA).
+			if ca := c.ClusterRegister.ClusterDirectory.CaCertificate; len(ca) > 0 {
+				if en.ca, err = x509.ParseCertificate(ca); err != nil {
+					return fmt.Errorf("the parameters' CA certificate: %w", err)
+				}
 			}
 		}
 	default:

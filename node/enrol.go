@@ -3,16 +3,24 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -261,6 +269,15 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 		}
 		endpoints = append(endpoints, st.Endpoint())
 	}
+	if ca == nil && e.register != nil {
+		var err error
+		if ca, err = e.learnCA(ctx, endpoints); err != nil {
+			return nil, nil, err
+		}
+		// For the rest of this run: the stored credentials are checked
+		// against it, and a retry need not ask again.
+		e.ca = ca
+	}
 	if ca == nil {
 		return nil, nil, errors.New("no cluster CA certificate to check curators against")
 	}
@@ -281,6 +298,111 @@ func (e *enrolment) dial(ctx context.Context) (*grpc.ClientConn, *x509.Certifica
 		return nil, nil, err
 	}
 	return conn, ca, nil
+}
+
+// learnCA learns the cluster CA certificate from the curators listed in
+// the node's parameters, which carry the register ticket but not the CA
+// (the launcher wrote them before the first node had made the cluster). A
+// curator's answer counts only with its proof that it knows the ticket
+// (curator.RegisterTicketProof), made over a fresh challenge of this
+// node's and over the CA certificate it sent, and only if the curator's
+// own TLS certificate is from that CA: a server in the middle can neither
+// forge the proof nor pass a real one off for another CA. The ticket
+// itself goes out only afterwards, in Register, to a curator checked
+// against the CA. While no curator answers (the first node may still be
+// booting), it asks again with backoff, and logs what it waits for. A
+// curator that answers without the proof is an error: the ticket was
+// rotated, or the address is not this cluster's.
+func (e *enrolment) learnCA(ctx context.Context, endpoints []*cpb.CuratorEndpoint) (*x509.Certificate, error) {
+	logger := supervisor.Logger(ctx)
+	// Short waits: an attempt costs a connection refused while the
+	// curator is not up, and every second of backoff is a second the
+	// node may wait after it is.
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = time.Second
+	start := e.now()
+	for attempt := 1; ; attempt++ {
+		var unreachable []string
+		for _, ep := range endpoints {
+			ap := netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Port))
+			ca, err := askCA(ctx, ap, e.register.RegisterTicket)
+			if err == nil {
+				sum := sha256.Sum256(ca.Raw)
+				logger.Info("learned the cluster CA from a curator that proved it knows the register ticket", zap.Stringer("curator", ap), zap.String("ca_sha256", hex.EncodeToString(sum[:])), zap.Duration("waited", e.now().Sub(start)))
+				return ca, nil
+			}
+			if errors.Is(err, errTicketNotProven) {
+				return nil, fmt.Errorf("learning the cluster CA from the curator at %v: %w", ap, err)
+			}
+			unreachable = append(unreachable, fmt.Sprintf("%v: %v", ap, err))
+		}
+		wait := bo.NextBackOff()
+		if attempt&(attempt-1) == 0 { // the 1st, 2nd, 4th, 8th, ... attempt
+			logger.Info("waiting for a curator to answer, to learn the cluster CA (the parameters carry the register ticket, not the CA)", zap.Strings("curators", unreachable), zap.Int("attempts", attempt), zap.Duration("waited", e.now().Sub(start)))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for a curator to learn the cluster CA from: %w", ctx.Err())
+		}
+	}
+}
+
+// errTicketNotProven is askCA's error for a curator that answered without
+// a valid proof of the register ticket.
+var errTicketNotProven = errors.New("it does not prove that it knows this node's register ticket: the ticket was rotated (start the node with new parameters: polisctl ticket --parameters), or the address is not this cluster's curator")
+
+// askCATimeout bounds one curator's answer in learnCA, so that an address
+// that swallows packets does not hold up the others.
+const askCATimeout = 5 * time.Second
+
+// askCA asks the curator at ap for the CA certificate with a fresh
+// challenge and checks its answer (see learnCA). The connection trusts
+// nothing yet: the proof and the curator's certificate are checked after.
+func askCA(ctx context.Context, ap netip.AddrPort, ticket []byte) (*x509.Certificate, error) {
+	ctx, cancel := context.WithTimeout(ctx, askCATimeout)
+	defer cancel()
+	challenge := make([]byte, curator.RegisterTicketChallengeSize)
+	if _, err := rand.Read(challenge); err != nil {
+		return nil, err
+	}
+	// Written in the handshake, read after the call: atomic, so that the
+	// race detector need not know how gRPC orders the two.
+	var serverCert atomic.Pointer[x509.Certificate]
+	tc := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// Checked below, against the CA the proof vouches for.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				serverCert.Store(cs.PeerCertificates[0])
+			}
+			return nil
+		},
+	}
+	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := cpb.NewCuratorServiceClient(conn).GetCACertificate(ctx, &cpb.GetCACertificateRequest{RegisterTicketChallenge: challenge})
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(resp.RegisterTicketProof, curator.RegisterTicketProof(ticket, challenge, resp.CaCertificate)) {
+		return nil, errTicketNotProven
+	}
+	ca, err := x509.ParseCertificate(resp.CaCertificate)
+	if err != nil {
+		return nil, fmt.Errorf("the CA certificate it sent: %w", err)
+	}
+	if sc := serverCert.Load(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
+		return nil, fmt.Errorf("%w (its own certificate is not from the CA it sent)", errTicketNotProven)
+	}
+	return ca, nil
 }
 
 // registerAndCommit registers the node and waits until an operator has

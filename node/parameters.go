@@ -184,8 +184,10 @@ func hasUnknownFields(m protoreflect.Message) bool {
 // forgetTicket removes the register ticket from the parameters on the ESP
 // (f): once a node is enrolled it never registers again, and a ticket left
 // on its disk would let whoever reads the disk later (of a decommissioned
-// node, say) register nodes of their own. The rest stays, since the
-// cluster directory in it is a way back to the curators. It is idempotent.
+// node, say) register nodes of their own. The same goes for the ticket a
+// first node bootstrapped its cluster with (ClusterBootstrap's): the
+// cluster holds it now. The rest stays, since the cluster directory in it
+// is a way back to the curators. It is idempotent.
 func forgetTicket(f localstorage.File) error {
 	var p nodev1.NodeParameters
 	err := f.ReadProto(&p)
@@ -196,6 +198,10 @@ func forgetTicket(f localstorage.File) error {
 		// Damaged parameters of an enrolled node are useless, and may
 		// still hold the ticket.
 		return f.Remove()
+	}
+	if b := p.GetClusterBootstrap(); len(b.GetRegisterTicket()) > 0 {
+		b.RegisterTicket = nil
+		return f.WriteProto(&p)
 	}
 	r := p.GetClusterRegister()
 	if len(r.GetRegisterTicket()) == 0 {
@@ -230,6 +236,11 @@ func ValidateParameters(p *nodev1.NodeParameters) error {
 		if err := curator.CheckPodNetwork(c.ClusterBootstrap.GetInitialClusterConfiguration().GetPodNetwork()); err != nil {
 			return fmt.Errorf("cluster_bootstrap.initial_cluster_configuration.pod_network: %w", err)
 		}
+		if t := c.ClusterBootstrap.GetRegisterTicket(); t != nil {
+			if err := curator.CheckRegisterTicket(t); err != nil {
+				return fmt.Errorf("cluster_bootstrap.register_ticket: %w", err)
+			}
+		}
 	case *nodev1.NodeParameters_ClusterRegister:
 		r := c.ClusterRegister
 		if n := len(r.GetRegisterTicket()); n == 0 {
@@ -244,8 +255,12 @@ func ValidateParameters(p *nodev1.NodeParameters) error {
 				return fmt.Errorf("cluster_register.cluster_directory.curators[%d]: want an IP address and a port, have %q port %d", i, ep.GetAddress(), ep.GetPort())
 			}
 		}
-		if _, err := x509.ParseCertificate(dir.GetCaCertificate()); err != nil {
-			return fmt.Errorf("cluster_register.cluster_directory.ca_certificate: %w", err)
+		// Left out, the node learns it from the curators, who must prove
+		// they know the ticket (enrolment.learnCA).
+		if ca := dir.GetCaCertificate(); len(ca) > 0 {
+			if _, err := x509.ParseCertificate(ca); err != nil {
+				return fmt.Errorf("cluster_register.cluster_directory.ca_certificate: %w", err)
+			}
 		}
 	default:
 		return errors.New("the parameters say neither cluster_bootstrap nor cluster_register")

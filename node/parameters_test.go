@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/localstorage"
 )
@@ -101,17 +103,40 @@ func TestValidateParameters(t *testing.T) {
 	if err := ValidateParameters(reg(func(*nodev1.ClusterRegister) {})); err != nil {
 		t.Fatalf("good register parameters: %v", err)
 	}
+	// Without the CA (the node learns it with the ticket) and without the
+	// curators' node IDs (checked by address): good too.
+	if err := ValidateParameters(reg(func(r *nodev1.ClusterRegister) {
+		r.ClusterDirectory.CaCertificate = nil
+		r.ClusterDirectory.Curators[0].NodeId = ""
+	})); err != nil {
+		t.Fatalf("register parameters without a CA: %v", err)
+	}
+	ticket, err := curator.NewRegisterTicket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := func(ticket []byte) *nodev1.NodeParameters {
+		return &nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{
+			OwnerPublicKey: make([]byte, ed25519.PublicKeySize),
+			RegisterTicket: ticket,
+		}}}
+	}
+	if err := ValidateParameters(boot(ticket)); err != nil {
+		t.Fatalf("bootstrap parameters with a chosen ticket: %v", err)
+	}
 	for name, tc := range map[string]struct {
 		p    *nodev1.NodeParameters
 		want string
 	}{
-		"empty":       {&nodev1.NodeParameters{}, "neither"},
-		"short owner": {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: []byte{1}}}}, "owner_public_key"},
-		"no ticket":   {reg(func(r *nodev1.ClusterRegister) { r.RegisterTicket = nil }), "register_ticket"},
-		"no curators": {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators = nil }), "no curator"},
-		"bad address": {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Address = "example.com" }), "curators[0]"},
-		"no port":     {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Port = 0 }), "curators[0]"},
-		"bad ca":      {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.CaCertificate = []byte("x") }), "ca_certificate"},
+		"empty":                  {&nodev1.NodeParameters{}, "neither"},
+		"short owner":            {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{OwnerPublicKey: []byte{1}}}}, "owner_public_key"},
+		"no ticket":              {reg(func(r *nodev1.ClusterRegister) { r.RegisterTicket = nil }), "register_ticket"},
+		"no curators":            {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators = nil }), "no curator"},
+		"bad address":            {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Address = "example.com" }), "curators[0]"},
+		"no port":                {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.Curators[0].Port = 0 }), "curators[0]"},
+		"bad ca":                 {reg(func(r *nodev1.ClusterRegister) { r.ClusterDirectory.CaCertificate = []byte("x") }), "ca_certificate"},
+		"short bootstrap ticket": {boot(ticket[:16]), "register_ticket: the register ticket is 16 bytes"},
+		"zero bootstrap ticket":  {boot(make([]byte, 32)), "register_ticket: the register ticket is 32 times the byte 0x00"},
 		"snapshots kept": {&nodev1.NodeParameters{Cluster: &nodev1.NodeParameters_ClusterBootstrap{ClusterBootstrap: &nodev1.ClusterBootstrap{
 			OwnerPublicKey:              make([]byte, ed25519.PublicKeySize),
 			InitialClusterConfiguration: &nodev1.ClusterConfiguration{ConsensusSnapshots: &cpb.SnapshotPolicy{Keep: 1000}},
@@ -202,5 +227,29 @@ func TestForgetTicket(t *testing.T) {
 	_, _, err = LoadParameters(ParameterSources{ESP: f})
 	if !errors.Is(err, ErrNoParameters) || !strings.Contains(err.Error(), "sealed-configuration") {
 		t.Fatalf("LoadParameters of forgotten parameters = %v", err)
+	}
+}
+
+// A first node forgets the ticket it bootstrapped its cluster with, and
+// keeps the rest of its parameters.
+func TestForgetBootstrapTicket(t *testing.T) {
+	f := localstorage.File{Path: filepath.Join(t.TempDir(), "parameters.pb")}
+	p := bootstrapParams(t)
+	p.GetClusterBootstrap().RegisterTicket = []byte("secret-ticket-secret-ticket-0123")
+	if err := f.WriteProto(p); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := forgetTicket(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := os.ReadFile(f.Path)
+	if strings.Contains(string(raw), "secret-ticket") {
+		t.Fatal("the ticket is still on disk")
+	}
+	var kept nodev1.NodeParameters
+	if err := f.ReadProto(&kept); err != nil || !bytes.Equal(kept.GetClusterBootstrap().GetOwnerPublicKey(), p.GetClusterBootstrap().GetOwnerPublicKey()) {
+		t.Fatalf("the rest was not kept: %v, %v", &kept, err)
 	}
 }

@@ -46,6 +46,17 @@
 // are delivered as deletions, and nothing is delivered twice. An update that
 // writes the same bytes again (a new revision, equal data) wakes nobody.
 //
+// # Progress
+//
+// A range's watchers also say where they stand (Progresser): given etcd's
+// revision from any quorum read, Progress asks etcd for a progress
+// notification on the watch's stream and returns the snapshot Version by
+// which the watcher holds every change up to that revision, even when the
+// range's own keys have not changed since. A consumer that serves reads
+// from a range's snapshots (the curator's node cache) makes them
+// linearizable with one read of a single key and this, instead of a read
+// of the range, whose cost grows with it.
+//
 // # Health
 //
 // The state of the underlying watches is itself a value: Health reports, for
@@ -69,6 +80,7 @@ package etcd
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -119,6 +131,22 @@ type Range[T any] struct {
 
 	book book
 }
+
+// Progresser is implemented by the watchers of a Range (Range.Watch's):
+// what a consumer of the range needs to serve a linearizable read from
+// what it has got, without reading the range again. Given etcd's revision
+// rev (from any quorum read made after the read's call arrived), Progress
+// waits until etcd has said that this watcher's watch has delivered every
+// change up to rev (it asks etcd, with a progress request on the watch's
+// stream), and returns a snapshot Version: once this watcher's Get has
+// returned a snapshot of that Version or later, that snapshot holds every
+// change up to rev. It costs etcd no read of the range, whatever its
+// size; it waits while the watch is broken, until ctx ends.
+type Progresser interface {
+	Progress(ctx context.Context, rev int64) (uint64, error)
+}
+
+var _ Progresser = &rangeWatcher[int]{}
 
 // Health is the state of a value's (or range's) etcd watches, summed over
 // its open watchers.

@@ -60,6 +60,17 @@ type follower struct {
 	// event's.
 	rev  int64
 	wake chan struct{} // closed when there is something to Get or on Close
+	// progress is the newest revision up to which etcd said the watch
+	// has delivered every change: a listing's, or a progress
+	// notification's (waitProgress). progressed is closed, and replaced,
+	// whenever it moves.
+	progress   int64
+	progressed chan struct{}
+	// watchCtx is the context of the watch running now (nil between
+	// watches), whose stream a progress request goes on; asked is set
+	// once a request went out and no progress has come since.
+	watchCtx context.Context
+	asked    bool
 }
 
 func startFollower(cli *clientv3.Client, key, end string, grace time.Duration, b *book) *follower {
@@ -76,6 +87,8 @@ func startFollower(cli *clientv3.Client, key, end string, grace time.Duration, b
 		pending: make(map[string]*entry),
 		known:   make(map[string][]byte),
 		wake:    make(chan struct{}),
+
+		progressed: make(chan struct{}),
 	}
 	go f.run(ctx)
 	return f
@@ -199,6 +212,14 @@ func (f *follower) watchFrom(ctx context.Context, from int64, opts []clientv3.Op
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := f.cli.Watch(wctx, f.key, append(opts, clientv3.WithRev(from), clientv3.WithCreatedNotify())...)
+	f.mu.Lock()
+	f.watchCtx, f.asked = wctx, false
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.watchCtx = nil
+		f.mu.Unlock()
+	}()
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return fmt.Errorf("watching %q: %w", f.key, err)
@@ -214,6 +235,11 @@ func (f *follower) watchFrom(ctx context.Context, from int64, opts []clientv3.Op
 		}
 		if len(wr.Events) > 0 {
 			f.apply(wr.Events)
+		}
+		if wr.IsProgressNotify() {
+			// etcd sends one only once every watch of the stream has
+			// caught up: every change up to its revision has arrived.
+			f.progressTo(wr.Header.Revision)
 		}
 		f.book.sawRevision(wr.Header.Revision)
 	}
@@ -243,7 +269,72 @@ func (f *follower) reconcile(kvs []*mvccpb.KeyValue, rev int64) {
 	if !f.listed {
 		f.listed, f.fresh = true, true
 	}
+	f.progressToLocked(rev)
 	f.wakeLocked()
+}
+
+// progressTo records that etcd has delivered every change up to rev.
+func (f *follower) progressTo(rev int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.progressToLocked(rev)
+}
+
+func (f *follower) progressToLocked(rev int64) {
+	if rev <= f.progress {
+		return
+	}
+	f.progress, f.asked = rev, false
+	close(f.progressed)
+	f.progressed = make(chan struct{})
+}
+
+// progressRetry is how often waitProgress asks again while no progress
+// comes: etcd drops a request that arrives while a watch of the stream is
+// still catching up, and answers none while no watch runs.
+const progressRetry = 100 * time.Millisecond
+
+// waitProgress waits until etcd has said that the watch has delivered
+// every change up to rev, asking it (a progress request on the watch's
+// stream, shared by the calls waiting at the time), and returns the
+// revision of the newest change applied then: a watcher whose Get has
+// returned that revision holds every change up to rev. A listing at rev
+// or later counts too. It costs etcd no read, whatever the range's size.
+func (f *follower) waitProgress(ctx context.Context, rev int64) (int64, error) {
+	retry := time.NewTicker(progressRetry)
+	defer retry.Stop()
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return 0, event.ErrClosed
+		}
+		if f.progress >= rev {
+			applied := f.rev
+			f.mu.Unlock()
+			return applied, nil
+		}
+		progressed := f.progressed
+		var ask context.Context
+		if !f.asked && f.watchCtx != nil {
+			ask, f.asked = f.watchCtx, true
+		}
+		f.mu.Unlock()
+		if ask != nil {
+			// An error means the watch is ending; the next one lists,
+			// which is progress too.
+			_ = f.cli.RequestProgress(ask)
+		}
+		select {
+		case <-progressed:
+		case <-retry.C:
+			f.mu.Lock()
+			f.asked = false
+			f.mu.Unlock()
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // apply records the events of one watch response.
@@ -479,6 +570,12 @@ func (w *rangeWatcher[T]) Get(ctx context.Context, opts ...event.GetOption[*even
 }
 
 func (w *rangeWatcher[T]) Ready() <-chan struct{} { return w.f.ready() }
+
+// Progress implements Progresser.
+func (w *rangeWatcher[T]) Progress(ctx context.Context, rev int64) (uint64, error) {
+	applied, err := w.f.waitProgress(ctx, rev)
+	return uint64(applied), err
+}
 
 func (w *rangeWatcher[T]) LastVersion() uint64 {
 	if w.last == nil {

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // needQEMU skips where qemu is missing, except in CI (CI=true), where
 // scripts/test installs it and a missing qemu is a failure.
-func needQEMU(t *testing.T) {
+func needQEMU(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -174,7 +174,7 @@ func systemTree(t *testing.T) string {
 	return dir
 }
 
-func cacheDir(t *testing.T) string {
+func cacheDir(t testing.TB) string {
 	d, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)

@@ -1445,11 +1445,17 @@ func (x *WatchLeaderResponse) GetResponder() *CuratorEndpoint {
 	return nil
 }
 
-// GetCACertificateRequest is empty.
+// GetCACertificateRequest may carry a challenge for the register ticket.
 type GetCACertificateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A fresh random challenge of 32 bytes, or empty. With one, the answer
+	// proves that the answering curator knows the cluster's register ticket
+	// (register_ticket_proof): how a node that registers with a ticket but
+	// without the CA certificate (ClusterRegister) learns which CA to trust,
+	// without sending the ticket to a server it does not trust yet.
+	RegisterTicketChallenge []byte `protobuf:"bytes,1,opt,name=register_ticket_challenge,json=registerTicketChallenge,proto3" json:"register_ticket_challenge,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *GetCACertificateRequest) Reset() {
@@ -1482,13 +1488,27 @@ func (*GetCACertificateRequest) Descriptor() ([]byte, []int) {
 	return file_polis_curator_v1_curator_proto_rawDescGZIP(), []int{29}
 }
 
+func (x *GetCACertificateRequest) GetRegisterTicketChallenge() []byte {
+	if x != nil {
+		return x.RegisterTicketChallenge
+	}
+	return nil
+}
+
 // GetCACertificateResponse carries the cluster CA certificate.
 type GetCACertificateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// DER of the cluster CA certificate.
 	CaCertificate []byte `protobuf:"bytes,1,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With a challenge in the request: HMAC-SHA256 keyed with the cluster's
+	// register ticket over a fixed label, the challenge and ca_certificate
+	// (curator.RegisterTicketProof). Only a holder of the ticket can make
+	// it, and it binds the CA certificate, so a server in the middle can
+	// neither forge it nor pass the real one off for another CA. It reveals
+	// nothing usable about the ticket (32 random bytes).
+	RegisterTicketProof []byte `protobuf:"bytes,2,opt,name=register_ticket_proof,json=registerTicketProof,proto3" json:"register_ticket_proof,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GetCACertificateResponse) Reset() {
@@ -1524,6 +1544,13 @@ func (*GetCACertificateResponse) Descriptor() ([]byte, []int) {
 func (x *GetCACertificateResponse) GetCaCertificate() []byte {
 	if x != nil {
 		return x.CaCertificate
+	}
+	return nil
+}
+
+func (x *GetCACertificateResponse) GetRegisterTicketProof() []byte {
+	if x != nil {
+		return x.RegisterTicketProof
 	}
 	return nil
 }
@@ -1864,10 +1891,12 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x12WatchLeaderRequest\"\x91\x01\n" +
 	"\x13WatchLeaderResponse\x129\n" +
 	"\x06leader\x18\x01 \x01(\v2!.polis.curator.v1.CuratorEndpointR\x06leader\x12?\n" +
-	"\tresponder\x18\x02 \x01(\v2!.polis.curator.v1.CuratorEndpointR\tresponder\"\x19\n" +
-	"\x17GetCACertificateRequest\"A\n" +
+	"\tresponder\x18\x02 \x01(\v2!.polis.curator.v1.CuratorEndpointR\tresponder\"U\n" +
+	"\x17GetCACertificateRequest\x12:\n" +
+	"\x19register_ticket_challenge\x18\x01 \x01(\fR\x17registerTicketChallenge\"u\n" +
 	"\x18GetCACertificateResponse\x12%\n" +
-	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\"\x14\n" +
+	"\x0eca_certificate\x18\x01 \x01(\fR\rcaCertificate\x122\n" +
+	"\x15register_ticket_proof\x18\x02 \x01(\fR\x13registerTicketProof\"\x14\n" +
 	"\x12GetOwnerKeyRequest\"2\n" +
 	"\x13GetOwnerKeyResponse\x12\x1b\n" +
 	"\towner_key\x18\x01 \x01(\fR\bownerKey\"\xba\x01\n" +

@@ -160,7 +160,11 @@ type CuratorServiceClient interface {
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
 	// trusts before relying on it (a cluster directory it kept, a
-	// fingerprint an operator gave it).
+	// fingerprint an operator gave it, or the register ticket it holds:
+	// with a challenge, the answer carries a proof made with the ticket).
+	//
+	// Errors: INVALID_ARGUMENT if a challenge is given that is not 32
+	// bytes; UNAVAILABLE if the register ticket cannot be read.
 	GetCACertificate(ctx context.Context, in *GetCACertificateRequest, opts ...grpc.CallOption) (*GetCACertificateResponse, error)
 	// IssueKubeletCredentials issues the calling node what its kubelet needs
 	// to join the cluster's Kubernetes, signed by the cluster's Kubernetes CA
@@ -574,7 +578,11 @@ type CuratorServiceServer interface {
 	// GetCACertificate returns the cluster CA certificate. The answer is
 	// unauthenticated: a client must check it against something it already
 	// trusts before relying on it (a cluster directory it kept, a
-	// fingerprint an operator gave it).
+	// fingerprint an operator gave it, or the register ticket it holds:
+	// with a challenge, the answer carries a proof made with the ticket).
+	//
+	// Errors: INVALID_ARGUMENT if a challenge is given that is not 32
+	// bytes; UNAVAILABLE if the register ticket cannot be read.
 	GetCACertificate(context.Context, *GetCACertificateRequest) (*GetCACertificateResponse, error)
 	// IssueKubeletCredentials issues the calling node what its kubelet needs
 	// to join the cluster's Kubernetes, signed by the cluster's Kubernetes CA

@@ -119,8 +119,17 @@ type ClusterBootstrap struct {
 	OwnerPublicKey []byte `protobuf:"bytes,1,opt,name=owner_public_key,json=ownerPublicKey,proto3" json:"owner_public_key,omitempty"`
 	// The new cluster's initial configuration. Optional; defaults apply.
 	InitialClusterConfiguration *ClusterConfiguration `protobuf:"bytes,2,opt,name=initial_cluster_configuration,json=initialClusterConfiguration,proto3" json:"initial_cluster_configuration,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// The cluster's first register ticket (32 bytes), chosen by whoever
+	// bootstraps it, so that nodes can be given parameters to register with
+	// before the cluster exists (polis-launch starts every node at once).
+	// Optional: unset, the curator makes one. It must be as strong as the
+	// curator's own: 32 bytes from a cryptographic random source
+	// (curator.NewRegisterTicket). The owner rotates it as any other
+	// (ManagementService.RotateRegisterTicket). The node forgets it once it
+	// has bootstrapped.
+	RegisterTicket []byte `protobuf:"bytes,3,opt,name=register_ticket,json=registerTicket,proto3" json:"register_ticket,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ClusterBootstrap) Reset() {
@@ -163,6 +172,13 @@ func (x *ClusterBootstrap) GetOwnerPublicKey() []byte {
 func (x *ClusterBootstrap) GetInitialClusterConfiguration() *ClusterConfiguration {
 	if x != nil {
 		return x.InitialClusterConfiguration
+	}
+	return nil
+}
+
+func (x *ClusterBootstrap) GetRegisterTicket() []byte {
+	if x != nil {
+		return x.RegisterTicket
 	}
 	return nil
 }
@@ -245,7 +261,14 @@ type ClusterRegister struct {
 	RegisterTicket []byte `protobuf:"bytes,1,opt,name=register_ticket,json=registerTicket,proto3" json:"register_ticket,omitempty"`
 	// Where to find the cluster's curators, and its CA certificate, which the
 	// node uses to check that it talks to the right cluster. Required, with
-	// at least one curator and the CA certificate.
+	// at least one curator. The CA certificate may be left out where it is
+	// not known yet (the launcher writes these parameters before the first
+	// node has made the cluster): the node then asks the curators listed for
+	// it, and trusts it only with their proof that they know the register
+	// ticket (CuratorService.GetCACertificate with a challenge), retrying
+	// until one answers. The curators' node IDs may be left out too: a
+	// curator is then checked against its address, which its certificate
+	// names.
 	ClusterDirectory *v1.ClusterDirectory `protobuf:"bytes,2,opt,name=cluster_directory,json=clusterDirectory,proto3" json:"cluster_directory,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -361,10 +384,11 @@ const file_polis_node_v1_node_proto_rawDesc = "" +
 	"\x0eNodeParameters\x12N\n" +
 	"\x11cluster_bootstrap\x18\x01 \x01(\v2\x1f.polis.node.v1.ClusterBootstrapH\x00R\x10clusterBootstrap\x12K\n" +
 	"\x10cluster_register\x18\x02 \x01(\v2\x1e.polis.node.v1.ClusterRegisterH\x00R\x0fclusterRegisterB\t\n" +
-	"\acluster\"\xa5\x01\n" +
+	"\acluster\"\xce\x01\n" +
 	"\x10ClusterBootstrap\x12(\n" +
 	"\x10owner_public_key\x18\x01 \x01(\fR\x0eownerPublicKey\x12g\n" +
-	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\"\xe9\x01\n" +
+	"\x1dinitial_cluster_configuration\x18\x02 \x01(\v2#.polis.node.v1.ClusterConfigurationR\x1binitialClusterConfiguration\x12'\n" +
+	"\x0fregister_ticket\x18\x03 \x01(\fR\x0eregisterTicket\"\xe9\x01\n" +
 	"\x14ClusterConfiguration\x12?\n" +
 	"\x1cfirst_node_kubernetes_worker\x18\x01 \x01(\bR\x19firstNodeKubernetesWorker\x12Q\n" +
 	"\x13consensus_snapshots\x18\x02 \x01(\v2 .polis.curator.v1.SnapshotPolicyR\x12consensusSnapshots\x12=\n" +
