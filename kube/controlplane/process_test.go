@@ -1,11 +1,16 @@
 package controlplane
 
 import (
+	"crypto/tls"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,8 +26,10 @@ import (
 // TestProcessSupervision checks the runner's process handling without the
 // bundle: a script stands in for polis-kube, printing a klog-style warning
 // and then sleeping, with SIGTERM ignored by the scheduler so that the
-// SIGKILL after StopGrace is exercised. The apiserver tests with the real
-// bundle (TestControlPlane) check the same with the real components.
+// SIGKILL after StopGrace is exercised, and a TLS server stands in for
+// the apiserver's /readyz, answering 503 until the test makes it ready.
+// The apiserver tests with the real bundle (TestControlPlane) check the
+// same with the real components.
 func TestProcessSupervision(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "polis-kube")
@@ -33,18 +40,24 @@ exec sleep 600
 `), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	server := "https://" + l.Addr().String()
 	c, err := pki.NewCluster("test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := c.ControlPlaneFiles([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), "https://127.0.0.1:1", time.Now())
+	files, err := c.ControlPlaneFiles([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), server, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
+	readyz := serveReadyz(t, l, files)
 	r, err := New(Config{
 		Bundle: script, Dir: filepath.Join(dir, "kube"), Files: files,
-		// Port 1 on loopback: nothing answers, so the probe reports not ready.
-		Address: netip.MustParseAddr("127.0.0.1"), Port: 1,
+		Address: netip.MustParseAddr("127.0.0.1"), Port: port,
 		EtcdEndpoint: "unix://" + filepath.Join(dir, "etcd.sock"),
 		StopGrace:    time.Second,
 	})
@@ -54,10 +67,22 @@ exec sleep 600
 	core, logs := observer.New(zap.InfoLevel)
 	_, cancel := supervisor.TestHarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
 
-	running := waitStatus(t, r, "running", func(s *Status) bool { return s.Running() })
-	if running.Ready || running.NotReady == "" {
-		t.Errorf("nothing answers /readyz, yet status says ready=%v (%q)", running.Ready, running.NotReady)
+	// Until /readyz answers ok, the apiserver runs alone.
+	notReady := waitStatus(t, r, "probed while not ready", func(s *Status) bool {
+		a, _ := s.Component(APIServer)
+		return a.Running && strings.Contains(s.NotReady, "503")
+	})
+	if notReady.Ready {
+		t.Errorf("/readyz answers 503, yet status says ready")
 	}
+	for _, name := range []string{ControllerManager, Scheduler} {
+		if c, _ := notReady.Component(name); c.Starts != 0 {
+			t.Errorf("%s started %d times before the apiserver was ready", name, c.Starts)
+		}
+	}
+	readyz.Store(true)
+	running := waitStatus(t, r, "running", func(s *Status) bool { return s.Running() && s.Ready })
+
 	// The files are there, secrets private.
 	for name := range files {
 		fi, err := os.Stat(filepath.Join(dir, "kube", name))
@@ -105,6 +130,42 @@ exec sleep 600
 			t.Errorf("%s (pid %d) is still there after the runner stopped: %v", c.Name, c.PID, err)
 		}
 	}
+}
+
+// serveReadyz serves /readyz on l with the apiserver's serving
+// certificate from files: 503 until the returned flag is set, then ok.
+// Everything else (the RBAC the runner applies once ready) is 404, which
+// the runner retries.
+func serveReadyz(t *testing.T, l net.Listener, files pki.Files) *atomic.Bool {
+	t.Helper()
+	cert, err := tls.X509KeyPair(files[pki.FileServingCert], files[pki.FileServingKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := new(atomic.Bool)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			switch {
+			case req.URL.Path != "/readyz":
+				http.NotFound(w, req)
+			case ready.Load():
+				io.WriteString(w, "ok")
+			default:
+				http.Error(w, "not yet", http.StatusServiceUnavailable)
+			}
+		}),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeTLS(l, "", "")
+	}()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+	return ready
 }
 
 // waitLog waits for a log entry of logger name containing text at level.
