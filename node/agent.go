@@ -266,9 +266,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if en.localCurator, err = n.restoreRoles(logger); err != nil {
 			return err
 		}
-		if en.curators, err = n.knownCurators(logger, en.ca); err != nil {
-			return err
-		}
+		en.curators = n.knownCurators(logger, en.ca)
 		logger.Info("rejoining the cluster", zap.String("node", identity.NodeID(en.key.Public().(ed25519.PublicKey))), zap.Bool("through_own_curator", en.localCurator), zap.Int("curators_known", len(en.curators)))
 	case errors.Is(err, fs.ErrNotExist) && n.restorePending():
 		// Restored onto this storage (restore.go) and not enrolled yet:
@@ -457,11 +455,7 @@ func (n *Node) checkKeyFile(sealed ed25519.PrivateKey) error {
 // control plane, and no curator runs until it does.
 func (n *Node) restoreRoles(logger *zap.Logger) (bool, error) {
 	saved := roleserve.SavedRoles(n.root.Data.Roles)
-	roles, err := saved.Load(logger)
-	if err != nil {
-		return false, err
-	}
-	if roles != nil {
+	if roles := saved.Load(logger); roles != nil {
 		return roles.ConsensusMember != nil, nil
 	}
 	member, err := consensus.HasMember(n.root.Data.Etcd.Path)
@@ -486,28 +480,28 @@ func (n *Node) restoreRoles(logger *zap.Logger) (bool, error) {
 // keeps), or, when that is missing or damaged, the one
 // its parameters gave it (which it then saves again). A node that finds its
 // curators through its own curator may know none.
-func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) ([]*cpb.CuratorEndpoint, error) {
+func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) []*cpb.CuratorEndpoint {
 	saved := roleserve.SavedDirectory(n.root.ESP.ClusterDirectory)
-	dir, err := saved.Load(logger)
-	if err != nil {
-		return nil, err
-	}
+	dir := saved.Load(logger)
 	if len(dir.GetCurators()) > 0 {
-		return dir.Curators, nil
+		return dir.Curators
 	}
 	var p nodev1.NodeParameters
 	if err := n.root.ESP.NodeParameters.ReadProto(&p); err != nil {
-		return nil, nil
+		return nil
 	}
 	curators := p.GetClusterRegister().GetClusterDirectory().GetCurators()
 	if len(curators) == 0 {
-		return nil, nil
+		return nil
 	}
 	logger.Info("rebuilt the cluster directory from the node parameters", zap.Int("curators", len(curators)), zap.String("file", saved.File.Path))
 	if err := saved.Save(&cpb.ClusterDirectory{Curators: curators, CaCertificate: ca.Raw}); err != nil {
-		return nil, err
+		// A directory is where to look first, not state the node acts
+		// on: an ESP that takes no writes must not keep it from its
+		// cluster (as in clusterdirectory).
+		logger.Error("could not save the rebuilt cluster directory: going on with it", zap.Error(err))
 	}
-	return curators, nil
+	return curators
 }
 
 // kubernetesRuntime is the container runtime for KubernetesWorker: the

@@ -42,22 +42,27 @@ func SavedDirectory(f localstorage.File) *Saved[*cpb.ClusterDirectory] {
 // A damaged file is repaired the one way there is: logged and removed, so
 // that the caller rebuilds it (from the curator, the consensus data or the
 // parameters) and no later reader trips over it; Load then reports none.
-// Its error is only that of the removal.
-func (s *Saved[T]) Load(log *zap.Logger) (T, error) {
+// A damaged file that cannot be removed either (a FAT ESP that the kernel
+// made read-only after finding its chains broken, as a power cut in the
+// middle of a write leaves them) is reported as none all the same, with
+// an error in the log: the file is a hint for the next boot, and a node
+// that cannot read it still finds its cluster the way a node without one
+// does. It never fails.
+func (s *Saved[T]) Load(log *zap.Logger) T {
 	var none T
 	m := s.empty()
 	err := s.File.ReadProto(m)
 	switch {
 	case err == nil:
-		return m, nil
+		return m
 	case errors.Is(err, fs.ErrNotExist):
-		return none, nil
+		return none
 	}
 	log.Warn("unreadable saved "+s.what+": removing the file to rebuild it", zap.String("file", s.File.Path), zap.Error(err))
 	if err := s.File.Remove(); err != nil {
-		return none, fmt.Errorf("removing the damaged saved %s: %w", s.what, err)
+		log.Error("could not remove the damaged saved "+s.what+": going on without it", zap.String("file", s.File.Path), zap.Error(err))
 	}
-	return none, nil
+	return none
 }
 
 // Save writes m atomically. Workers save before they publish: what the

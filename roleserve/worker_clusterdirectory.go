@@ -42,10 +42,7 @@ func newWorkerClusterDirectory(g *Graph, v *Values, file localstorage.File) *wor
 
 func (w *workerClusterDirectory) run(ctx context.Context) error {
 	log := supervisor.Logger(ctx)
-	saved, err := w.saved.Load(log)
-	if err != nil {
-		log.Warn("ignoring the saved cluster directory", zap.Error(err))
-	}
+	saved := w.saved.Load(log)
 	// Empty means "no curator known": a freshly bootstrapped node finds its
 	// own curator through LocalControlPlane instead.
 	log.Info("publishing the saved cluster directory", zap.Int("curators", len(saved.GetCurators())))
@@ -86,7 +83,12 @@ func (w *workerClusterDirectory) run(ctx context.Context) error {
 			continue
 		}
 		if err := w.saved.Save(dir); err != nil {
-			return err
+			// Unlike roles, a directory is only where to look first: a
+			// node whose ESP no longer takes writes (the kernel made it
+			// read-only after finding it damaged) keeps following its
+			// curators, and after a restart starts from the last
+			// directory it did save, or from its own curator.
+			log.Error("could not save the new cluster directory: acting on it all the same", zap.Error(err))
 		}
 		log.Info("new cluster directory", zap.Stringer("directory", dir))
 		w.directory.Set(curators)

@@ -1,9 +1,11 @@
 package roleserve
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -99,4 +101,39 @@ func savedDirectory(t *testing.T, f localstorage.File) *cpb.ClusterDirectory {
 		t.Fatalf("reading the saved directory: %v", err)
 	}
 	return d
+}
+
+// unwritableFile is a saved file that can be neither read, written nor
+// removed: a non-empty directory stands at its path, as a FAT ESP the
+// kernel made read-only after finding a broken chain fails every call.
+func unwritableFile(t *testing.T) localstorage.File {
+	path := filepath.Join(t.TempDir(), "directory.pb")
+	if err := os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return localstorage.File{Path: path}
+}
+
+// A saved directory that is damaged and cannot be removed is no directory,
+// not a failure; and a directory that cannot be saved is still followed:
+// the file only says where to look first at the next boot, and a node whose
+// ESP takes no writes must still follow its curators.
+func TestClusterDirectoryOnAnUnwritableESP(t *testing.T) {
+	file := unwritableFile(t)
+	if got := SavedDirectory(file).Load(zap.NewNop()); got != nil {
+		t.Fatalf("Load of a damaged file = %v, want none", got)
+	}
+	creds := testCredentials(t)
+	f := newFakeCurator()
+	a := &cpb.CuratorEndpoint{NodeId: "node-a", Address: "192.0.2.10", Port: 7835}
+	f.directory.Set([]*cpb.CuratorEndpoint{a})
+	v := NewValues()
+	var g Graph
+	supervisor.TestHarness(t, newWorkerClusterDirectory(&g, v, file).run)
+	waitFor(t, &v.Directory, "an empty directory", func(d []*cpb.CuratorEndpoint) bool { return len(d) == 0 })
+	v.Membership.Set(fakeMembership(t, f, creds))
+	waitFor(t, &v.Directory, "the curators, not saved", endpointsEq(a))
+	if err := SavedDirectory(file).Save(&cpb.ClusterDirectory{Curators: []*cpb.CuratorEndpoint{a}}); err == nil {
+		t.Error("the directory was saved into a path that cannot take it: the test proves nothing")
+	}
 }

@@ -46,12 +46,7 @@ func (w *workerRoleFetch) run(ctx context.Context) error {
 	// The saved roles were published when they were saved (Saved.Save), so
 	// publishing them again is at worst a no-op; before the first fetch of
 	// this boot, it is what lets the control plane start.
-	saved, err := w.saved.Load(log)
-	if err != nil {
-		// A damaged file (Load removes it) must not keep the node from
-		// asking the curator.
-		log.Warn("ignoring the saved roles", zap.Error(err))
-	}
+	saved := w.saved.Load(log)
 	if saved != nil {
 		log.Info("publishing the saved roles until the curator answers", zap.Stringer("roles", saved))
 		w.localRoles.Set(saved)

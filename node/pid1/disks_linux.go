@@ -43,6 +43,8 @@ type storageDisk struct {
 	// dir is the mount point under the storage root.
 	dir  string
 	data string
+	// flags are added to every mount's MS_NOSUID|MS_NODEV|MS_NOEXEC.
+	flags uintptr
 }
 
 // mountStorage mounts the ESP and data disks, formatting blank ones, and
@@ -51,8 +53,16 @@ func (m *Machine) mountStorage(found map[string]string, step func(string, ...any
 	disks := []storageDisk{
 		// The ESP is FAT: owner-only modes (localstorage keeps secrets
 		// there), and quiet, because FAT cannot store modes and
-		// localstorage's chmod must not fail for it.
-		{serial: SerialESP, fstype: "vfat", label: "POLIS-ESP", dir: "esp", data: "uid=0,gid=0,fmask=0177,dmask=0077,quiet,codepage=437,iocharset=ascii"},
+		// localstorage's chmod must not fail for it. And synchronous:
+		// FAT has no journal, and a machine powered off (or a VM killed)
+		// while the kernel holds a write back leaves broken cluster
+		// chains, after which the kernel makes the disk read-only. The
+		// ESP is written seldom and little (the sealed configuration,
+		// parameters, the saved cluster directory), so each write going
+		// out before its call returns costs nothing that matters, and
+		// narrows that window from the page cache's writeback delay to
+		// the write itself.
+		{serial: SerialESP, fstype: "vfat", label: "POLIS-ESP", dir: "esp", data: "uid=0,gid=0,fmask=0177,dmask=0077,quiet,codepage=437,iocharset=ascii", flags: unix.MS_SYNCHRONOUS | unix.MS_DIRSYNC},
 		{serial: SerialData, fstype: "ext4", label: "polis-data", dir: "data"},
 	}
 	for _, d := range disks {
@@ -76,7 +86,7 @@ func (m *Machine) mountStorage(found map[string]string, step func(string, ...any
 		if err := os.MkdirAll(target, 0o700); err != nil {
 			return fmt.Errorf("mounting %s: %w", dev, err)
 		}
-		if err := unix.Mount(dev, target, d.fstype, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, d.data); err != nil {
+		if err := unix.Mount(dev, target, d.fstype, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|d.flags, d.data); err != nil {
 			return fmt.Errorf("mounting the %s disk %s (%s) on %s: %w", d.dir, dev, d.fstype, target, err)
 		}
 		m.mounts = append(m.mounts, target)
