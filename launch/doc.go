@@ -21,7 +21,7 @@
 // -9 means what it means on a real machine, and a restarted process has only
 // its storage to go on. The launcher does what an operator would, through
 // the same interfaces: node parameters files for polis-node, then
-// polisctl.TakeOwnership and the Management API with the owner's certificate.
+// ownerdir.TakeOwnership and the Management API with the owner's certificate.
 // It uses no back door into the nodes, so a cluster it brings up proves that
 // the operator's path works.
 //

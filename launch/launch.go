@@ -27,7 +27,7 @@ import (
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/localstorage"
 	"github.com/polis-os/polis/nodeapi"
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 	"github.com/polis-os/polis/roleserve"
 )
 
@@ -474,7 +474,7 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	err := c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{cur}, ownerKey, func(fp string) bool {
+		return ownershipTaken(ownerdir.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{cur}, ownerKey, func(fp string) bool {
 			// We made this cluster a moment ago, on an address we just
 			// found free: the CA it presents is its own.
 			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
@@ -486,7 +486,7 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 	}
 	c.progress("%v: curator serving", first)
 	c.progress("owner: took ownership; polisctl configuration in %s", c.ConfigDir)
-	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
+	if c.conn, err = ownerdir.Dial(c.ConfigDir); err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
 	// The others may have registered already: the first node is the one
@@ -579,7 +579,7 @@ func (c *Cluster) makeConsensusMember(ctx context.Context, n *Node) error {
 // than the one polisctl's configuration pins (a stale configuration against
 // a new cluster) will not change by waiting, and is reported at once.
 func ownershipTaken(err error) (bool, error) {
-	var mismatch *polisctl.CAMismatchError
+	var mismatch *ownerdir.CAMismatchError
 	if errors.As(err, &mismatch) {
 		return false, fmt.Errorf("launch: taking ownership: %w", err)
 	}
@@ -601,14 +601,14 @@ func (c *Cluster) refreshCurators(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		// The CA is pinned by now: trust is never asked.
-		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil))
+		return ownershipTaken(ownerdir.TakeOwnership(actx, c.ConfigDir, curators, c.ownerKey, nil))
 	})
 	if err != nil {
 		return err
 	}
 	// The launcher's own connection knows the curators it was dialled
 	// with; give it the new list too.
-	conn, err := polisctl.Dial(c.ConfigDir)
+	conn, err := ownerdir.Dial(c.ConfigDir)
 	if err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
@@ -699,7 +699,7 @@ func (c *Cluster) nodeByAddress(ctx context.Context, a netip.Addr) (*cpb.Node, e
 func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := polisctl.Dial(c.ConfigDir)
+	conn, err := ownerdir.Dial(c.ConfigDir)
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}

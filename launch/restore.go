@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // A cluster restored from a backup (Options.RestoreBackup): the first node
@@ -95,7 +95,7 @@ func (c *Cluster) restore(ctx context.Context) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, key, func(fp string) bool {
+		return ownershipTaken(ownerdir.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, key, func(fp string) bool {
 			// The CA is the backup's, which only the owner key opened.
 			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
 			return true
@@ -106,7 +106,7 @@ func (c *Cluster) restore(ctx context.Context) error {
 	}
 	c.progress("%v: curator serving", first)
 	c.progress("owner: took ownership of the restored cluster; polisctl configuration in %s", c.ConfigDir)
-	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
+	if c.conn, err = ownerdir.Dial(c.ConfigDir); err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
 	return c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {

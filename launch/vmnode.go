@@ -15,7 +15,7 @@ import (
 
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/launch/vm"
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // VMOptions make a launch a cluster of qemu VMs booting the node image
@@ -207,7 +207,7 @@ func (c *Cluster) startVMNetwork() error {
 	c.vmnet = &vmNetwork{sw: sw, host: host, proxy: proxy, capture: capture}
 	// polisctl, the launcher's own calls included, goes through the proxy
 	// its configuration names.
-	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
+	if err := ownerdir.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s (also %s)", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL(), proxy.SOCKS5URL())
@@ -431,7 +431,7 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 }
 
 // DialThrough returns the owner's connection to the curator leader as an
-// operator who reaches only n would have it: polisctl.Dial with a copy of
+// operator who reaches only n would have it: ownerdir.Dial with a copy of
 // polisctl's configuration that names a proxy into n's address alone. A
 // call succeeds only while n's curator leads and can act; otherwise it
 // fails when its context ends. This is what a client on n's side of a
@@ -449,10 +449,10 @@ func (c *Cluster) DialThrough(n *Node) (conn *grpc.ClientConn, close func() erro
 		err = copyFiles(c.ConfigDir, dir)
 	}
 	if err == nil {
-		err = polisctl.SaveProxy(dir, proxy.URL())
+		err = ownerdir.SaveProxy(dir, proxy.URL())
 	}
 	if err == nil {
-		conn, err = polisctl.Dial(dir)
+		conn, err = ownerdir.Dial(dir)
 	}
 	release := func() error {
 		var cerr error
