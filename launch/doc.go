@@ -83,6 +83,15 @@
 // bootstrapping; a VM gets the backup decrypted on the host, the snapshot
 // alone, through fw_cfg (restore.go, restorevm.go).
 //
+// # Files
+//
+// launch.go is the Cluster and Launch; options.go the Options and their
+// checks; form.go forming the cluster (startAll, bootstrap, addNodes,
+// consensus members, the owner's curators); queries.go what the launcher
+// asks the curators as the owner (ListNodes, WaitHealthy, Leader);
+// parameters.go the nodes' parameters files; process.go a node's handle
+// and its process; vmnode.go the VM cluster (network, machines, cuts).
+//
 // # What it does not do
 //
 // It does not restart nodes that die: a dead node is reported, and the
