@@ -89,8 +89,10 @@
 // checks; form.go forming the cluster (startAll, bootstrap, addNodes,
 // consensus members, the owner's curators); queries.go what the launcher
 // asks the curators as the owner (ListNodes, WaitHealthy, Leader);
-// parameters.go the nodes' parameters files; process.go a node's handle
-// and its process; vmnode.go the VM cluster (network, machines, cuts).
+// parameters.go the nodes' parameters files; machine.go the machine a
+// node runs on, its kind (the platform) chosen once in Launch; process.go
+// a node's handle and the process machine; vmnode.go the VM machine and
+// the VM cluster's network (switch, proxy, cuts).
 //
 // # What it does not do
 //

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-
-	"github.com/polis-os/polis/launch/image"
 )
 
 // Cluster is a launched cluster. Close it to stop its nodes.
@@ -31,9 +29,10 @@ type Cluster struct {
 	connMu    sync.Mutex
 	conn      *grpc.ClientConn
 	ownerKey  ed25519.PrivateKey
-	vmnet     *vmNetwork
-	registry  *imageRegistry
-	img       *image.Image // a VM cluster's node image, for AddNodes
+	// platform is the kind of machine the nodes run on (machine.go).
+	platform platform
+	vmnet    *vmNetwork
+	registry *imageRegistry
 }
 
 // Launch starts a cluster and returns once every node is UP and healthy
@@ -51,10 +50,9 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, BaseDir: opts.BaseDir, ConfigDir: opts.ConfigDir}
-	if opts.VM == nil {
-		if err := checkPortsFree(opts.Addresses, &opts); err != nil {
-			return nil, err
-		}
+	c.platform = newPlatform(c)
+	if err := c.platform.checkAddresses(opts.Addresses); err != nil {
+		return nil, err
 	}
 	if c.BaseDir == "" {
 		if c.BaseDir, err = os.MkdirTemp("", "polis-launch-"); err != nil {
@@ -80,34 +78,15 @@ func Launch(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.progress("base directory %s", c.BaseDir)
 
-	if opts.VM != nil {
-		if opts.Kubernetes {
-			if err := c.kubernetesSystem(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if err := c.launchVMs(ctx); err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
-	bin, err := c.nodeBinary(ctx)
-	if err != nil {
+	if err := c.platform.prepare(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Kubernetes {
-		if opts.KubernetesBundle, err = c.kubernetesBundle(ctx); err != nil {
-			return nil, err
-		}
-		c.opts.KubernetesBundle = opts.KubernetesBundle
-	}
 	for i, a := range opts.Addresses {
-		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, "node"+strconv.Itoa(i+1)), binary: bin, report: c.progress}
-		n.Log = filepath.Join(c.BaseDir, fmt.Sprintf("node%d.log", n.Index))
-		n.args = nodeArgs(n, &opts)
+		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, "node"+strconv.Itoa(i+1)), report: c.progress}
 		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
+		n.m, n.Log = c.platform.newMachine(n)
 		c.Nodes = append(c.Nodes, n)
 	}
 	if err := c.form(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/polis-os/polis/identity"
@@ -25,6 +26,20 @@ import (
 // cluster. The old cluster's nodes stay in the records, as lost consensus
 // members or nodes that no longer send heartbeats, for the operator to
 // take out.
+
+// restoreNext gives the process polis-node --restore-backup and
+// --owner-key for its next start.
+func (m *processMachine) restoreNext(n *Node, path string, _ ed25519.PrivateKey, keyPath string) (undo func(), err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	plain := m.args
+	m.args = append(slices.Clone(plain), "--restore-backup", path, "--owner-key", keyPath)
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		m.args = plain
+	}, nil
+}
 
 // restoreOwnerKey reads the owner key of the configuration a restore uses.
 func restoreOwnerKey(configDir string) (ed25519.PrivateKey, string, error) {
@@ -68,25 +83,16 @@ func (c *Cluster) restore(ctx context.Context) error {
 		return err
 	}
 	c.progress("%v: restoring the cluster from %s", first, backup)
-	if first.vm != nil {
-		done, err := c.prepareVMRestore(first, backup, key)
-		if err != nil {
-			return err
-		}
-		// Until the node serves: a VM that reboots meanwhile boots to
-		// restore again (a node restored already starts as usual).
-		defer done()
-		if err := c.StartNode(first); err != nil {
-			return err
-		}
-	} else {
-		plain := first.args
-		first.args = append(append([]string(nil), plain...), "--restore-backup", backup, "--owner-key", keyPath)
-		if err := c.StartNode(first); err != nil {
-			return err
-		}
-		// Restored once it is up: a later start is an ordinary one.
-		first.args = plain
+	undo, err := first.m.restoreNext(first, backup, key, keyPath)
+	if err != nil {
+		return err
+	}
+	// Until the node serves: a VM that reboots meanwhile boots to restore
+	// again (a node restored already starts as usual); a later start is
+	// an ordinary one.
+	defer undo()
+	if err := c.StartNode(first); err != nil {
+		return err
 	}
 	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
 	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
