@@ -147,14 +147,9 @@ func (c *Cluster) newAddresses(nn NewNodes) ([]netip.Addr, error) {
 		if slices.Contains(addrs[:i], a) || slices.ContainsFunc(c.Nodes, func(n *Node) bool { return n.Address == a }) {
 			return nil, fmt.Errorf("launch: address %v is taken: every node needs its own", a)
 		}
-		if v := c.opts.VM; v != nil && (!v.Network.Contains(a) || a == hostAddress(v.Network)) {
-			return nil, fmt.Errorf("launch: address %v is not a node address of the VM network %v", a, v.Network)
-		}
 	}
-	if c.opts.VM == nil {
-		if err := checkPortsFree(addrs, &c.opts); err != nil {
-			return nil, err
-		}
+	if err := c.platform.checkAddresses(addrs); err != nil {
+		return nil, err
 	}
 	return addrs, nil
 }
@@ -169,15 +164,7 @@ func (c *Cluster) newNode(a netip.Addr) (*Node, error) {
 	if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
-	if c.opts.VM != nil {
-		cfg := c.vmConfig(n, c.img)
-		n.vm = &cfg
-		n.Log = cfg.ConsoleLog()
-		return n, nil
-	}
-	n.binary = c.Nodes[0].binary
-	n.Log = filepath.Join(c.BaseDir, fmt.Sprintf("node%d.log", i))
-	n.args = nodeArgs(n, &c.opts)
+	n.m, n.Log = c.platform.newMachine(n)
 	return n, nil
 }
 

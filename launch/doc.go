@@ -21,7 +21,7 @@
 // -9 means what it means on a real machine, and a restarted process has only
 // its storage to go on. The launcher does what an operator would, through
 // the same interfaces: node parameters files for polis-node, then
-// polisctl.TakeOwnership and the Management API with the owner's certificate.
+// ownerdir.TakeOwnership and the Management API with the owner's certificate.
 // It uses no back door into the nodes, so a cluster it brings up proves that
 // the operator's path works.
 //
@@ -82,6 +82,17 @@
 // first node restores a backup onto fresh storage instead of
 // bootstrapping; a VM gets the backup decrypted on the host, the snapshot
 // alone, through fw_cfg (restore.go, restorevm.go).
+//
+// # Files
+//
+// launch.go is the Cluster and Launch; options.go the Options and their
+// checks; form.go forming the cluster (startAll, bootstrap, addNodes,
+// consensus members, the owner's curators); queries.go what the launcher
+// asks the curators as the owner (ListNodes, WaitHealthy, Leader);
+// parameters.go the nodes' parameters files; machine.go the machine a
+// node runs on, its kind (the platform) chosen once in Launch; process.go
+// a node's handle and the process machine; vmnode.go the VM machine and
+// the VM cluster's network (switch, proxy, cuts).
 //
 // # What it does not do
 //

@@ -154,7 +154,7 @@ func TestExitReported(t *testing.T) {
 	} {
 		reports := make(chan string, 1)
 		dir := t.TempDir()
-		n := &Node{Index: 1, Address: netip.MustParseAddr("127.0.0.1"), Dir: dir, Log: filepath.Join(dir, "log"), binary: c.binary,
+		n := &Node{Index: 1, Address: netip.MustParseAddr("127.0.0.1"), Dir: dir, Log: filepath.Join(dir, "log"), m: &processMachine{binary: c.binary},
 			report: func(format string, args ...any) { reports <- fmt.Sprintf(format, args...) }}
 		if err := n.Start(); err != nil {
 			t.Fatal(err)

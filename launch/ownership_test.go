@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // A CA other than the one polisctl's configuration pins (a stale
@@ -18,7 +18,7 @@ import (
 // out; a curator that does not answer yet is asked again.
 func TestCAMismatchEndsTheWait(t *testing.T) {
 	c := &Cluster{opts: Options{StepTimeout: time.Hour}}
-	mismatch := &polisctl.CAMismatchError{Pinned: "aa", Presented: "bb", File: "/cfg/ca.der", Curators: []netip.AddrPort{netip.MustParseAddrPort("127.79.9.1:7835")}}
+	mismatch := &ownerdir.CAMismatchError{Pinned: "aa", Presented: "bb", File: "/cfg/ca.der", Curators: []netip.AddrPort{netip.MustParseAddrPort("127.79.9.1:7835")}}
 	attempts := 0
 	err := c.poll(context.Background(), "curator serving", func(context.Context) (bool, error) {
 		attempts++
@@ -27,7 +27,7 @@ func TestCAMismatchEndsTheWait(t *testing.T) {
 		}
 		return ownershipTaken(fmt.Errorf("taking ownership: %w", mismatch))
 	})
-	var got *polisctl.CAMismatchError
+	var got *ownerdir.CAMismatchError
 	if !errors.As(err, &got) || !strings.Contains(err.Error(), "the cluster CA has changed") {
 		t.Fatalf("poll = %v, want the CA mismatch", err)
 	}

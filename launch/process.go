@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -21,7 +22,8 @@ import (
 // launcher dies, again after every exec of its own (a reboot).
 const LauncherPIDEnv = "POLIS_LAUNCHER_PID"
 
-// Node is one node-agent process of a launched cluster.
+// Node is one node of a launched cluster: a node-agent process, or a VM
+// (its machine, machine.go).
 type Node struct {
 	// Index is the node's number, from 1; node 1 bootstrapped the cluster.
 	Index int
@@ -32,22 +34,22 @@ type Node struct {
 	// Log is the file the node's output goes to, kept across restarts.
 	Log string
 
-	binary string
-	args   []string
+	// m is the node's machine, made with the node and never replaced;
+	// its own state is guarded by mu.
+	m      machine
 	report func(format string, args ...any)
 
 	mu sync.Mutex
 	// id is the node's ID, once the curator has listed it.
 	id string
-	// run is the current process; nil before the first start.
+	// run is the current run of its machine; nil before the first
+	// start.
 	run *process
-	// vm is the node's machine in a VM cluster (vmnode.go); nil for a
-	// process.
-	vm *vm.Config
 }
 
-// process is one run of a node's process.
+// process is one run of a node's machine: of its process, or of its VM.
 type process struct {
+	// cmd is the node's process (processMachine); nil for a VM.
 	cmd *exec.Cmd
 	// exited is closed once the process has been waited for; err is then
 	// its exit status.
@@ -56,8 +58,8 @@ type process struct {
 	// expected is set before the launcher itself ends the process, so that
 	// the exit is not reported as a failure.
 	expected bool
-	// machine is the VM in a VM cluster, where cmd is nil.
-	machine *vm.Machine
+	// qemu is the VM (vmMachine); nil for a process.
+	qemu *vm.Machine
 }
 
 // ID returns the node's ID, or "" while the curator has not listed it yet.
@@ -83,9 +85,49 @@ func (n *Node) Start() error {
 	if n.run != nil && !n.run.done() {
 		return fmt.Errorf("%v is running already", n)
 	}
-	if n.vm != nil {
-		return n.startVM()
+	return n.m.boot(n)
+}
+
+// processPlatform runs every node as a polis-node process on the host,
+// on its own loopback address.
+type processPlatform struct {
+	c *Cluster
+	// binary is the polis-node executable, found or built by prepare.
+	binary string
+}
+
+// checkAddresses refuses addresses whose ports are taken.
+func (p *processPlatform) checkAddresses(addrs []netip.Addr) error {
+	return checkPortsFree(addrs, &p.c.opts)
+}
+
+// prepare finds or builds polis-node and, for Kubernetes, the bundle.
+func (p *processPlatform) prepare(ctx context.Context) error {
+	c := p.c
+	bin, err := c.nodeBinary(ctx)
+	if err != nil {
+		return err
 	}
+	p.binary = bin
+	if c.opts.Kubernetes {
+		if c.opts.KubernetesBundle, err = c.kubernetesBundle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *processPlatform) newMachine(n *Node) (machine, string) {
+	return &processMachine{binary: p.binary, args: nodeArgs(n, &p.c.opts)}, filepath.Join(p.c.BaseDir, fmt.Sprintf("node%d.log", n.Index))
+}
+
+// processMachine is a node that runs as a polis-node process.
+type processMachine struct {
+	binary string
+	args   []string
+}
+
+func (m *processMachine) boot(n *Node) error {
 	log, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("%v: opening its log: %w", n, err)
@@ -93,14 +135,14 @@ func (n *Node) Start() error {
 	// The child gets its own copy of the descriptor: ours can be closed as
 	// soon as it has started.
 	defer log.Close()
-	cmd := exec.Command(n.binary, n.args...)
+	cmd := exec.Command(m.binary, m.args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
 	// The node arms the parent-death signal again after each exec of
 	// its own (a reboot), which would otherwise lose it.
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", LauncherPIDEnv, os.Getpid()))
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%v: starting %s: %w", n, n.binary, err)
+		return fmt.Errorf("%v: starting %s: %w", n, m.binary, err)
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{})}
 	n.run = p
@@ -145,11 +187,10 @@ func (n *Node) PID() int {
 	if n.run == nil || n.run.done() {
 		return 0
 	}
-	if n.run.machine != nil {
-		return n.run.machine.PID()
-	}
-	return n.run.cmd.Process.Pid
+	return n.m.pid(n.run)
 }
+
+func (m *processMachine) pid(p *process) int { return p.cmd.Process.Pid }
 
 // Running reports whether the node's process is running.
 func (n *Node) Running() bool { return n.PID() != 0 }
@@ -183,9 +224,10 @@ func (n *Node) stop(sig syscall.Signal, timeout time.Duration) error {
 	}
 	p.expected = true
 	n.mu.Unlock()
-	if p.machine != nil {
-		return n.stopVM(p, sig, timeout)
-	}
+	return n.m.halt(n, p, sig, timeout)
+}
+
+func (m *processMachine) halt(n *Node, p *process, sig syscall.Signal, timeout time.Duration) error {
 	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("%v: sending %v: %w", n, sig, err)
 	}

@@ -87,31 +87,43 @@ func (c *Cluster) RecoverSingleMember(ctx context.Context, n *Node) error {
 func (n *Node) setRecovery(on bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.vm != nil {
-		cfg := *n.vm
-		cfg.AgentFlags = slices.DeleteFunc(slices.Clone(cfg.AgentFlags), func(f string) bool { return strings.HasPrefix(f, recoverFlag+"=") })
-		if on {
-			cfg.AgentFlags = append(cfg.AgentFlags, recoverFlag+"=true")
-		}
-		n.vm = &cfg
-		return
+	n.m.setRecovery(on)
+}
+
+// recoveryRefused returns why n's current run refused to recover, if it
+// said so (machine.recoveryRefused).
+func (n *Node) recoveryRefused() (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.run == nil {
+		return "", false
 	}
-	n.args = slices.DeleteFunc(slices.Clone(n.args), func(a string) bool { return a == "--"+recoverFlag })
+	return n.m.recoveryRefused(n.run)
+}
+
+func (m *processMachine) setRecovery(on bool) {
+	m.args = slices.DeleteFunc(slices.Clone(m.args), func(a string) bool { return a == "--"+recoverFlag })
 	if on {
-		n.args = append(n.args, "--"+recoverFlag)
+		m.args = append(m.args, "--"+recoverFlag)
 	}
 }
 
-// recoveryRefused returns the console line of n's VM saying that this
-// boot's recovery was refused, and why.
-func (n *Node) recoveryRefused() (string, bool) {
-	n.mu.Lock()
-	p := n.run
-	n.mu.Unlock()
-	if p == nil || p.machine == nil {
-		return "", false
+// recoveryRefused: a process that refuses to recover exits, which poll
+// reports with the end of its log.
+func (m *processMachine) recoveryRefused(*process) (string, bool) { return "", false }
+
+func (m *vmMachine) setRecovery(on bool) {
+	m.cfg.AgentFlags = slices.DeleteFunc(slices.Clone(m.cfg.AgentFlags), func(f string) bool { return strings.HasPrefix(f, recoverFlag+"=") })
+	if on {
+		m.cfg.AgentFlags = append(m.cfg.AgentFlags, recoverFlag+"=true")
 	}
-	l, ok := p.machine.LastLine(pid1.RecoveryRefusedMessage)
+}
+
+// recoveryRefused returns the console line of the VM saying that this
+// boot's recovery was refused, and why: the VM cannot exit, and starts as
+// usual.
+func (m *vmMachine) recoveryRefused(p *process) (string, bool) {
+	l, ok := p.qemu.LastLine(pid1.RecoveryRefusedMessage)
 	if !ok {
 		return "", false
 	}

@@ -8,10 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // A cluster restored from a backup (Options.RestoreBackup): the first node
@@ -25,6 +26,20 @@ import (
 // cluster. The old cluster's nodes stay in the records, as lost consensus
 // members or nodes that no longer send heartbeats, for the operator to
 // take out.
+
+// restoreNext gives the process polis-node --restore-backup and
+// --owner-key for its next start.
+func (m *processMachine) restoreNext(n *Node, path string, _ ed25519.PrivateKey, keyPath string) (undo func(), err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	plain := m.args
+	m.args = append(slices.Clone(plain), "--restore-backup", path, "--owner-key", keyPath)
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		m.args = plain
+	}, nil
+}
 
 // restoreOwnerKey reads the owner key of the configuration a restore uses.
 func restoreOwnerKey(configDir string) (ed25519.PrivateKey, string, error) {
@@ -68,25 +83,16 @@ func (c *Cluster) restore(ctx context.Context) error {
 		return err
 	}
 	c.progress("%v: restoring the cluster from %s", first, backup)
-	if first.vm != nil {
-		done, err := c.prepareVMRestore(first, backup, key)
-		if err != nil {
-			return err
-		}
-		// Until the node serves: a VM that reboots meanwhile boots to
-		// restore again (a node restored already starts as usual).
-		defer done()
-		if err := c.StartNode(first); err != nil {
-			return err
-		}
-	} else {
-		plain := first.args
-		first.args = append(append([]string(nil), plain...), "--restore-backup", backup, "--owner-key", keyPath)
-		if err := c.StartNode(first); err != nil {
-			return err
-		}
-		// Restored once it is up: a later start is an ordinary one.
-		first.args = plain
+	undo, err := first.m.restoreNext(first, backup, key, keyPath)
+	if err != nil {
+		return err
+	}
+	// Until the node serves: a VM that reboots meanwhile boots to restore
+	// again (a node restored already starts as usual); a later start is
+	// an ordinary one.
+	defer undo()
+	if err := c.StartNode(first); err != nil {
+		return err
 	}
 	curator := netip.AddrPortFrom(first.Address, c.opts.CuratorPort)
 	err = c.poll(ctx, first.String()+": curator serving", func(ctx context.Context) (bool, error) {
@@ -95,7 +101,7 @@ func (c *Cluster) restore(ctx context.Context) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return ownershipTaken(polisctl.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, key, func(fp string) bool {
+		return ownershipTaken(ownerdir.TakeOwnership(actx, c.ConfigDir, []netip.AddrPort{curator}, key, func(fp string) bool {
 			// The CA is the backup's, which only the owner key opened.
 			c.progress("owner: the cluster CA's SHA-256 fingerprint is %s", fp)
 			return true
@@ -106,7 +112,7 @@ func (c *Cluster) restore(ctx context.Context) error {
 	}
 	c.progress("%v: curator serving", first)
 	c.progress("owner: took ownership of the restored cluster; polisctl configuration in %s", c.ConfigDir)
-	if c.conn, err = polisctl.Dial(c.ConfigDir); err != nil {
+	if c.conn, err = ownerdir.Dial(c.ConfigDir); err != nil {
 		return fmt.Errorf("launch: connecting as the owner: %w", err)
 	}
 	return c.poll(ctx, first.String()+": UP and healthy", func(ctx context.Context) (bool, error) {

@@ -14,32 +14,30 @@ import (
 	"github.com/polis-os/polis/node/pid1"
 )
 
-// prepareVMRestore readies n's VM to restore the cluster from the backup
-// at its next boot. The backup is decrypted with the owner key here, on
+// restoreNext readies n's VM to restore the cluster from the backup at its
+// next boot. The backup is decrypted with the owner key here, on
 // the host, into etcd's snapshot format in n's directory (0600, beside
 // the disks that will hold the same data), which qemu gives the guest
 // through fw_cfg, with the agent's --restore-snapshot on its kernel
 // command line (pid1.RestoreSnapshotPath): the owner key never enters
-// the VM. done removes the snapshot from the host and makes later boots
+// the VM. undo removes the snapshot from the host and makes later boots
 // ordinary ones.
-func (c *Cluster) prepareVMRestore(n *Node, backupPath string, key ed25519.PrivateKey) (done func(), err error) {
+func (m *vmMachine) restoreNext(n *Node, backupPath string, key ed25519.PrivateKey, _ string) (undo func(), err error) {
 	snap := filepath.Join(n.Dir, "restore-snapshot.db")
 	if err := decryptSnapshot(backupPath, key, snap); err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
-	plain := n.vm
-	cfg := *plain
-	cfg.RestoreSnapshot = snap
-	cfg.AgentFlags = append(slices.Clone(cfg.AgentFlags), "restore-snapshot="+pid1.RestoreSnapshotPath)
-	n.vm = &cfg
+	plain := m.cfg
+	m.cfg.RestoreSnapshot = snap
+	m.cfg.AgentFlags = append(slices.Clone(m.cfg.AgentFlags), "restore-snapshot="+pid1.RestoreSnapshotPath)
 	n.mu.Unlock()
 	return func() {
 		n.mu.Lock()
-		n.vm = plain
+		m.cfg = plain
 		n.mu.Unlock()
 		if err := os.Remove(snap); err != nil {
-			c.progress("%v: removing the decrypted snapshot: %v", n, err)
+			n.report("%v: removing the decrypted snapshot: %v", n, err)
 		}
 	}, nil
 }

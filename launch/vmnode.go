@@ -15,7 +15,7 @@ import (
 
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/launch/vm"
-	"github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // VMOptions make a launch a cluster of qemu VMs booting the node image
@@ -108,10 +108,11 @@ func (c *Cluster) Switch() *vm.Switch {
 // sends arrives, nothing reaches it, until Reconnect. Only VM clusters can
 // be partitioned.
 func (c *Cluster) Cut(n *Node) error {
-	if n.vm == nil || c.vmnet == nil {
+	m, ok := n.m.(*vmMachine)
+	if !ok {
 		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be cut off", n)
 	}
-	if err := c.vmnet.sw.Cut(n.vm.MAC); err != nil {
+	if err := c.vmnet.sw.Cut(m.mac); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("%v: cut off from the switch", n)
@@ -122,10 +123,11 @@ func (c *Cluster) Cut(n *Node) error {
 // a partition with n and the launcher (an operator, polisctl) on one side
 // and the other nodes on the other. Reconnect ends it.
 func (c *Cluster) Isolate(n *Node) error {
-	if n.vm == nil || c.vmnet == nil {
+	m, ok := n.m.(*vmMachine)
+	if !ok {
 		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be isolated", n)
 	}
-	if err := c.vmnet.sw.CutExcept(n.vm.MAC, hostMAC); err != nil {
+	if err := c.vmnet.sw.CutExcept(m.mac, hostMAC); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("%v: cut off from the other nodes; the launcher still reaches it", n)
@@ -134,10 +136,11 @@ func (c *Cluster) Isolate(n *Node) error {
 
 // Reconnect plugs n's VM back into the switch.
 func (c *Cluster) Reconnect(n *Node) error {
-	if n.vm == nil || c.vmnet == nil {
+	m, ok := n.m.(*vmMachine)
+	if !ok {
 		return fmt.Errorf("launch: %v is a process; only the nodes of a VM cluster can be reconnected", n)
 	}
-	if err := c.vmnet.sw.Reconnect(n.vm.MAC); err != nil {
+	if err := c.vmnet.sw.Reconnect(m.mac); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("%v: reconnected to the switch", n)
@@ -207,7 +210,7 @@ func (c *Cluster) startVMNetwork() error {
 	c.vmnet = &vmNetwork{sw: sw, host: host, proxy: proxy, capture: capture}
 	// polisctl, the launcher's own calls included, goes through the proxy
 	// its configuration names.
-	if err := polisctl.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
+	if err := ownerdir.SaveProxy(c.ConfigDir, proxy.URL()); err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
 	c.progress("switch %s; the launcher is %v on it; proxy into the cluster network %v: %s (also %s)", sw.Socket(), hostAddr.Addr(), o.Network, proxy.URL(), proxy.SOCKS5URL())
@@ -292,10 +295,19 @@ func (c *Cluster) agentFlags() []string {
 	return append(f, c.registryFlags()...)
 }
 
-// startVM boots the node's machine; n.mu is held. The parameters file the
-// launcher wrote, if any, goes to fw_cfg.
-func (n *Node) startVM() error {
-	cfg := *n.vm
+// vmMachine is a node that runs as a qemu VM booting the node image.
+type vmMachine struct {
+	// cfg is the machine, as it boots next (setRecovery and restoreNext
+	// change its kernel command line).
+	cfg vm.Config
+	// mac is its MAC on the switch, which never changes.
+	mac string
+}
+
+// boot boots the node's VM. The parameters file the launcher wrote, if
+// any, goes to fw_cfg.
+func (m *vmMachine) boot(n *Node) error {
+	cfg := m.cfg
 	b, err := parametersFile(n).Read()
 	switch {
 	case err == nil:
@@ -303,15 +315,15 @@ func (n *Node) startVM() error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%v: %w", n, err)
 	}
-	m, err := vm.Start(cfg)
+	q, err := vm.Start(cfg)
 	if err != nil {
 		return fmt.Errorf("%v: %w", n, err)
 	}
-	p := &process{exited: make(chan struct{}), machine: m}
+	p := &process{exited: make(chan struct{}), qemu: q}
 	n.run = p
 	go func() {
-		<-m.Done()
-		err := m.Wait(context.Background())
+		<-q.Done()
+		err := q.Wait(context.Background())
 		n.mu.Lock()
 		p.err = err
 		expected := p.expected
@@ -320,9 +332,9 @@ func (n *Node) startVM() error {
 		// firmware would. The next run replaces this one before this one
 		// is marked ended, so no one sees the node stopped.
 		var rerr error
-		rebooted := !expected && err == nil && m.GuestRebooted()
+		rebooted := !expected && err == nil && q.GuestRebooted()
 		if rebooted {
-			rerr = n.startVM()
+			rerr = m.boot(n)
 		}
 		n.mu.Unlock()
 		close(p.exited)
@@ -331,7 +343,7 @@ func (n *Node) startVM() error {
 			// A reboot PID 1 chose (it could not prepare the machine
 			// or start the agent) says why on the console; the node
 			// API's reboots print no FATAL line.
-			if why, ok := m.FatalLine(); ok {
+			if why, ok := q.FatalLine(); ok {
 				n.report("%v: its VM rebooted after %q; booting it again (pid %d)", n, why, n.PID())
 				break
 			}
@@ -345,20 +357,22 @@ func (n *Node) startVM() error {
 	return nil
 }
 
-// stopVM stops a node's machine: SIGKILL pulls the plug; anything else
-// presses the power button and waits for a clean power-off, pulling the
-// plug after timeout.
-func (n *Node) stopVM(p *process, sig syscall.Signal, timeout time.Duration) error {
+func (m *vmMachine) pid(p *process) int { return p.qemu.PID() }
+
+// halt stops the node's VM: SIGKILL pulls the plug; anything else presses
+// the power button and waits for a clean power-off, pulling the plug
+// after timeout.
+func (m *vmMachine) halt(n *Node, p *process, sig syscall.Signal, timeout time.Duration) error {
 	// Like a process's stop, return only once the node's own record of
 	// the run has ended, so that a Start right after sees it stopped.
 	defer func() { <-p.exited }()
 	if sig == syscall.SIGKILL {
-		return p.machine.Kill()
+		return p.qemu.Kill()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := p.machine.PowerOff(ctx); err != nil {
-		p.machine.Kill()
+	if err := p.qemu.PowerOff(ctx); err != nil {
+		p.qemu.Kill()
 		return fmt.Errorf("%v: %w", n, err)
 	}
 	return nil
@@ -386,12 +400,34 @@ func (o *VMOptions) setDefaults() error {
 	return nil
 }
 
-// launchVMs is Launch for a VM cluster: the network and the image first,
-// then the same steps as for processes.
-func (c *Cluster) launchVMs(ctx context.Context) error {
-	for _, a := range c.opts.Addresses {
-		if !c.opts.VM.Network.Contains(a) || a == hostAddress(c.opts.VM.Network) {
-			return fmt.Errorf("launch: address %v is not a node address of the VM network %v", a, c.opts.VM.Network)
+// vmPlatform runs every node as a qemu VM booting the node image, on the
+// cluster's switch.
+type vmPlatform struct {
+	c *Cluster
+	// img is the node image, found or built by prepare.
+	img *image.Image
+}
+
+// checkAddresses refuses addresses outside the VM network, and the
+// launcher's own.
+func (p *vmPlatform) checkAddresses(addrs []netip.Addr) error {
+	network := p.c.opts.VM.Network
+	for _, a := range addrs {
+		if !network.Contains(a) || a == hostAddress(network) {
+			return fmt.Errorf("launch: address %v is not a node address of the VM network %v", a, network)
+		}
+	}
+	return nil
+}
+
+// prepare makes what the VMs need: with Kubernetes the system tree, then
+// the images to serve, the node image, the accelerator, the network and
+// the registry.
+func (p *vmPlatform) prepare(ctx context.Context) error {
+	c := p.c
+	if c.opts.Kubernetes {
+		if err := c.kubernetesSystem(ctx); err != nil {
+			return err
 		}
 	}
 	images, err := loadImages(c.opts.Images, filepath.Join(c.BaseDir, "images"))
@@ -402,7 +438,7 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("launch: %w", err)
 	}
-	c.img = img
+	p.img = img
 	if c.opts.VM.Accel == "auto" {
 		c.opts.VM.Accel = "tcg"
 		c.progress("probing KVM: booting the image under KVM for at most %v", kvmProbeTimeout)
@@ -414,30 +450,22 @@ func (c *Cluster) launchVMs(ctx context.Context) error {
 	if err := c.startVMNetwork(); err != nil {
 		return err
 	}
-	if err := c.startRegistry(ctx, images); err != nil {
-		return err
-	}
-	for i, a := range c.opts.Addresses {
-		n := &Node{Index: i + 1, Address: a, Dir: filepath.Join(c.BaseDir, fmt.Sprintf("node%d", i+1)), report: c.progress}
-		cfg := c.vmConfig(n, img)
-		n.vm = &cfg
-		n.Log = cfg.ConsoleLog()
-		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
-			return fmt.Errorf("launch: %w", err)
-		}
-		c.Nodes = append(c.Nodes, n)
-	}
-	return c.form(ctx)
+	return c.startRegistry(ctx, images)
+}
+
+func (p *vmPlatform) newMachine(n *Node) (machine, string) {
+	cfg := p.c.vmConfig(n, p.img)
+	return &vmMachine{cfg: cfg, mac: cfg.MAC}, cfg.ConsoleLog()
 }
 
 // DialThrough returns the owner's connection to the curator leader as an
-// operator who reaches only n would have it: polisctl.Dial with a copy of
+// operator who reaches only n would have it: ownerdir.Dial with a copy of
 // polisctl's configuration that names a proxy into n's address alone. A
 // call succeeds only while n's curator leads and can act; otherwise it
 // fails when its context ends. This is what a client on n's side of a
 // partition (Isolate) sees. close releases the proxy and the copy.
 func (c *Cluster) DialThrough(n *Node) (conn *grpc.ClientConn, close func() error, err error) {
-	if n.vm == nil || c.vmnet == nil {
+	if _, ok := n.m.(*vmMachine); !ok {
 		return nil, nil, fmt.Errorf("launch: %v is a process; only a VM cluster's nodes are reached through a proxy", n)
 	}
 	proxy, err := vm.ServeProxy(c.vmnet.host, netip.PrefixFrom(n.Address, n.Address.BitLen()))
@@ -449,10 +477,10 @@ func (c *Cluster) DialThrough(n *Node) (conn *grpc.ClientConn, close func() erro
 		err = copyFiles(c.ConfigDir, dir)
 	}
 	if err == nil {
-		err = polisctl.SaveProxy(dir, proxy.URL())
+		err = ownerdir.SaveProxy(dir, proxy.URL())
 	}
 	if err == nil {
-		conn, err = polisctl.Dial(dir)
+		conn, err = ownerdir.Dial(dir)
 	}
 	release := func() error {
 		var cerr error

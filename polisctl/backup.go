@@ -16,6 +16,7 @@ import (
 	"github.com/polis-os/polis/curator/backup"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/atomicfile"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // backupCmd is cluster backup: take a backup, or inspect one.
@@ -58,19 +59,19 @@ another key, is refused with an error saying so.`,
 // ownerPrivateKey reads the owner key saved in the configuration
 // directory.
 func ownerPrivateKey(dir string) (ed25519.PrivateKey, string, error) {
-	cfg, err := newConfig(dir)
+	cfg, err := ownerdir.Open(dir)
 	if err != nil {
 		return nil, "", err
 	}
-	der, err := cfg.key.Read()
+	der, err := cfg.Key.Read()
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the owner key: %w; run polisctl take-ownership first", err)
 	}
 	key, err := identity.ParsePrivateKey(der)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", cfg.key.Path, err)
+		return nil, "", fmt.Errorf("%s: %w", cfg.Key.Path, err)
 	}
-	return key, cfg.key.Path, nil
+	return key, cfg.Key.Path, nil
 }
 
 func takeBackup(cmd *cobra.Command, s *session, path string) error {

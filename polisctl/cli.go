@@ -24,6 +24,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/nodeapi"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // Command returns polisctl's root command. cmd/polisctl executes it; tests
@@ -211,14 +212,18 @@ The owner key file holds an ed25519 private key as PKCS#8, in DER or in PEM
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), c.timeout)
 			defer cancel()
-			if err := takeOwnership(ctx, c.configDir, c.proxy, aps, key, trust); err != nil {
+			d, err := c.ownerDir()
+			if err != nil {
+				return err
+			}
+			if err := d.TakeOwnership(ctx, aps, key, trust); err != nil {
 				if refusal != nil {
 					return refusal
 				}
 				if st, ok := grpcStatus(err); ok && st.Code() == codes.PermissionDenied {
 					return fmt.Errorf("taking ownership: the curator refused: %s; is %s the key the cluster's first node was bootstrapped with?", st.Message(), keyPath)
 				}
-				return explain(err, "taking ownership", c.configDir, addrList(aps), c.timeout)
+				return explain(err, "taking ownership", c.configDir, ownerdir.AddrList(aps), c.timeout)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "You own the cluster. Credentials saved in %s.\n", c.configDir)
 			return nil
@@ -263,20 +268,22 @@ type session struct {
 func (c *cli) dial() (*session, error) {
 	// A command's user wants to hear at once that the cluster is down,
 	// not after the whole --timeout.
-	conn, err := dial(c.configDir, c.proxy, true)
+	d, err := c.ownerDir()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := d.Dial(true)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{conn: conn, mgmt: cpb.NewManagementServiceClient(conn), dir: c.configDir, timeout: c.timeout}
 	// Dial has read the file already; this is only for error messages.
-	if cfg, err := newConfig(c.configDir); err == nil {
-		if eps, err := cfg.readCurators(); err == nil {
-			var names []string
-			for _, ep := range eps {
-				names = append(names, endpointAddr(ep))
-			}
-			s.curators = strings.Join(names, ", ")
+	if eps, err := d.ReadCurators(); err == nil {
+		var names []string
+		for _, ep := range eps {
+			names = append(names, endpointAddr(ep))
 		}
+		s.curators = strings.Join(names, ", ")
 	}
 	return s, nil
 }
@@ -284,14 +291,14 @@ func (c *cli) dial() (*session, error) {
 // saveCurators replaces the saved curators with eps, leaving the file as it
 // is when nothing changed.
 func (s *session) saveCurators(eps []*cpb.CuratorEndpoint) error {
-	cfg, err := newConfig(s.dir)
+	cfg, err := ownerdir.Open(s.dir)
 	if err != nil {
 		return err
 	}
-	if old, err := cfg.readCurators(); err == nil && slices.EqualFunc(old, eps, func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }) {
+	if old, err := cfg.ReadCurators(); err == nil && slices.EqualFunc(old, eps, func(a, b *cpb.CuratorEndpoint) bool { return proto.Equal(a, b) }) {
 		return nil
 	}
-	return cfg.writeCurators(eps)
+	return cfg.WriteCurators(eps)
 }
 
 // call runs f with the command's timeout and turns its error into one that
@@ -363,7 +370,7 @@ later commands find the cluster after its control plane has moved.`,
 }
 
 func writeClusterInfo(w io.Writer, d *cpb.ClusterDirectory) error {
-	fmt.Fprintf(w, "CA fingerprint (SHA-256): %s\n", Fingerprint(d.GetCaCertificate()))
+	fmt.Fprintf(w, "CA fingerprint (SHA-256): %s\n", ownerdir.Fingerprint(d.GetCaCertificate()))
 	if ca, err := x509.ParseCertificate(d.GetCaCertificate()); err == nil {
 		fmt.Fprintf(w, "CA valid until:           %s\n", ca.NotAfter.UTC().Format(time.RFC3339))
 	}

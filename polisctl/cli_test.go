@@ -21,6 +21,7 @@ import (
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node"
 	"github.com/polis-os/polis/node/nodetest"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // runner runs polisctl's root command in-process against one
@@ -108,7 +109,7 @@ func nodesJSON(t *testing.T, out string) []*cpb.Node {
 func TestCLI(t *testing.T) {
 	c := bootstrap(t)
 	first := c.first.Credentials(t)
-	fp := Fingerprint(first.CACertificate.Raw)
+	fp := ownerdir.Fingerprint(first.CACertificate.Raw)
 	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
 	curator := c.first.Curator().String()
 	own := []string{"take-ownership", "--curator", curator, "--owner-key", writeKey(t, c, true)}
@@ -219,8 +220,8 @@ func TestCLI(t *testing.T) {
 	}
 	// cluster info saves the curators the cluster lists, with node IDs.
 	r.ok("cluster", "info")
-	cfg, _ := newConfig(r.config)
-	if eps, err := cfg.readCurators(); err != nil || len(eps) != 1 || eps[0].NodeId != first.NodeID {
+	cfg, _ := ownerdir.Open(r.config)
+	if eps, err := cfg.ReadCurators(); err != nil || len(eps) != 1 || eps[0].NodeId != first.NodeID {
 		t.Errorf("after cluster info, the saved curators are %v (%v); want the first node's", eps, err)
 	}
 	params := filepath.Join(t.TempDir(), "parameters.pb")
@@ -300,10 +301,10 @@ func TestMissingConfig(t *testing.T) {
 	}
 	key, _ := identity.GenerateKey()
 	der, _ := identity.MarshalPrivateKey(key)
-	if err := os.WriteFile(filepath.Join(r.config, keyFile), der, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(r.config, ownerdir.KeyFile), der, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.fails([]string{"cluster", "info"}, filepath.Join(r.config, certificateFile), "polisctl take-ownership")
+	r.fails([]string{"cluster", "info"}, filepath.Join(r.config, ownerdir.CertificateFile), "polisctl take-ownership")
 }
 
 // take-ownership checks its input before it dials anything.

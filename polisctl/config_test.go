@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // TakeOwnership pins the CA on first use, saves what Dial needs, asks no
@@ -18,7 +19,7 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "polisctl")
 	curators := []netip.AddrPort{c.first.Curator()}
 
-	if err := TakeOwnership(ctxT(t), dir, curators, c.ownerKey, func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "not trusted") {
+	if err := ownerdir.TakeOwnership(ctxT(t), dir, curators, c.ownerKey, func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "not trusted") {
 		t.Fatalf("TakeOwnership with the CA refused: %v, want an error saying it was not trusted", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -27,14 +28,14 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 
 	var asked []string
 	trust := func(fp string) bool { asked = append(asked, fp); return true }
-	if err := TakeOwnership(ctxT(t), dir, curators, c.ownerKey, trust); err != nil {
+	if err := ownerdir.TakeOwnership(ctxT(t), dir, curators, c.ownerKey, trust); err != nil {
 		t.Fatal(err)
 	}
 	ca := c.first.Credentials(t).CACertificate
-	if len(asked) != 1 || asked[0] != Fingerprint(ca.Raw) {
-		t.Fatalf("trust was asked about %q, want once about %s", asked, Fingerprint(ca.Raw))
+	if len(asked) != 1 || asked[0] != ownerdir.Fingerprint(ca.Raw) {
+		t.Fatalf("trust was asked about %q, want once about %s", asked, ownerdir.Fingerprint(ca.Raw))
 	}
-	for name, mode := range map[string]os.FileMode{"": 0o700, keyFile: 0o600} {
+	for name, mode := range map[string]os.FileMode{"": 0o700, ownerdir.KeyFile: 0o600} {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 		}
 	}
 
-	conn, err := Dial(dir)
+	conn, err := ownerdir.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 	}
 
 	// Again: the CA is pinned, so trust is not asked.
-	if err := TakeOwnership(ctxT(t), dir, curators, c.ownerKey, trust); err != nil {
+	if err := ownerdir.TakeOwnership(ctxT(t), dir, curators, c.ownerKey, trust); err != nil {
 		t.Fatal(err)
 	}
 	if len(asked) != 1 {
@@ -67,12 +68,12 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 
 	// Another cluster, another CA: refused, whatever trust says.
 	other := bootstrap(t)
-	err = TakeOwnership(ctxT(t), dir, []netip.AddrPort{other.first.Curator()}, other.ownerKey, trust)
-	var mismatch *CAMismatchError
+	err = ownerdir.TakeOwnership(ctxT(t), dir, []netip.AddrPort{other.first.Curator()}, other.ownerKey, trust)
+	var mismatch *ownerdir.CAMismatchError
 	if !errors.As(err, &mismatch) {
 		t.Fatalf("TakeOwnership at another cluster: %v, want a CAMismatchError", err)
 	}
-	for _, want := range []string{Fingerprint(ca.Raw), Fingerprint(other.first.Credentials(t).CACertificate.Raw), filepath.Join(dir, caFile), "--config"} {
+	for _, want := range []string{ownerdir.Fingerprint(ca.Raw), ownerdir.Fingerprint(other.first.Credentials(t).CACertificate.Raw), filepath.Join(dir, ownerdir.CAFile), "--config"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not mention %q", err, want)
 		}
@@ -84,8 +85,8 @@ func TestTakeOwnershipAndDial(t *testing.T) {
 
 func TestDialMissingConfig(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Dial(dir)
-	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, keyFile)) || !strings.Contains(err.Error(), "polisctl take-ownership") {
-		t.Fatalf("Dial of an empty directory: %v, want an error naming %s and take-ownership", err, keyFile)
+	_, err := ownerdir.Dial(dir)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, ownerdir.KeyFile)) || !strings.Contains(err.Error(), "polisctl take-ownership") {
+		t.Fatalf("Dial of an empty directory: %v, want an error naming %s and take-ownership", err, ownerdir.KeyFile)
 	}
 }

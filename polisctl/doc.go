@@ -1,29 +1,16 @@
 // Package polisctl is the operator's command line for a Polis cluster, and
-// the library behind it: the launcher takes ownership of the clusters it
-// starts with TakeOwnership and makes management calls through Dial.
+// the library behind it (Command). What it shares with the launcher and the
+// tests, the owner's configuration directory, taking ownership with trust on
+// first use and dialling the curators as the owner, is package ownerdir.
 //
 // # The configuration directory
 //
 // Everything polisctl knows about a cluster lives in one directory
-// (DefaultConfigDir, or --config): the owner's private key (key.der, PKCS#8,
-// 0600, in a 0700 directory), the owner certificate the cluster issued for
-// it (certificate.der), the cluster CA certificate it pinned (ca.der), and
-// the curators to ask (cluster.json, a ClusterDirectory in protojson,
-// editable by hand when the cluster moves). One directory is one cluster:
-// to manage two, give each its own directory.
-//
-// # Trust on first use
-//
-// An operator who takes ownership knows the owner key and a curator's
-// address, but not the cluster CA: it is created when the first node
-// bootstraps. So polisctl does what ssh does with host keys. It asks a
-// curator for the CA (GetCACertificate, which anyone may call), shows its
-// SHA-256 fingerprint, and pins it once the operator accepts. From then on
-// every connection checks the curators against the pinned CA, and a later
-// take-ownership that meets a different CA is refused, saying which
-// fingerprints differ and how to recover. Whoever can compare the
-// fingerprint with the one the cluster shows (the node's log, the
-// launcher's output) closes the window that the first connection leaves.
+// (DefaultConfigDir, or --config), laid out and pinned as ownerdir
+// describes: the owner's key and certificate, the cluster CA pinned on
+// first use like an ssh host key, the curators to ask, and the proxy to
+// reach them through, if any. One directory is one cluster: to manage two,
+// give each its own directory.
 //
 // # Commands
 //
@@ -49,8 +36,8 @@
 //	node logs, node services, node graph, node reboot, node poweroff
 //	                 over a node's own API (nodeapi.go)
 //
-// The commands call the curators as the owner (as Dial does, but failing
-// at once when every curator refused the connection:
+// The commands call the curators as the owner (as ownerdir.Dial does, but
+// failing at once when every curator refused the connection:
 // client.Config.FailFast), and the curator client routes each call by its
 // method's declaration: changes to the leader, reads (node list, describe,
 // cluster info) to any curator. take-ownership calls a curator as a key

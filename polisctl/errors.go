@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/polis-os/polis/curator/client"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // explain turns the error of a call to the cluster into one that says what
@@ -38,7 +39,7 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 		// not help, and the curators' addresses are what to check. (A
 		// failed handshake is reported below, with its own advice.)
 		return fmt.Errorf("%s: no curator could be reached at %s: %s; check that the cluster is running and that %s lists its curators",
-			what, curators, msg, filepath.Join(dir, clusterFile))
+			what, curators, msg, filepath.Join(dir, ownerdir.ClusterFile))
 	}
 	switch st.Code() {
 	case codes.PermissionDenied:
@@ -53,10 +54,10 @@ func explain(err error, what, dir, curators string, timeout time.Duration) error
 	case codes.Unavailable, codes.DeadlineExceeded:
 		if tlsFailed {
 			return fmt.Errorf("%s: the TLS handshake with the curators at %s failed: %s; if the cluster was rebuilt, its CA differs from the one pinned in %s: remove that directory's files and take ownership again",
-				what, curators, msg, filepath.Join(dir, caFile))
+				what, curators, msg, filepath.Join(dir, ownerdir.CAFile))
 		}
 		return fmt.Errorf("%s: no curator leader answered within %v (tried %s): %s; check that the cluster is running and that %s lists its curators, or raise --timeout",
-			what, timeout, curators, msg, filepath.Join(dir, clusterFile))
+			what, timeout, curators, msg, filepath.Join(dir, ownerdir.ClusterFile))
 	case codes.Canceled:
 		return fmt.Errorf("%s: interrupted", what)
 	}

@@ -86,12 +86,11 @@ other file unless --force is given. Then:
 			}
 			// kubectl reaches the apiservers the way polisctl reaches
 			// the curators: through the same proxy (a VM cluster's).
-			cfg, err := newConfig(c.configDir)
+			cfg, err := c.ownerDir()
 			if err != nil {
 				return err
 			}
-			cfg.proxyURL = c.proxy
-			proxy, err := cfg.proxyAddress()
+			proxy, err := cfg.ProxyAddress()
 			if err != nil {
 				return err
 			}

@@ -174,26 +174,3 @@ func TestKubeconfigProxyURL(t *testing.T) {
 		}
 	}
 }
-
-// The proxy a kubeconfig names is the saved one as a bare URL (the file
-// ends in a newline, which a proxy-url must not), or --proxy's.
-func TestProxyAddress(t *testing.T) {
-	dir := t.TempDir()
-	cfg, err := newConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := cfg.proxyAddress(); err != nil || got != "" {
-		t.Fatalf("no proxy saved: %q, %v; want none", got, err)
-	}
-	if err := SaveProxy(dir, "http://127.0.0.1:4321"); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := cfg.proxyAddress(); err != nil || got != "http://127.0.0.1:4321" {
-		t.Fatalf("saved proxy: %q, %v", got, err)
-	}
-	cfg.proxyURL = "socks5://127.0.0.1:9"
-	if got, err := cfg.proxyAddress(); err != nil || got != "socks5://127.0.0.1:9" {
-		t.Fatalf("--proxy: %q, %v", got, err)
-	}
-}

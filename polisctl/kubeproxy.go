@@ -68,7 +68,11 @@ against the Kubernetes CA. It runs until interrupted.`,
 				if err != nil {
 					return err
 				}
-				dialer, err := proxyDialer(c.configDir, c.proxy)
+				d, err := c.ownerDir()
+				if err != nil {
+					return err
+				}
+				dialer, err := d.Dialer()
 				if err != nil {
 					return err
 				}

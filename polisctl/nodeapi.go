@@ -61,7 +61,11 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	if err != nil {
 		return err
 	}
-	v, cert, _, err := ownerCredentials(c.configDir)
+	d, err := c.ownerDir()
+	if err != nil {
+		return err
+	}
+	v, cert, _, err := d.Credentials()
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,7 @@ func (c *cli) withNodeAPI(ctx context.Context, arg string, f func(api nodev1.Nod
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
 	// A VM cluster's nodes are reached through the launcher's proxy, as
 	// the curators are.
-	dialer, err := proxyDialer(c.configDir, c.proxy)
+	dialer, err := d.Dialer()
 	if err != nil {
 		return err
 	}

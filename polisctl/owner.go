@@ -11,12 +11,8 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/ownerdir"
 )
-
-// newKeyFile is where owner rotate-key keeps the new owner key while the
-// rotation is under way: written before the curator is asked, so that the
-// new key is on disk whatever happens after the curator has accepted it.
-const newKeyFile = "key.der.new"
 
 // ownerCmd is the owner's own credentials.
 func (c *cli) ownerCmd() *cobra.Command {
@@ -45,25 +41,25 @@ that file.`,
 }
 
 func rotateOwnerKey(cmd *cobra.Command, s *session) error {
-	cfg, err := newConfig(s.dir)
+	cfg, err := ownerdir.Open(s.dir)
 	if err != nil {
 		return err
 	}
-	keyDER, err := cfg.key.Read()
+	keyDER, err := cfg.Key.Read()
 	if err != nil {
 		return err
 	}
 	oldKey, err := identity.ParsePrivateKey(keyDER)
 	if err != nil {
-		return fmt.Errorf("%s: %w", cfg.key.Path, err)
+		return fmt.Errorf("%s: %w", cfg.Key.Path, err)
 	}
-	caDER, err := cfg.ca.Read()
+	caDER, err := cfg.CA.Read()
 	if err != nil {
 		return err
 	}
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return fmt.Errorf("%s: %w", cfg.ca.Path, err)
+		return fmt.Errorf("%s: %w", cfg.CA.Path, err)
 	}
 	newKey, err := identity.GenerateKey()
 	if err != nil {
@@ -74,7 +70,7 @@ func rotateOwnerKey(cmd *cobra.Command, s *session) error {
 		return err
 	}
 	// Through cfg, so Plain: the recovery reads this file as a bare key.
-	pending := cfg.newKey
+	pending := cfg.NewKey
 	if err := pending.Write(newDER); err != nil {
 		return err
 	}
@@ -103,16 +99,16 @@ func rotateOwnerKey(cmd *cobra.Command, s *session) error {
 	}
 	// The key before the certificate: a new key with the old certificate
 	// fails to connect with a clear error, and take-ownership mends it.
-	if err := cfg.key.Write(newDER); err != nil {
+	if err := cfg.Key.Write(newDER); err != nil {
 		return fmt.Errorf("%w; the new key is in %s: run polisctl take-ownership --owner-key %s", err, pending.Path, pending.Path)
 	}
-	if err := cfg.cert.Write(cert.Raw); err != nil {
-		return fmt.Errorf("%w; run polisctl take-ownership --owner-key %s", err, cfg.key.Path)
+	if err := cfg.Cert.Write(cert.Raw); err != nil {
+		return fmt.Errorf("%w; run polisctl take-ownership --owner-key %s", err, cfg.Key.Path)
 	}
 	if err := pending.Remove(); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "The owner key is now %s (saved in %s); every certificate of the old key is revoked.\n",
-		hex.EncodeToString(newPub), cfg.key.Path)
+		hex.EncodeToString(newPub), cfg.Key.Path)
 	return nil
 }

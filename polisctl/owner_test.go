@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/polis-os/polis/internal/failpoint"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // copyDir copies the files of a configuration directory, as a thief of
@@ -65,7 +66,7 @@ func TestTicketAndOwnerKeyRotation(t *testing.T) {
 	}
 
 	stolen := copyDir(t, r.config)
-	oldKey, err := os.ReadFile(filepath.Join(r.config, keyFile))
+	oldKey, err := os.ReadFile(filepath.Join(r.config, ownerdir.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +74,17 @@ func TestTicketAndOwnerKeyRotation(t *testing.T) {
 	if !strings.Contains(out, "revoked") {
 		t.Errorf("owner rotate-key printed %q", out)
 	}
-	newKey, err := os.ReadFile(filepath.Join(r.config, keyFile))
+	newKey, err := os.ReadFile(filepath.Join(r.config, ownerdir.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(newKey) == string(oldKey) {
 		t.Fatal("owner rotate-key left the key as it was")
 	}
-	if _, err := os.Stat(filepath.Join(r.config, newKeyFile)); !os.IsNotExist(err) {
-		t.Errorf("%s is left behind: %v", newKeyFile, err)
+	if _, err := os.Stat(filepath.Join(r.config, ownerdir.NewKeyFile)); !os.IsNotExist(err) {
+		t.Errorf("%s is left behind: %v", ownerdir.NewKeyFile, err)
 	}
-	if st, err := os.Stat(filepath.Join(r.config, keyFile)); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(filepath.Join(r.config, ownerdir.KeyFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("the new key file: %v, mode %v; want 0600", err, st.Mode().Perm())
 	}
 	r.ok("cluster", "info")
@@ -100,14 +101,14 @@ func TestOwnerKeyRotationInterrupted(t *testing.T) {
 	c := bootstrap(t)
 	r := &runner{t: t, config: filepath.Join(t.TempDir(), "config")}
 	r.ok("take-ownership", "--curator", c.first.Curator().String(), "--owner-key", writeKey(t, c, false), "--yes")
-	oldKey, err := os.ReadFile(filepath.Join(r.config, keyFile))
+	oldKey, err := os.ReadFile(filepath.Join(r.config, ownerdir.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The key.der write comes after the RotateOwnerKey RPC: failing it is
 	// the command stopping right after the cluster accepted the new key.
-	keyWrite := filepath.Join(r.config, keyFile) + ": write"
+	keyWrite := filepath.Join(r.config, ownerdir.KeyFile) + ": write"
 	var hit atomic.Bool
 	reset := failpoint.Set(func(name string) error {
 		if name == keyWrite {
@@ -116,18 +117,18 @@ func TestOwnerKeyRotationInterrupted(t *testing.T) {
 		}
 		return nil
 	})
-	r.fails([]string{"owner", "rotate-key"}, "interrupted", "take-ownership --owner-key", newKeyFile)
+	r.fails([]string{"owner", "rotate-key"}, "interrupted", "take-ownership --owner-key", ownerdir.NewKeyFile)
 	reset()
 	if !hit.Load() {
 		t.Fatalf("rotate-key never reached %q", keyWrite)
 	}
-	if now, err := os.ReadFile(filepath.Join(r.config, keyFile)); err != nil || string(now) != string(oldKey) {
+	if now, err := os.ReadFile(filepath.Join(r.config, ownerdir.KeyFile)); err != nil || string(now) != string(oldKey) {
 		t.Fatalf("key.der after the interruption: %v; want the old key still there", err)
 	}
 	// The cluster took the new key: the old credentials are revoked.
 	r.fails([]string{"cluster", "info"}, "revoked")
 
-	pending := filepath.Join(r.config, newKeyFile)
+	pending := filepath.Join(r.config, ownerdir.NewKeyFile)
 	if st, err := os.Stat(pending); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("%s: %v; want it there, mode 0600", pending, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // serveLoopback serves connections on a loopback port with handle, each
@@ -128,22 +130,22 @@ func TestSavedProxyIsUsed(t *testing.T) {
 		io.WriteString(c, "echo "+line)
 	}()
 	dir := filepath.Join(t.TempDir(), "config")
-	cfg, err := newConfig(dir)
+	cfg, err := ownerdir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := cfg.dialer(); err != nil || d != nil {
+	if d, err := cfg.Dialer(); err != nil || d != nil {
 		t.Fatalf("without a saved proxy: dialer %v, %v; want a direct one (nil)", d != nil, err)
 	}
 	for _, bad := range []string{"https://127.0.0.1:1080", "socks4://127.0.0.1:1080", "http://127.0.0.1", "socks5://user:pw@127.0.0.1:1080", "127.0.0.1:1080"} {
-		if err := SaveProxy(dir, bad); err == nil {
+		if err := ownerdir.SaveProxy(dir, bad); err == nil {
 			t.Errorf("SaveProxy accepted %q; want http://HOST:PORT or socks5://HOST:PORT", bad)
 		}
 	}
-	if err := SaveProxy(dir, connectProxy(t, echo.Addr().String())); err != nil {
+	if err := ownerdir.SaveProxy(dir, connectProxy(t, echo.Addr().String())); err != nil {
 		t.Fatal(err)
 	}
-	d, err := cfg.dialer()
+	d, err := cfg.Dialer()
 	if err != nil || d == nil {
 		t.Fatalf("with a saved proxy: %v", err)
 	}
@@ -164,17 +166,17 @@ func TestSavedProxyIsUsed(t *testing.T) {
 		t.Errorf("a refused tunnel: %v, want the proxy's 403", err)
 	}
 	// A proxy given to the run replaces the saved one.
-	cfg.proxyURL = "http://127.0.0.1:1"
-	if d, err := cfg.dialer(); err != nil {
+	cfg.ProxyURL = "http://127.0.0.1:1"
+	if d, err := cfg.Dialer(); err != nil {
 		t.Fatal(err)
 	} else if _, err := d(ctx, echo.Addr().String()); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("through the proxy given to the run: %v, want the dead 127.0.0.1:1 named", err)
 	}
-	cfg.proxyURL = ""
-	if err := SaveProxy(dir, ""); err != nil {
+	cfg.ProxyURL = ""
+	if err := ownerdir.SaveProxy(dir, ""); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := cfg.dialer(); err != nil || d != nil {
+	if d, err := cfg.Dialer(); err != nil || d != nil {
 		t.Errorf("after removing the proxy: dialer %v, %v", d != nil, err)
 	}
 }

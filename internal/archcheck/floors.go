@@ -56,9 +56,9 @@ var Floors = []Floor{
 	},
 	{
 		Name: "operator tools",
-		Why:  "what runs beside a cluster, not in it: polisctl's commands, the image and system-tree builders, VMs, test kits over whole nodes",
+		Why:  "what runs beside a cluster, not in it: polisctl's commands and the owner's configuration directory they share, the image and system-tree builders, VMs, test kits over whole nodes",
 		Folders: []string{
-			"polisctl", "launch/image", "launch/systembuild", "launch/vm",
+			"polisctl", "ownerdir", "launch/image", "launch/systembuild", "launch/vm",
 			"node/nodetest", "kube/roletest",
 		},
 	},
@@ -98,6 +98,7 @@ var TestKits = []string{
 // stands for every package below it).
 var Forbidden = []Arrow{
 	{From: "kube/", To: "consensus", Why: "Kubernetes reaches etcd only through the confined proxy (kube/etcdproxy) and its client; kube/controller, which assembles the proxy over the member, is the one exception", Except: []string{"kube/controller"}},
+	{From: "launch", To: "polisctl", Why: "the launcher acts as the owner through ownerdir, the library polisctl's commands share with it, and does not link the command line"},
 	{From: "curator/client", To: "consensus", Why: "clients of the curator (polisctl, nodes before they run etcd) must not link the etcd member"},
 }
 

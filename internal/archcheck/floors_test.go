@@ -142,6 +142,7 @@ func TestViolationsReported(t *testing.T) {
 		{pkg{ImportPath: Module + "/event/memory", Imports: []string{Module + "/curator"}}, "event/memory (floor \"runtime\") imports curator"},
 		{pkg{ImportPath: Module + "/consensus", Imports: []string{Module + "/internal/testutil"}}, "the test kit internal/testutil"},
 		{pkg{ImportPath: Module + "/kube/kubelet", Imports: []string{Module + "/consensus"}}, "forbidden arrow"},
+		{pkg{ImportPath: Module + "/launch", Imports: []string{Module + "/polisctl"}}, "forbidden arrow"},
 		{pkg{ImportPath: Module + "/nowhere", Imports: nil}, "is on no floor"},
 	} {
 		got := strings.Join(violations(c.p), "\n")
@@ -154,6 +155,7 @@ func TestViolationsReported(t *testing.T) {
 		{ImportPath: Module + "/roleserve", Imports: []string{Module + "/curator", Module + "/event"}},
 		{ImportPath: Module + "/event/etcd", Imports: []string{Module + "/event/memory"}},
 		{ImportPath: Module + "/kube/controller", Imports: []string{Module + "/consensus"}},
+		{ImportPath: Module + "/launch", Imports: []string{Module + "/ownerdir"}},
 	} {
 		if v := violations(p); len(v) != 0 {
 			t.Errorf("%s: %v", p.ImportPath, v)

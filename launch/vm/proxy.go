@@ -18,7 +18,7 @@ import (
 // SOCKS5 (CONNECT, no authentication: it is on loopback) on the same
 // port, told apart by a connection's first byte (5 is SOCKS5's version;
 // no HTTP method starts with it). polisctl uses it when its configuration
-// names it (polisctl.SaveProxy) or --proxy does; HTTPS_PROXY is not
+// names it (ownerdir.SaveProxy) or --proxy does; HTTPS_PROXY is not
 // enough, because gRPC's own proxy support loses the TLS server name the
 // curator client gives each curator. It reaches only addresses in the
 // cluster network, so it is no way out to anywhere else.

@@ -12,7 +12,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/curator"
-	pctl "github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 )
 
 // The cluster benchmarks time what an operator waits for, on real
@@ -140,7 +140,7 @@ func BenchmarkLeaderKilled(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				conn, err := pctl.Dial(c.ConfigDir)
+				conn, err := ownerdir.Dial(c.ConfigDir)
 				if err != nil {
 					b.Fatal(err)
 				}

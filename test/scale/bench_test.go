@@ -24,7 +24,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/launch"
-	pctl "github.com/polis-os/polis/polisctl"
+	"github.com/polis-os/polis/ownerdir"
 	"github.com/polis-os/polis/roleserve"
 )
 
@@ -87,7 +87,7 @@ func runScale(b testing.TB, cfg scaleConfig) results {
 			b.Errorf("stopping the cluster: %v", err)
 		}
 	}()
-	owner, err := pctl.Dial(c.ConfigDir)
+	owner, err := ownerdir.Dial(c.ConfigDir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package polisctl
+package ownerdir
 
 import (
 	"bufio"
@@ -24,20 +24,20 @@ import (
 // configuration goes through it (unless --proxy names another). An empty
 // proxyURL removes it.
 func SaveProxy(dir, proxyURL string) error {
-	cfg, err := newConfig(dir)
+	cfg, err := Open(dir)
 	if err != nil {
 		return err
 	}
 	if proxyURL == "" {
-		return cfg.proxy.Remove()
+		return cfg.Proxy.Remove()
 	}
 	if _, err := proxyDialerFor(proxyURL); err != nil {
 		return err
 	}
-	if err := cfg.create(); err != nil {
+	if err := cfg.Create(); err != nil {
 		return err
 	}
-	return cfg.proxy.Write([]byte(proxyURL + "\n"))
+	return cfg.Proxy.Write([]byte(proxyURL + "\n"))
 }
 
 // proxyDialerFor returns a dialer through the proxy at proxyURL:
@@ -73,13 +73,13 @@ func socksDialer(proxyAddr string, d xproxy.ContextDialer) func(context.Context,
 	}
 }
 
-// proxyAddress is the URL of the proxy the configuration asks for: the one
+// ProxyAddress is the URL of the proxy the configuration asks for: the one
 // given to polisctl (--proxy) if any, else the saved one, or "" (direct).
-func (c *config) proxyAddress() (string, error) {
-	if c.proxyURL != "" {
-		return c.proxyURL, nil
+func (c *Dir) ProxyAddress() (string, error) {
+	if c.ProxyURL != "" {
+		return c.ProxyURL, nil
 	}
-	b, err := c.proxy.Read()
+	b, err := c.Proxy.Read()
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -90,17 +90,17 @@ func (c *config) proxyAddress() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// dialer returns the dialer the configuration asks for: through the proxy
+// Dialer returns the dialer the configuration asks for: through the proxy
 // given to polisctl (--proxy) if any, else through the saved one, or nil
 // (direct) when there is neither.
-func (c *config) dialer() (func(context.Context, string) (net.Conn, error), error) {
-	addr, err := c.proxyAddress()
+func (c *Dir) Dialer() (func(context.Context, string) (net.Conn, error), error) {
+	addr, err := c.ProxyAddress()
 	if err != nil || addr == "" {
 		return nil, err
 	}
 	d, err := proxyDialerFor(addr)
-	if err != nil && c.proxyURL == "" {
-		return nil, fmt.Errorf("%s: %w", c.proxy.Path, err)
+	if err != nil && c.ProxyURL == "" {
+		return nil, fmt.Errorf("%s: %w", c.Proxy.Path, err)
 	}
 	return d, err
 }
