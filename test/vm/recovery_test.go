@@ -234,9 +234,20 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 	if _, err := os.Stat(filepath.Join(n.Dir, "restore-snapshot.db")); !os.IsNotExist(err) {
 		t.Errorf("the decrypted snapshot is still on the host beside the VM's disks (%v)", err)
 	}
-	info, err := cpb.NewManagementServiceClient(r.Conn()).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
+	// The restore's record is written by the restored cluster's leader
+	// once it is elected, which may come after the node is UP: asked
+	// until it is there or the minute is out.
+	var info *cpb.GetClusterInfoResponse
+	for deadline := time.Now().Add(time.Minute); ; {
+		var err error
+		info, err = cpb.NewManagementServiceClient(r.Conn()).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
+		if err == nil && info.GetLastRecovery() != nil || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval of a deadline-bounded wait
 	}
 	if rec := info.GetLastRecovery(); rec.GetFrom() != "backup" || rec.GetNodeId() != n.ID() || len(rec.GetLostNodeIds()) != 3 {
 		t.Errorf("cluster info's last recovery: %v; want a restore onto %s from a backup, three members lost", rec, n.ID())
