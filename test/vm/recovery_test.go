@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 )
@@ -68,13 +69,13 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 			t.Fatal(err)
 		}
 	}
-	before := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	before := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		for _, r := range recs {
 			if r.Labels["index"] == "" {
-				return r.Id + ": no index label yet"
+				return fmt.Errorf("%s: no index label yet", r.Id)
 			}
 		}
-		return ""
+		return nil
 	})
 	backup := filepath.Join(t.TempDir(), "cluster.backup")
 	if _, err := runPolisctl(ctx, c, "cluster", "backup", backup); err != nil {
@@ -138,7 +139,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 
 	// Every node and label back, the lost members no longer members; the
 	// worker heard from after the recovery.
-	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		return checkRecovered(recs, c.Nodes, survivor, worker, recovered)
 	})
 	phase(t, start, "RecoverSingleMember → every node and label back, the worker reconnected by itself")
@@ -164,7 +165,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 	}
 	phase(t, start, "two new members (%v, %v) from their first boot → consensus members, curators serving", joined[0], joined[1])
 	oldBoot = recs[worker.ID()].Status.GetBootId()
-	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		var missing []string
 		if len(recs) != 4 {
 			missing = append(missing, fmt.Sprintf("%d nodes listed, want 4", len(recs)))
@@ -182,7 +183,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 				missing = append(missing, fmt.Sprintf("%v: consensus member %v, curator %v", n, r.Roles.GetConsensusMember() != nil, r.Status.GetRunningCurator() != nil))
 			}
 		}
-		return strings.Join(missing, "; ")
+		return lacking(missing)
 	})
 	phase(t, start, "the worker rebooted → UP and healthy (its bound disk unlocked); three members serving, the lost nodes deleted")
 	unlocks(t, worker, 1)
@@ -280,42 +281,28 @@ func copyDir(src, dst string) error {
 	return nil
 }
 
-// waitRecords polls the node list until lacking, given the records by
-// node ID, says the cluster lacks nothing ("").
-func waitRecords(ctx context.Context, t *testing.T, c *launch.Cluster, lacking func(map[string]*cpb.Node) string) map[string]*cpb.Node {
+// waitRecords polls the node list until ready, given the records by node
+// ID, returns nil, and returns them; it fails the test, with the end of
+// every console, once ctx ends.
+func waitRecords(ctx context.Context, t *testing.T, c *launch.Cluster, ready func(map[string]*cpb.Node) error) map[string]*cpb.Node {
 	t.Helper()
-	var last string
-	for {
+	list := func(ctx context.Context) (map[string]*cpb.Node, error) {
 		nodes, err := c.ListNodes(ctx)
-		recs := map[string]*cpb.Node{}
-		for _, r := range nodes {
-			recs[r.Id] = r
-		}
-		w := lacking(recs)
-		if err != nil {
-			w = "listing the nodes: " + err.Error()
-		}
-		if w == "" {
-			return recs
-		}
-		if w != last {
-			t.Logf("waiting: %s", w)
-			last = w
-		}
-		select {
-		case <-ctx.Done():
-			logConsoleTails(t, c)
-			t.Fatalf("waiting for the nodes: %v; last: %s", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
+		return clustertest.ByID(nodes), err
 	}
+	recs, err := clustertest.Await(ctx, t, list, ready)
+	if err != nil {
+		logConsoleTails(t, c)
+		t.Fatalf("waiting for the nodes: %v", err)
+	}
+	return recs
 }
 
-// checkRecovered says what the recovered cluster still lacks, "" for
+// checkRecovered says what the recovered cluster still lacks, nil for
 // nothing: every node listed with its index label, the survivor the only
 // consensus member and serving, the worker UP, healthy and heard from
 // after since.
-func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, worker *launch.Node, since time.Time) string {
+func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, worker *launch.Node, since time.Time) error {
 	var missing []string
 	for _, n := range nodes {
 		r := recs[n.ID()]
@@ -334,5 +321,14 @@ func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, w
 			missing = append(missing, fmt.Sprintf("%v: no heartbeat since the recovery", n))
 		}
 	}
-	return strings.Join(missing, "; ")
+	return lacking(missing)
+}
+
+// lacking is the error that lists what a cluster still lacks, nil for
+// nothing.
+func lacking(missing []string) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(missing, "; "))
 }

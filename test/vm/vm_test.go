@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +29,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/node/pid1"
-	"github.com/polis-os/polis/polisctl"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -223,172 +222,22 @@ func testPrepared(t *testing.T, c *launch.Cluster, img *image.Image) {
 // that came back from the stale one of before. It returns the records.
 func waitWhole(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[string]string) map[string]*cpb.Node {
 	t.Helper()
-	var last, logged string
-	start := time.Now()
-	for {
-		nodes, err := c.ListNodes(ctx)
-		recs := map[string]*cpb.Node{}
-		var waiting []string
-		for _, r := range nodes {
-			recs[r.Id] = r
-			ok := r.State == cpb.NodeState_NODE_STATE_UP && r.Health == cpb.NodeHealth_NODE_HEALTH_HEALTHY &&
-				r.Roles.GetConsensusMember() != nil && r.Status.GetRunningCurator() != nil
-			if old, ok2 := boots[r.Id]; ok2 && r.Status.GetBootId() == old {
-				ok = false
-			}
-			if !ok {
-				waiting = append(waiting, fmt.Sprintf("%s: %v %v, consensus member %v, curator %v, boot %.8s", r.Id, r.State, r.Health, r.Roles.GetConsensusMember() != nil, r.Status.GetRunningCurator() != nil, r.Status.GetBootId()))
-			}
-		}
-		switch {
-		case err != nil:
-			waiting = []string{"listing the nodes: " + status.Code(err).String()}
-		case len(nodes) != len(c.Nodes):
-			waiting = append(waiting, fmt.Sprintf("%d nodes listed", len(nodes)))
-		}
-		whole := len(waiting) == 0
-		last = strings.Join(waiting, "; ")
-		if !whole && last != logged {
-			// What the cluster waits for, when it changes: where the
-			// time of a slow phase goes.
-			t.Logf("%6.1fs: waiting: %s", time.Since(start).Seconds(), last)
-			logged = last
-		}
-		if whole {
-			for _, n := range c.Nodes {
-				if recs[n.ID()] == nil {
-					t.Fatalf("%v (%s) is not in the node list", n, n.ID())
-				}
-			}
-			return recs
-		}
-		select {
-		case <-ctx.Done():
-			logConsoleTails(t, c)
-			t.Fatalf("waiting for the cluster to be whole: %v; last: %s", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
+	recs := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
+		return clustertest.Whole(recs, len(c.Nodes), clustertest.CuratorServing, clustertest.NewBoot(boots))
+	})
+	for _, n := range c.Nodes {
+		if recs[n.ID()] == nil {
+			t.Fatalf("%v (%s) is not in the node list", n, n.ID())
 		}
 	}
-}
-
-// bootIDs are the nodes' current boot IDs.
-func bootIDs(recs map[string]*cpb.Node) map[string]string {
-	m := map[string]string{}
-	for id, r := range recs {
-		m[id] = r.Status.GetBootId()
-	}
-	return m
-}
-
-// writer keeps writing labels, one at a time, through the owner's
-// leader-following connection, as a client of the cluster would, and
-// records what was acknowledged and when.
-type writer struct {
-	c      *launch.Cluster
-	nodeID string // whose labels it writes
-
-	mu      sync.Mutex
-	seq     int
-	acked   map[string]int          // key → last acknowledged value
-	unknown map[string]map[int]bool // key → values whose write failed: maybe applied
-	ackAt   []time.Time             // when each acknowledgement came
-	failed  int
-	lastErr error
-}
-
-const writerKeys = 8
-
-func writerKey(seq int) string { return "ha-" + strconv.Itoa(seq%writerKeys) }
-
-func (w *writer) run(ctx context.Context) {
-	mgmt := cpb.NewManagementServiceClient(w.c.Conn())
-	for ctx.Err() == nil {
-		w.mu.Lock()
-		w.seq++
-		seq := w.seq
-		w.mu.Unlock()
-		key := writerKey(seq)
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err := mgmt.UpdateNodeLabels(cctx, &cpb.UpdateNodeLabelsRequest{NodeId: w.nodeID, Set: map[string]string{key: strconv.Itoa(seq)}})
-		cancel()
-		w.mu.Lock()
-		switch {
-		case err == nil:
-			w.acked[key] = seq
-			w.ackAt = append(w.ackAt, time.Now())
-		default:
-			// Failed, or cut short by the stop: it may have been
-			// applied all the same.
-			if w.unknown[key] == nil {
-				w.unknown[key] = map[int]bool{}
-			}
-			w.unknown[key][seq] = true
-			if ctx.Err() == nil {
-				w.failed++
-				w.lastErr = err
-			}
-		}
-		w.mu.Unlock()
-	}
-}
-
-// acksBetween counts the acknowledgements from a to b.
-func (w *writer) acksBetween(a, b time.Time) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, at := range w.ackAt {
-		if !at.Before(a) && !at.After(b) {
-			n++
-		}
-	}
-	return n
-}
-
-// check compares the node's labels with what was acknowledged: every key
-// holds its last acknowledged value, or a later one whose write failed
-// (a write whose answer was lost may have been applied). It returns the
-// longest time between two acknowledgements.
-func (w *writer) check(t *testing.T, labels map[string]string, from time.Time) time.Duration {
-	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.ackAt) == 0 {
-		t.Fatalf("no write was acknowledged (%d failed, the last with %v)", w.failed, w.lastErr)
-	}
-	for key, want := range w.acked {
-		got, err := strconv.Atoi(labels[key])
-		switch {
-		case err != nil:
-			t.Errorf("label %s: %q, but %d was acknowledged: an acknowledged write was lost", key, labels[key], want)
-		case got == want:
-		case got > want && w.unknown[key][got]:
-		default:
-			t.Errorf("label %s is %d, but %d was acknowledged last: an acknowledged write was lost", key, got, want)
-		}
-	}
-	var longest time.Duration
-	prev := from
-	for _, at := range w.ackAt {
-		longest = max(longest, at.Sub(prev))
-		prev = at
-	}
-	t.Logf("writer: %d writes acknowledged, %d failed (the last failure: %v)", len(w.ackAt), w.failed, w.lastErr)
-	return longest
+	return recs
 }
 
 // runPolisctl runs polisctl, in this process, with the cluster's
 // configuration, and returns what it printed.
 func runPolisctl(ctx context.Context, c *launch.Cluster, args ...string) (string, error) {
-	cmd := polisctl.Command()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"--config", c.ConfigDir}, args...))
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		return "", fmt.Errorf("polisctl %s: %w: %s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
+	out, err := clustertest.Polisctl{ConfigDir: c.ConfigDir}.Run(ctx, args...)
+	return string(out), err
 }
 
 // reboot asks n's node API to reboot it, as polisctl node reboot does,
@@ -435,16 +284,18 @@ func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node
 // renewing it), which it prints.
 func testHA(ctx context.Context, t *testing.T, c *launch.Cluster) {
 	recs := waitWhole(ctx, t, c, nil)
-	w := &writer{c: c, nodeID: c.Nodes[0].ID(), acked: map[string]int{}, unknown: map[string]map[int]bool{}}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	// The writer keeps writing labels of the first node, one at a time,
+	// through the owner's leader-following connection, as a client of
+	// the cluster would.
+	nodeID := c.Nodes[0].ID()
+	w := &clustertest.Writer{Prefix: "ha-", Keys: 8, Write: clustertest.LabelWrites(c.Conn(), nodeID, 15*time.Second)}
 	begin := time.Now()
-	go func() { defer close(done); w.run(wctx) }()
-	defer func() { stop(); <-done }()
+	w.Start(ctx)
+	defer w.Stop()
 
 	for _, n := range c.Nodes {
 		leader, _ := c.Leader(ctx)
-		boots := bootIDs(recs)
+		boots := clustertest.BootIDs(recs)
 		start := time.Now()
 		reboot(ctx, t, c, n)
 		down := time.Now()
@@ -457,14 +308,17 @@ func testHA(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		}
 		// Served while the node was away: the node's own agent was gone
 		// from before its VM halted until it rejoined.
-		if got := w.acksBetween(down, up); got == 0 {
+		if got := w.AcksBetween(down, up); got == 0 {
 			t.Errorf("no write was acknowledged while %v was down (%v to %v)", n, down.Format(time.TimeOnly), up.Format(time.TimeOnly))
 		}
 	}
-	stop()
-	<-done
+	w.Stop()
 	recs = waitWhole(ctx, t, c, nil)
-	longest := w.check(t, recs[w.nodeID].Labels, begin)
+	if err := w.Lost(recs[nodeID].Labels); err != nil {
+		t.Error(err)
+	}
+	t.Logf("writer: %v", w)
+	longest := w.LongestGap(begin)
 	t.Logf("phase: the longest time without an acknowledged write, over %d reboots: %v (the curator's lease: %v)", len(c.Nodes), longest.Round(10*time.Millisecond), leaseTTL)
 }
 
@@ -621,7 +475,7 @@ func testColdStart(ctx context.Context, t *testing.T, c *launch.Cluster) {
 			t.Fatal(err)
 		}
 	}
-	after := waitWhole(ctx, t, c, bootIDs(before))
+	after := waitWhole(ctx, t, c, clustertest.BootIDs(before))
 	phase(t, start, "all %d started again → all UP, healthy, curators serving (new boot IDs)", len(c.Nodes))
 	for id, b := range before {
 		a := after[id]
@@ -644,17 +498,18 @@ func testColdStart(ctx context.Context, t *testing.T, c *launch.Cluster) {
 // waitLeader polls until a curator names a leader other than not.
 func waitLeader(ctx context.Context, t *testing.T, c *launch.Cluster, not *launch.Node) *launch.Node {
 	t.Helper()
-	for {
-		l, err := c.Leader(ctx)
-		if err == nil && l != not {
-			return l
+	var l *launch.Node
+	err := testutil.Poll(ctx, 200*time.Millisecond, func() error {
+		var err error
+		if l, err = c.Leader(ctx); err == nil && l == not {
+			err = fmt.Errorf("%v still leads", l)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for a curator leader other than %v: %v (last answer %v, %v)", not, ctx.Err(), l, err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("waiting for a curator leader other than %v: %v", not, err)
 	}
+	return l
 }
 
 // consoleTailLines is how much of each console a failed wait shows.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/node/diskseal"
@@ -109,7 +112,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUp(ctx, t, c, bootIDs(recs), nil)
+	waitUp(ctx, t, c, clustertest.BootIDs(recs), nil)
 	phase(t, start, "both started again → UP and healthy (new boot IDs)")
 	unlocks(t, worker, 2)
 
@@ -150,43 +153,18 @@ func TestVMWorkerDataDisk(t *testing.T) {
 // for each record; it returns the records.
 func waitUp(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[string]string, check func(id string, r *cpb.Node) error) map[string]*cpb.Node {
 	t.Helper()
-	var last string
-	for {
-		nodes, err := c.ListNodes(ctx)
-		recs := map[string]*cpb.Node{}
-		var waiting []string
-		if err != nil {
-			waiting = append(waiting, "listing the nodes: "+err.Error())
-		}
-		for _, r := range nodes {
-			recs[r.Id] = r
-			switch {
-			case r.State != cpb.NodeState_NODE_STATE_UP || r.Health != cpb.NodeHealth_NODE_HEALTH_HEALTHY:
-				waiting = append(waiting, fmt.Sprintf("%s: %v %v", r.Id, r.State, r.Health))
-			case boots[r.Id] != "" && r.Status.GetBootId() == boots[r.Id]:
-				waiting = append(waiting, fmt.Sprintf("%s: the old boot", r.Id))
-			case check != nil:
-				if err := check(r.Id, r); err != nil {
-					waiting = append(waiting, fmt.Sprintf("%s: %v", r.Id, err))
-				}
+	checks := []clustertest.Check{clustertest.HealthyUp, clustertest.NewBoot(boots)}
+	if check != nil {
+		checks = append(checks, func(r *cpb.Node) error {
+			if err := check(r.Id, r); err != nil {
+				return fmt.Errorf("%s: %w", r.Id, err)
 			}
-		}
-		if err == nil && len(nodes) != len(c.Nodes) {
-			waiting = append(waiting, fmt.Sprintf("%d nodes listed", len(nodes)))
-		}
-		if len(waiting) == 0 {
-			return recs
-		}
-		if w := strings.Join(waiting, "; "); w != last {
-			t.Logf("waiting: %s", w)
-			last = w
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for the nodes: %v; last: %s", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
+			return nil
+		})
 	}
+	return waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
+		return clustertest.Whole(recs, len(c.Nodes), checks...)
+	})
 }
 
 // unlockLine matches PID 1's line for a data disk bound to its cluster.
@@ -232,23 +210,24 @@ func header(t *testing.T, n *launch.Node) *diskseal.Header {
 // returns the line.
 func waitConsole(ctx context.Context, t *testing.T, n *launch.Node, s string) string {
 	t.Helper()
-	for {
+	var line string
+	err := testutil.Poll(ctx, 250*time.Millisecond, func() error {
 		b, err := os.ReadFile(n.Log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i := bytes.LastIndex(b, []byte(s)); i >= 0 {
-			line := b[i:]
-			if j := bytes.IndexByte(line, '\n'); j >= 0 {
-				return string(line[:j])
+			if j := bytes.IndexByte(b[i:], '\n'); j >= 0 {
+				line = string(b[i : i+j])
+				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %q on %v's console (%s): %v", s, n, n.Log, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
+		return errors.New("not there yet")
+	})
+	if err != nil {
+		t.Fatalf("waiting for %q on %v's console (%s): %v", s, n, n.Log, err)
 	}
+	return line
 }
 
 // fileSum is the SHA-256 of a file, read as a stream.
