@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ import (
 // stopped first, and the restored cluster, on a switch of its own, holds
 // the backup's nodes and labels and says it was restored from a backup.
 func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *image.Image) {
-	waitWhole(ctx, t, c, nil)
+	vmMode.WaitWhole(ctx, t, c, nil)
 	members := slices.Clone(c.Nodes)
 	survivor, lost := members[0], members[1:]
 
@@ -59,7 +58,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		}
 		return nil
 	})
-	phase(t, start, "a worker added (%v) → UP and healthy, its data disk bound to the cluster", worker)
+	clustertest.Phase(t, start, "a worker added (%v) → UP and healthy, its data disk bound to the cluster", worker)
 
 	// The owner's connection is asked for at each use: the launcher
 	// replaces it when the curators change (a recovery, new members).
@@ -91,7 +90,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 	if err == nil || !strings.Contains(err.Error(), "recovering this member alone would fork it") {
 		t.Fatalf("RecoverSingleMember with the other members running: %v; want a refusal saying why", err)
 	}
-	phase(t, start, "%v booted in recovery mode while the other members run → refused: %v", survivor, err)
+	clustertest.Phase(t, start, "%v booted in recovery mode while the other members run → refused: %v", survivor, err)
 	oldBoot := recs[survivor.ID()].Status.GetBootId()
 	recs = waitUp(ctx, t, c, map[string]string{survivor.ID(): oldBoot}, func(id string, r *cpb.Node) error {
 		if id == survivor.ID() && r.Status.GetRunningCurator() == nil {
@@ -99,7 +98,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		}
 		return nil
 	})
-	phase(t, start, "%v booted in recovery mode → refused, UP, healthy and serving again as usual", survivor)
+	clustertest.Phase(t, start, "%v booted in recovery mode → refused, UP, healthy and serving again as usual", survivor)
 
 	// Two members destroyed: their machines killed, their disks and TPM
 	// state gone for good.
@@ -125,7 +124,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		t.Fatal(err)
 	}
 	recovered := time.Now()
-	phase(t, start, "RecoverSingleMember: %v powered off, booted in recovery mode → cluster info shows the recovery, its curator serving", survivor)
+	clustertest.Phase(t, start, "RecoverSingleMember: %v powered off, booted in recovery mode → cluster info shows the recovery, its curator serving", survivor)
 	info, err := mgmt().GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +141,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		return checkRecovered(recs, c.Nodes, survivor, worker, recovered)
 	})
-	phase(t, start, "RecoverSingleMember → every node and label back, the worker reconnected by itself")
+	clustertest.Phase(t, start, "RecoverSingleMember → every node and label back, the worker reconnected by itself")
 
 	// The lost nodes taken out, as an operator would.
 	for _, n := range lost {
@@ -163,7 +162,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		logConsoleTails(t, c)
 		t.Fatal(err)
 	}
-	phase(t, start, "two new members (%v, %v) from their first boot → consensus members, curators serving", joined[0], joined[1])
+	clustertest.Phase(t, start, "two new members (%v, %v) from their first boot → consensus members, curators serving", joined[0], joined[1])
 	oldBoot = recs[worker.ID()].Status.GetBootId()
 	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		var missing []string
@@ -185,7 +184,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		}
 		return lacking(missing)
 	})
-	phase(t, start, "the worker rebooted → UP and healthy (its bound disk unlocked); three members serving, the lost nodes deleted")
+	clustertest.Phase(t, start, "the worker rebooted → UP and healthy (its bound disk unlocked); three members serving, the lost nodes deleted")
 	unlocks(t, worker, 1)
 
 	testRestore(ctx, t, c, img, backup, before)
@@ -202,15 +201,7 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 	// Every machine powered off (the power button, at once); the
 	// cluster's switch stays until its Close, and the restored cluster
 	// gets one of its own.
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Go(func() { errs[i] = n.Stop(2 * time.Minute) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	clustertest.StopAll(t, c)
 	start := time.Now()
 	r, err := launch.Launch(ctx, launch.Options{
 		Nodes:             1,
@@ -230,7 +221,7 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 			t.Errorf("closing the restored cluster: %v", err)
 		}
 	}()
-	phase(t, start, "a VM booted to restore the backup (decrypted on the host) → its curator serving the restored cluster, UP and healthy")
+	clustertest.Phase(t, start, "a VM booted to restore the backup (decrypted on the host) → its curator serving the restored cluster, UP and healthy")
 	n := r.Nodes[0]
 	if _, err := os.Stat(filepath.Join(n.Dir, "restore-snapshot.db")); !os.IsNotExist(err) {
 		t.Errorf("the decrypted snapshot is still on the host beside the VM's disks (%v)", err)

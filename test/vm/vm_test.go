@@ -10,7 +10,9 @@
 // destroys two members for good and brings the cluster back on the
 // third, and so runs last. Booting VMs under TCG is what takes time;
 // sharing the cluster keeps the package to a few minutes. Every phase
-// prints how long it took ("phase: ...").
+// prints how long it took ("phase: ..."). HA and cold start are
+// internal/clustertest's scenarios, which test/e2e runs on processes too
+// (vmMode says what is done differently to VMs).
 package vm_test
 
 import (
@@ -57,12 +59,6 @@ func (l testLog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// phase logs how long a phase took since start.
-func phase(t *testing.T, start time.Time, format string, args ...any) {
-	t.Helper()
-	t.Logf("phase: %s: %v", fmt.Sprintf(format, args...), time.Since(start).Round(10*time.Millisecond))
-}
-
 // The curator's lease and the nodes' heartbeat interval, given to every
 // VM on its kernel command line (launch.Options): a shorter heartbeat
 // than the default makes a stale record lapse sooner.
@@ -70,6 +66,12 @@ const (
 	leaseTTL          = 5 * time.Second
 	heartbeatInterval = 2 * time.Second
 )
+
+// vmMode is how the scenarios of internal/clustertest, written once for
+// processes and VMs, treat VMs: a reboot halts the VM (the launcher boots
+// it again); a VM powered off leaves its disk images to search; a cluster
+// that does not come whole shows the end of each console.
+var vmMode = clustertest.Mode{Reboot: reboot, WhileOff: searchDisks, Stuck: logConsoleTails, LeaseTTL: leaseTTL}
 
 func TestVMCluster(t *testing.T) {
 	needQEMU(t)
@@ -88,7 +90,7 @@ func TestVMCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	phase(t, start, "image ready (reused: %v)", img.Reused)
+	clustertest.Phase(t, start, "image ready (reused: %v)", img.Reused)
 
 	start = time.Now()
 	c, err := launch.Launch(ctx, launch.Options{
@@ -113,7 +115,7 @@ func TestVMCluster(t *testing.T) {
 			t.Errorf("closing the cluster: %v", err)
 		}
 	}()
-	phase(t, start, "3 VMs from the first qemu start to all UP and healthy, consensus members included")
+	clustertest.Phase(t, start, "3 VMs from the first qemu start to all UP and healthy, consensus members included")
 
 	if !t.Run("core", func(t *testing.T) { testCore(ctx, t, c); testPrepared(t, c, img) }) {
 		t.FailNow()
@@ -122,7 +124,7 @@ func TestVMCluster(t *testing.T) {
 	for _, s := range []struct {
 		name string
 		f    func(context.Context, *testing.T, *launch.Cluster)
-	}{{"HA", testHA}, {"partition", testPartition}, {"cold-start", testColdStart}, {"recovery", func(ctx context.Context, t *testing.T, c *launch.Cluster) {
+	}{{"HA", vmMode.HA}, {"partition", testPartition}, {"cold-start", vmMode.ColdStart}, {"recovery", func(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		testRecovery(ctx, t, c, img)
 	}}} {
 		if !t.Run(s.name, func(t *testing.T) { s.f(ctx, t, c) }) {
@@ -136,7 +138,7 @@ func TestVMCluster(t *testing.T) {
 // their kernel command line, and no node keeps its parameters (with the
 // register ticket) beside its disks once it is UP.
 func testCore(ctx context.Context, t *testing.T, c *launch.Cluster) {
-	waitWhole(ctx, t, c, nil)
+	vmMode.WaitWhole(ctx, t, c, nil)
 	// polisctl reaches the nodes through the launcher's proxy, saved in
 	// its configuration (HTTP CONNECT) or given with --proxy (SOCKS5 on
 	// the same port here).
@@ -216,23 +218,6 @@ func testPrepared(t *testing.T, c *launch.Cluster, img *image.Image) {
 	}
 }
 
-// waitWhole waits until the cluster is whole: every node UP and healthy,
-// a consensus member running a curator, and (for the nodes in boots) a
-// boot ID other than the one given, which tells the record of a node
-// that came back from the stale one of before. It returns the records.
-func waitWhole(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[string]string) map[string]*cpb.Node {
-	t.Helper()
-	recs := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
-		return clustertest.Whole(recs, len(c.Nodes), clustertest.CuratorServing, clustertest.NewBoot(boots))
-	})
-	for _, n := range c.Nodes {
-		if recs[n.ID()] == nil {
-			t.Fatalf("%v (%s) is not in the node list", n, n.ID())
-		}
-	}
-	return recs
-}
-
 // runPolisctl runs polisctl, in this process, with the cluster's
 // configuration, and returns what it printed.
 func runPolisctl(ctx context.Context, c *launch.Cluster, args ...string) (string, error) {
@@ -242,10 +227,10 @@ func runPolisctl(ctx context.Context, c *launch.Cluster, args ...string) (string
 
 // reboot asks n's node API to reboot it, as polisctl node reboot does,
 // and returns once its VM has halted (the launcher boots it again at
-// once). A refusal is asked again, as an operator would, until the VM
+// once), with the time it halted. A refusal is asked again, as an operator would, until the VM
 // halts: under TCG on a loaded machine the node API's own question to
 // the curator (is this owner key current?) can outlast its deadline.
-func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node) {
+func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node) time.Time {
 	t.Helper()
 	pid := n.PID()
 	// halted waits at most wait for n's VM to halt.
@@ -270,56 +255,9 @@ func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node
 			wait = time.Second
 		}
 		if halted(wait) {
-			return
+			return time.Now()
 		}
 	}
-}
-
-// testHA: every node is rebooted in turn (the node API's Reboot; the
-// launcher boots the VM again) while a writer keeps writing labels. Each
-// node comes back with its identity, roles and labels; no acknowledged
-// write is lost; and writes are acknowledged while each node is down,
-// leader included: the cluster serves throughout, but for the time a new
-// leader takes (at most the curator's lease after the old one stopped
-// renewing it), which it prints.
-func testHA(ctx context.Context, t *testing.T, c *launch.Cluster) {
-	recs := waitWhole(ctx, t, c, nil)
-	// The writer keeps writing labels of the first node, one at a time,
-	// through the owner's leader-following connection, as a client of
-	// the cluster would.
-	nodeID := c.Nodes[0].ID()
-	w := &clustertest.Writer{Prefix: "ha-", Keys: 8, Write: clustertest.LabelWrites(c.Conn(), nodeID, 15*time.Second)}
-	begin := time.Now()
-	w.Start(ctx)
-	defer w.Stop()
-
-	for _, n := range c.Nodes {
-		leader, _ := c.Leader(ctx)
-		boots := clustertest.BootIDs(recs)
-		start := time.Now()
-		reboot(ctx, t, c, n)
-		down := time.Now()
-		phase(t, start, "%v (leader: %v) asked to reboot → its VM halted", n, n == leader)
-		recs = waitWhole(ctx, t, c, map[string]string{n.ID(): boots[n.ID()]})
-		up := time.Now()
-		phase(t, down, "%v: VM booting again → UP, healthy, curator serving (new boot ID)", n)
-		if recs[n.ID()] == nil {
-			t.Fatalf("%v came back as another node: no record of %s", n, n.ID())
-		}
-		// Served while the node was away: the node's own agent was gone
-		// from before its VM halted until it rejoined.
-		if got := w.AcksBetween(down, up); got == 0 {
-			t.Errorf("no write was acknowledged while %v was down (%v to %v)", n, down.Format(time.TimeOnly), up.Format(time.TimeOnly))
-		}
-	}
-	w.Stop()
-	recs = waitWhole(ctx, t, c, nil)
-	if err := w.Lost(recs[nodeID].Labels); err != nil {
-		t.Error(err)
-	}
-	t.Logf("writer: %v", w)
-	longest := w.LongestGap(begin)
-	t.Logf("phase: the longest time without an acknowledged write, over %d reboots: %v (the curator's lease: %v)", len(c.Nodes), longest.Round(10*time.Millisecond), leaseTTL)
 }
 
 // testPartition: the curator leader's node is cut off from the other
@@ -330,7 +268,7 @@ func testHA(ctx context.Context, t *testing.T, c *launch.Cluster) {
 // node a consensus member running a curator, one leader, and the write
 // the cut-off node was sent is nowhere.
 func testPartition(ctx context.Context, t *testing.T, c *launch.Cluster) {
-	waitWhole(ctx, t, c, nil)
+	vmMode.WaitWhole(ctx, t, c, nil)
 	leader := waitLeader(ctx, t, c, nil)
 	var other *launch.Node
 	for _, n := range c.Nodes {
@@ -371,22 +309,22 @@ func testPartition(ctx context.Context, t *testing.T, c *launch.Cluster) {
 			t.Fatalf("the majority never served a write: %v", err)
 		}
 	}
-	phase(t, start, "%v (the leader) cut off from the other nodes → a write acknowledged by the others (the lease: %v)", leader, leaseTTL)
+	clustertest.Phase(t, start, "%v (the leader) cut off from the other nodes → a write acknowledged by the others (the lease: %v)", leader, leaseTTL)
 	next := waitLeader(ctx, t, c, leader)
-	phase(t, start, "%v cut off → %v leads", leader, next)
+	clustertest.Phase(t, start, "%v cut off → %v leads", leader, next)
 	if err := <-isolated; err == nil {
 		t.Errorf("a write through the cut-off %v alone was acknowledged: its curator accepted what its side could not commit", leader)
 	} else {
 		t.Logf("a write through the cut-off %v alone failed, as it must: %v", leader, status.Code(err))
 	}
-	phase(t, start, "%v cut off → the write through it alone failed", leader)
+	clustertest.Phase(t, start, "%v cut off → the write through it alone failed", leader)
 
 	start = time.Now()
 	if err := c.Reconnect(leader); err != nil {
 		t.Fatal(err)
 	}
-	recs := waitWhole(ctx, t, c, nil)
-	phase(t, start, "%v reconnected → all UP, healthy, curators serving", leader)
+	recs := vmMode.WaitWhole(ctx, t, c, nil)
+	clustertest.Phase(t, start, "%v reconnected → all UP, healthy, curators serving", leader)
 	labels := recs[other.ID()].Labels
 	if labels["majority"] != "served" {
 		t.Errorf("the majority's acknowledged write is gone: labels %v", labels)
@@ -430,37 +368,14 @@ func testPartition(ctx context.Context, t *testing.T, c *launch.Cluster) {
 	}
 }
 
-// testColdStart: every node powered off at once (the power button), then
-// all started again: the cluster comes back with the same node IDs,
-// roles and labels. While the cluster is off, none of its disk images
-// holds in clear a label written with a unique marker, a PEM (the
-// certificates and keys etcd and the node keep on the data disk) or an
-// unsealed configuration: the data disks are encrypted, the keys sealed
-// by each VM's TPM.
-func testColdStart(ctx context.Context, t *testing.T, c *launch.Cluster) {
-	marker := fmt.Sprintf("sealedmarker%x", time.Now().UnixNano())
-	mgmt := cpb.NewManagementServiceClient(c.Conn())
-	if _, err := mgmt.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: c.Nodes[0].ID(), Set: map[string]string{"sealed-marker": marker}}); err != nil {
-		t.Fatal(err)
-	}
-	before := waitWhole(ctx, t, c, nil)
-	if before[c.Nodes[0].ID()].GetLabels()["sealed-marker"] != marker {
-		t.Fatalf("the marker label is not on node %s: %v", c.Nodes[0].ID(), before[c.Nodes[0].ID()].GetLabels())
-	}
+// searchDisks checks, while every VM is powered off, that none of their
+// disk images holds in clear the label marker, a PEM (the certificates
+// and keys etcd and the node keep on the data disk) or an unsealed
+// configuration: the data disks are encrypted, the keys sealed by each
+// VM's TPM.
+func searchDisks(t *testing.T, c *launch.Cluster, marker string) {
+	t.Helper()
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Go(func() { errs[i] = n.Stop(2 * time.Minute) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	phase(t, start, "all %d nodes powered off (the power button, at once)", len(c.Nodes))
-	start = time.Now()
 	for _, n := range c.Nodes {
 		for _, disk := range []string{"esp.img", "data.img"} {
 			for _, found := range testutil.FileContains(t, filepath.Join(n.Dir, disk), marker, "-----BEGIN", "PRIVATE KEY", "POLIS-UNSEALED") {
@@ -468,31 +383,7 @@ func testColdStart(ctx context.Context, t *testing.T, c *launch.Cluster) {
 			}
 		}
 	}
-	phase(t, start, "all %d nodes' disk images searched for the marker, PEM and unsealed data", len(c.Nodes))
-	start = time.Now()
-	for _, n := range c.Nodes {
-		if err := c.StartNode(n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	after := waitWhole(ctx, t, c, clustertest.BootIDs(before))
-	phase(t, start, "all %d started again → all UP, healthy, curators serving (new boot IDs)", len(c.Nodes))
-	for id, b := range before {
-		a := after[id]
-		if a == nil {
-			t.Errorf("node %s is gone after the cold start", id)
-			continue
-		}
-		if fmt.Sprint(a.Labels) != fmt.Sprint(b.Labels) {
-			t.Errorf("node %s: labels %v after the cold start, %v before", id, a.Labels, b.Labels)
-		}
-		if a.Roles.GetConsensusMember() == nil || a.Status.GetExternalAddress() != b.Status.GetExternalAddress() {
-			t.Errorf("node %s: roles %v at %s after the cold start; before: %v at %s", id, a.Roles, a.Status.GetExternalAddress(), b.Roles, b.Status.GetExternalAddress())
-		}
-	}
-	if len(after) != len(before) {
-		t.Errorf("%d nodes after the cold start, %d before", len(after), len(before))
-	}
+	clustertest.Phase(t, start, "all %d nodes' disk images searched for the marker, PEM and unsealed data", len(c.Nodes))
 }
 
 // waitLeader polls until a curator names a leader other than not.

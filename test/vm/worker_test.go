@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	phase(t, start, "image ready (reused: %v)", img.Reused)
+	clustertest.Phase(t, start, "image ready (reused: %v)", img.Reused)
 
 	start = time.Now()
 	c, err := launch.Launch(ctx, launch.Options{
@@ -66,7 +65,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 			t.Errorf("closing the cluster: %v", err)
 		}
 	}()
-	phase(t, start, "2 VMs (a consensus member and a worker) from the first qemu start to all UP and healthy")
+	clustertest.Phase(t, start, "2 VMs (a consensus member and a worker) from the first qemu start to all UP and healthy")
 	member, worker := c.Nodes[0], c.Nodes[1]
 
 	start = time.Now()
@@ -76,7 +75,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 		}
 		return nil
 	})
-	phase(t, start, "the worker's data disk bound to the cluster (its status says so), the member's not")
+	clustertest.Phase(t, start, "the worker's data disk bound to the cluster (its status says so), the member's not")
 	if out, err := runPolisctl(ctx, c, "node", "describe", worker.ID()); err != nil || !regexp.MustCompile(`(?m)^Data disk bound: +yes`).MatchString(out) {
 		t.Errorf("polisctl node describe of the worker does not say its disk is bound (%v):\n%s", err, out)
 	}
@@ -85,24 +84,14 @@ func TestVMWorkerDataDisk(t *testing.T) {
 	start = time.Now()
 	reboot(ctx, t, c, worker)
 	recs = waitUp(ctx, t, c, map[string]string{worker.ID(): recs[worker.ID()].Status.GetBootId()}, nil)
-	phase(t, start, "the worker rebooted → UP and healthy again (new boot ID)")
+	clustertest.Phase(t, start, "the worker rebooted → UP and healthy again (new boot ID)")
 	unlocks(t, worker, 1)
 
 	// A cold start: both powered off, both started at once; the worker
 	// waits for the member's curator.
 	start = time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Go(func() { errs[i] = n.Stop(2 * time.Minute) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	phase(t, start, "both powered off")
+	clustertest.StopAll(t, c)
+	clustertest.Phase(t, start, "both powered off")
 	if !header(t, worker).ClusterBound || header(t, member).ClusterBound {
 		t.Errorf("on disk: the worker's header bound %v (want true), the member's %v (want false)", header(t, worker).ClusterBound, header(t, member).ClusterBound)
 	}
@@ -113,7 +102,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 		}
 	}
 	waitUp(ctx, t, c, clustertest.BootIDs(recs), nil)
-	phase(t, start, "both started again → UP and healthy (new boot IDs)")
+	clustertest.Phase(t, start, "both started again → UP and healthy (new boot IDs)")
 	unlocks(t, worker, 2)
 
 	// Deleted: its disks booted again are refused the cluster part.
@@ -133,7 +122,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := waitConsole(ctx, t, worker, pid1.ClusterPartRefusedMessage)
-	phase(t, start, "the deleted worker booted again → refused its cluster part")
+	clustertest.Phase(t, start, "the deleted worker booted again → refused its cluster part")
 	for _, want := range []string{"was decommissioned", "give the machine new disks"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the refusal on the console does not say %q:\n%s", want, line)
