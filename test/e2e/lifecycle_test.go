@@ -106,7 +106,7 @@ func TestClusterLifecycle(t *testing.T) {
 	// wait (polisctl retries UNAVAILABLE within its timeout) or fail; a
 	// failed one may or may not have been applied, and is not checked.
 	w := &clustertest.Writer{Prefix: "w", Max: 40, Write: func(ctx context.Context, key, value string) error {
-		_, err := polisctl(cfg, "--timeout", "20s", "node", "label", survivor.ID(), key+"="+value)
+		_, err := clustertest.Polisctl{ConfigDir: cfg, Binary: bin.ctl}.Run(ctx, "--timeout", "20s", "node", "label", survivor.ID(), key+"="+value)
 		return err
 	}}
 	w.Start(ctx)
