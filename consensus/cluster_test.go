@@ -13,6 +13,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // joiner is a member started from join data.
@@ -119,7 +121,7 @@ func TestCluster(t *testing.T) {
 	waitStoppedWith(t, three.svc, ErrRemoved)
 	three.stop()
 	for _, addr := range a[:2] {
-		eventually(t, "revoked certificate refused by "+addr, func() error {
+		testutil.Eventually(t, waitTimeout, "revoked certificate refused by "+addr, func() error {
 			if err := peerGet(addr, removedCreds); err == nil {
 				return fmt.Errorf("peer %s accepts the revoked certificate", addr)
 			}

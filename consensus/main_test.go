@@ -95,24 +95,6 @@ func waitStoppedWith(t testing.TB, svc *Service, target error) *Status {
 	})
 }
 
-// eventually polls cond until it returns nil or the deadline passes. It is
-// for conditions no event value reports (a file rewritten on another member,
-// a TLS handshake refused).
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 // ctxT is a context for one RPC of a test.
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

@@ -3,6 +3,7 @@ package curator
 import (
 	"crypto/ed25519"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // TestHealthSurvivesFailover stops the leader of three curators and checks
@@ -76,9 +78,11 @@ func TestHealthSurvivesFailover(t *testing.T) {
 		}
 		for _, ci := range live {
 			for id, at := range want {
-				waitFor(t, fmt.Sprintf("curator %d to know node %s heartbeated at %v", ci, id, at.Sub(base)), func() bool {
-					last, _, _ := curators[ci].heartbeats.last(id)
-					return last.Equal(at)
+				testutil.Eventually(t, time.Minute, fmt.Sprintf("curator %d to know node %s heartbeated at %v", ci, id, at.Sub(base)), func() error {
+					if last, _, _ := curators[ci].heartbeats.last(id); !last.Equal(at) {
+						return fmt.Errorf("it knows a heartbeat at %v", last.Sub(base))
+					}
+					return nil
 				})
 			}
 		}
@@ -113,9 +117,9 @@ func TestHealthSurvivesFailover(t *testing.T) {
 
 	// The leader stops; one of the followers takes over.
 	c.stopCurator()
-	waitFor(t, "a follower to lead", func() bool {
+	testutil.Eventually(t, time.Minute, "a follower to lead", testutil.Holds(func() bool {
 		return curators[1].election.Current().Leading != nil || curators[2].election.Current().Leading != nil
-	})
+	}))
 	// Nothing changed for anyone, at the new leader and at the other
 	// follower alike.
 	for _, ci := range []int{1, 2} {
@@ -138,19 +142,6 @@ func TestHealthSurvivesFailover(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline: for conditions that no event announces.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: timed out", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A record whose curator stopped writing long ago is deleted by the
 // curators that read it; a recent one, and a curator's own, stay.
 func TestStaleHeartbeatRecordsDeleted(t *testing.T) {
@@ -165,9 +156,12 @@ func TestStaleHeartbeatRecordsDeleted(t *testing.T) {
 	stale, recent := identity.NodeID(mustKey(t).Public().(ed25519.PublicKey)), identity.NodeID(mustKey(t).Public().(ed25519.PublicKey))
 	put(recent, time.Now())
 	put(stale, time.Now().Add(-staleRecordAge(DefaultHeartbeatInterval)-time.Minute))
-	waitFor(t, "the stale record to be deleted", func() bool {
+	testutil.Eventually(t, time.Minute, "the stale record to be deleted", func() error {
 		resp, err := c.etcd.Get(ctxT(t), heartbeatKey(stale))
-		return err == nil && len(resp.Kvs) == 0
+		if err == nil && len(resp.Kvs) != 0 {
+			err = errors.New("it is still there")
+		}
+		return err
 	})
 	if resp, err := c.etcd.Get(ctxT(t), heartbeatKey(recent)); err != nil || len(resp.Kvs) != 1 {
 		t.Errorf("the recent record: %v, %v; want it kept", resp, err)

@@ -6,19 +6,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/netip"
-	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/internal/testutil/etcdtest"
 )
 
 // TestMain fails the package if any goroutine outlives the tests. Every
@@ -46,54 +42,16 @@ var subnets = testutil.Subnets{Octet: 62}
 
 // startEtcd starts a one-member etcd on a fresh loopback address, stopped
 // by the test's cleanup.
-func startEtcd(t testing.TB) *embed.Etcd {
+func startEtcd(t testing.TB) *etcdtest.Member {
 	t.Helper()
-	ip := subnets.Addrs(1)[0]
-	peer := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
-	client := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
-	cfg := embed.NewConfig()
-	cfg.Name = "identity-test"
-	cfg.Dir = t.TempDir()
-	if err := os.Chmod(cfg.Dir, 0o700); err != nil { // as etcd wants its data directory
-		t.Fatal(err)
-	}
-	cfg.ListenPeerUrls = []url.URL{peer}
-	cfg.AdvertisePeerUrls = []url.URL{peer}
-	cfg.ListenClientUrls = []url.URL{client}
-	cfg.AdvertiseClientUrls = []url.URL{client}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.InitialClusterToken = "identity-test-" + ip.String()
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("starting etcd on %s: %v", ip, err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd on %s failed: %v", ip, err)
-	case <-time.After(testTimeout):
-		t.Fatalf("etcd on %s not ready after %s", ip, testTimeout)
-	}
-	return e
+	return etcdtest.Start(t, etcdtest.Options{Name: "identity-test", Peer: netip.AddrPortFrom(subnets.Addrs(1)[0], 0), FastElections: true, Timeout: testTimeout})
 }
 
 // etcdClient returns a client of e confined to prefix, as the curator's
 // namespaced client is, closed by the test's cleanup.
-func etcdClient(t testing.TB, e *embed.Etcd, prefix string) *clientv3.Client {
+func etcdClient(t testing.TB, e *etcdtest.Member, prefix string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{e.Clients[0].Addr().String()},
-		DialTimeout: testTimeout,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatalf("etcd client: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := e.Client(t)
 	cli.KV = namespace.NewKV(cli.KV, prefix)
 	cli.Watcher = namespace.NewWatcher(cli.Watcher, prefix)
 	cli.Lease = namespace.NewLease(cli.Lease, prefix)

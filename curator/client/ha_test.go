@@ -19,6 +19,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // dialT is New for tests: the connection closes with the test. distort, if
@@ -108,7 +109,7 @@ func TestHA(t *testing.T) {
 		for i := range 2 * len(eps) {
 			next := append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
 			dir.Set(next)
-			eventually(t, "the resolver's directory", func() error {
+			testutil.Eventually(t, waitTimeout, "the resolver's directory", func() error {
 				r.mu.Lock()
 				lr := r.active
 				r.mu.Unlock()
@@ -164,7 +165,7 @@ func TestHA(t *testing.T) {
 		// loses its lease and steps down, and another curator takes over.
 		c.stopConsensus(old)
 		start := time.Now()
-		eventually(t, "the partitioned leader stepping down", func() error {
+		testutil.Eventually(t, waitTimeout, "the partitioned leader stepping down", func() error {
 			if leading(old) {
 				return fmt.Errorf("%s still leads", old.id)
 			}

@@ -217,7 +217,7 @@ func leading(nd *haNode) bool {
 func (c *haCluster) leader() *haNode {
 	c.t.Helper()
 	var l *haNode
-	eventually(c.t, "one curator leading", func() error {
+	testutil.Eventually(c.t, waitTimeout, "one curator leading", func() error {
 		var ls []*haNode
 		for _, nd := range c.nodes {
 			if leading(nd) {

@@ -8,6 +8,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // The curators' standard health service, through the stock client: the
@@ -26,7 +27,7 @@ func TestHealthFollowsLeadership(t *testing.T) {
 	// says SERVING for the Management service, and all of them overall.
 	onlyLeaderServes := func(l *haNode) {
 		t.Helper()
-		eventually(t, "health following the leadership", func() error {
+		testutil.Eventually(t, waitTimeout, "health following the leadership", func() error {
 			for _, nd := range c.nodes {
 				if nd.curator == nil {
 					continue

@@ -31,20 +31,3 @@ func ctxT(t testing.TB) context.Context {
 // Each cluster of this package gets its own 127.26.<n>.0/24, one address
 // per node.
 var subnets = testutil.Subnets{Octet: 26}
-
-// eventually polls cond until it returns nil or waitTimeout passes. It is
-// for conditions no event value reports.
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
-}

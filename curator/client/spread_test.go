@@ -17,6 +17,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // nodeTLS is nd's client configuration as a node, with a certificate
@@ -73,7 +74,7 @@ func (c *haCluster) servedByAll(conn *grpc.ClientConn, nds []*haNode, call func(
 		want[nd.listen.String()] = true
 	}
 	got := map[string]bool{}
-	eventually(c.t, "calls served by every running curator", func() error {
+	testutil.Eventually(c.t, waitTimeout, "calls served by every running curator", func() error {
 		addr, err := call(ctxT(c.t), conn)
 		if err != nil {
 			return err

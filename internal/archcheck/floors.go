@@ -68,6 +68,11 @@ var Floors = []Floor{
 		Folders: []string{"launch"},
 	},
 	{
+		Name:    "suite kit",
+		Why:     "what the suites over whole clusters share, written once against the launched cluster",
+		Folders: []string{"internal/clustertest"},
+	},
+	{
 		Name:    "commands and suites",
 		Why:     "main packages and the suites over whole clusters; nothing imports them",
 		Folders: []string{"cmd/", "test/", "internal/archcheck"},
@@ -90,7 +95,7 @@ type Floor struct {
 // kits may import them, never a package's own code.
 var TestKits = []string{
 	"internal/testutil", "event/eventtest", "kube/kubetest",
-	"node/nodetest", "kube/roletest",
+	"node/nodetest", "kube/roletest", "internal/clustertest",
 }
 
 // Forbidden are arrows that the floors alone would allow but that must not

@@ -1,6 +1,8 @@
 // Package testutil holds what the tests of several packages need alike: the
-// goroutine-leak checks of packages that run embedded etcd members, and
-// loopback addresses that tests of different packages never share.
+// goroutine-leak checks of packages that run embedded etcd members,
+// loopback addresses that tests of different packages never share, and
+// polling with a deadline (poll.go). Its subpackage etcdtest starts the
+// embedded etcd member that tests store into.
 //
 // Leaks. Every test package checks with goleak that no goroutine outlives
 // its tests. etcd makes that harder in one known way: its peer transport
@@ -18,7 +20,8 @@
 // curator 25, curator/client 26, node 27, polisctl 28, roleserve 29, nodeapi 31,
 // event/etcd 61, identity 62, test/e2e 78, kube/etcdproxy 80,
 // kube/controlplane 81, kubernetes/test 82, kube/pki 83, test/scale 86,
-// kube/roletest 87; launch uses 127.77 (its default) and 127.79.
+// kube/roletest 87, internal/testutil/etcdtest 88; launch uses 127.77
+// (its default) and 127.79.
 package testutil
 
 import (

@@ -6,18 +6,15 @@ package kubetest
 import (
 	"context"
 	"net/netip"
-	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
+
+	"go.uber.org/goleak"
 
 	"github.com/polis-os/polis/internal/testutil"
-	"go.uber.org/goleak"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
+	"github.com/polis-os/polis/internal/testutil/etcdtest"
 )
 
 // startTimeout bounds the start of the etcd member: generous, because the
@@ -30,42 +27,8 @@ const startTimeout = 2 * time.Minute
 // it. Both are closed when the test ends.
 func StartEtcd(t testing.TB, peer netip.AddrPort) *clientv3.Client {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := embed.NewConfig()
-	cfg.Name = "kubetest"
-	cfg.Dir = filepath.Join(dir, "data")
-	peerURL := url.URL{Scheme: "http", Host: peer.String()}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.Name + "=" + peerURL.String()
-	sock := url.URL{Scheme: "unix", Path: filepath.Join(dir, "etcd.sock")}
-	cfg.ListenClientUrls = []url.URL{sock}
-	cfg.AdvertiseClientUrls = []url.URL{sock}
-	cfg.ListenClientHttpUrls = nil
-	cfg.Logger = "zap"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("etcd"))
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("starting etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd failed while starting: %v", err)
-	case <-time.After(startTimeout):
-		t.Fatalf("etcd not ready after %v", startTimeout)
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{sock.String()},
-		DialTimeout: startTimeout,
-		Logger:      zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("etcd-client"),
-	})
-	if err != nil {
-		t.Fatalf("connecting to etcd: %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	m := etcdtest.Start(t, etcdtest.Options{Name: "kubetest", Peer: peer, UnixClient: true, Timeout: startTimeout})
+	return m.Client(t)
 }
 
 // AllKeys returns every key in cli's etcd, to check where things landed.

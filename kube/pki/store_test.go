@@ -4,18 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/url"
-	"os"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/internal/testutil/etcdtest"
 )
 
 // storeTimeout bounds every wait on the test's etcd; generous for -race on
@@ -29,40 +26,8 @@ var subnets = testutil.Subnets{Octet: 83}
 // stopped by the test's cleanup.
 func storeClient(t *testing.T) *clientv3.Client {
 	t.Helper()
-	ip := subnets.Addrs(1)[0]
-	peer := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
-	client := url.URL{Scheme: "http", Host: testutil.FreePort(t, ip).String()}
-	cfg := embed.NewConfig()
-	cfg.Name = "pki-test"
-	cfg.Dir = t.TempDir()
-	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg.ListenPeerUrls = []url.URL{peer}
-	cfg.AdvertisePeerUrls = []url.URL{peer}
-	cfg.ListenClientUrls = []url.URL{client}
-	cfg.AdvertiseClientUrls = []url.URL{client}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	cfg.InitialClusterToken = "pki-test-" + ip.String()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("starting etcd: %v", err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		t.Fatalf("etcd failed: %v", err)
-	case <-time.After(storeTimeout):
-		t.Fatalf("etcd not ready after %s", storeTimeout)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: storeTimeout, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	m := etcdtest.Start(t, etcdtest.Options{Name: "pki-test", Peer: netip.AddrPortFrom(subnets.Addrs(1)[0], 0), Timeout: storeTimeout})
+	return m.Client(t)
 }
 
 func storeCtx(t *testing.T) context.Context {

@@ -439,15 +439,5 @@ func RegisterTicket(t testing.TB, mgmt cpb.ManagementServiceClient) *cpb.GetRegi
 // only the curator knows (a node's health as the leader judges it).
 func Eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(eventuallyTimeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testutil.Eventually(t, eventuallyTimeout, what, cond)
 }

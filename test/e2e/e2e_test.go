@@ -28,10 +28,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
@@ -144,92 +143,23 @@ func launchCluster(tb testing.TB, n int, consensusMembers bool, lease, heartbeat
 func polisctl(dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.ctl, append([]string{"--config", dir}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("polisctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	return clustertest.Polisctl{ConfigDir: dir, Binary: bin.ctl}.Run(ctx, args...)
 }
 
 // listNodes is "polisctl node list -o json", parsed, by node ID.
 func listNodes(dir string, extra ...string) (map[string]*cpb.Node, error) {
-	out, err := polisctl(dir, append([]string{"node", "list", "-o", "json"}, extra...)...)
-	if err != nil {
-		return nil, err
-	}
-	var resp cpb.ListNodesResponse
-	if err := unmarshalJSON(out, &resp); err != nil {
-		return nil, err
-	}
-	res := map[string]*cpb.Node{}
-	for _, n := range resp.Nodes {
-		res[n.Id] = n
-	}
-	return res, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return clustertest.Polisctl{ConfigDir: dir, Binary: bin.ctl}.ListNodes(ctx, extra...)
 }
 
-func unmarshalJSON(b []byte, m proto.Message) error {
-	if err := protojson.Unmarshal(b, m); err != nil {
-		return fmt.Errorf("polisctl printed something other than a %s: %w\n%s", m.ProtoReflect().Descriptor().Name(), err, b)
-	}
-	return nil
-}
-
-// eventually polls cond until it returns nil, failing the test with cond's
-// last error after the deadline. For state only the cluster knows: nothing
-// in this package sleeps to synchronise.
-func eventually(tb testing.TB, timeout time.Duration, what string, cond func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func healthyUp(n *cpb.Node) error {
-	if n == nil {
-		return errors.New("not listed")
-	}
-	if n.State != cpb.NodeState_NODE_STATE_UP || n.Health != cpb.NodeHealth_NODE_HEALTH_HEALTHY {
-		return fmt.Errorf("%s is %v and %v", n.Id, n.State, n.Health)
-	}
-	return nil
-}
-
-func consensusMemberServing(n *cpb.Node) error {
-	if err := healthyUp(n); err != nil {
-		return err
-	}
-	if n.Roles.GetConsensusMember() == nil || n.Status.GetRunningCurator() == nil {
-		return fmt.Errorf("%s: consensus member %v, running curator %v", n.Id, n.Roles.GetConsensusMember() != nil, n.Status.GetRunningCurator() != nil)
-	}
-	return nil
-}
-
-// allNodes checks every listed node with check, and that there are want.
-func allNodes(dir string, want int, check func(*cpb.Node) error) error {
+// allNodes checks that want nodes are listed, each passing check.
+func allNodes(dir string, want int, check clustertest.Check) error {
 	nodes, err := listNodes(dir)
 	if err != nil {
 		return err
 	}
-	if len(nodes) != want {
-		return fmt.Errorf("%d nodes listed, want %d", len(nodes), want)
-	}
-	for _, n := range nodes {
-		if err := check(n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return clustertest.Whole(nodes, want, check)
 }
 
 // The README's run command, as a user runs it: polis-launch brings up three
@@ -293,8 +223,8 @@ func TestLaunchCommand(t *testing.T) {
 			t.Fatal("polis-launch: no \"cluster ready\" within 3 minutes")
 		}
 	}
-	eventually(t, 30*time.Second, "three healthy nodes in polisctl node list", func() error {
-		return allNodes(cfg, 3, consensusMemberServing)
+	testutil.Eventually(t, 30*time.Second, "three healthy nodes in polisctl node list", func() error {
+		return allNodes(cfg, 3, clustertest.CuratorServing)
 	})
 	if _, err := polisctl(cfg, "cluster", "info"); err != nil {
 		t.Errorf("cluster info: %v", err)

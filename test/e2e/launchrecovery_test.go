@@ -9,6 +9,8 @@ import (
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -50,7 +52,7 @@ func TestLaunchRecovery(t *testing.T) {
 	if err := c.StartNode(survivor); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the survivor back as usual", func() error {
+	testutil.Eventually(t, 2*time.Minute, "the survivor back as usual", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
@@ -58,7 +60,7 @@ func TestLaunchRecovery(t *testing.T) {
 		if boot := nodes[survivor.ID()].GetStatus().GetBootId(); boot == before[survivor.ID()].GetStatus().GetBootId() {
 			return fmt.Errorf("%v: still the boot of before (%.8s)", survivor, boot)
 		}
-		return consensusMemberServing(nodes[survivor.ID()])
+		return clustertest.CuratorServing(nodes[survivor.ID()])
 	})
 
 	lost := c.Nodes[1:3]
@@ -76,7 +78,7 @@ func TestLaunchRecovery(t *testing.T) {
 	}
 	recovered := time.Now()
 	t.Logf("phase: RecoverSingleMember on the survivor → its curator serving the recovered cluster: %v", recovered.Sub(start).Round(10*time.Millisecond))
-	eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker reconnected", func() error {
+	testutil.Eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker reconnected", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
@@ -105,7 +107,7 @@ func TestLaunchRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range append([]*launch.Node{survivor}, joined...) {
-		if err := consensusMemberServing(nodes[n.ID()]); err != nil {
+		if err := clustertest.CuratorServing(nodes[n.ID()]); err != nil {
 			t.Errorf("%v: %v", n, err)
 		}
 	}
@@ -117,7 +119,7 @@ func TestLaunchRecovery(t *testing.T) {
 // heardSince checks that the curator received a heartbeat of the node
 // after t: the node is connected to the cluster as it is since then.
 func heardSince(n *cpb.Node, t time.Time) error {
-	if err := healthyUp(n); err != nil {
+	if err := clustertest.HealthyUp(n); err != nil {
 		return err
 	}
 	at := time.Now().Add(-n.GetTimeSinceHeartbeat().AsDuration())

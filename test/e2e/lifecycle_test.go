@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -36,33 +36,33 @@ func TestClusterLifecycle(t *testing.T) {
 	cfg := c.ConfigDir
 	ctx := context.Background()
 
-	eventually(t, time.Minute, "three nodes UP and healthy", func() error {
-		return allNodes(cfg, 3, healthyUp)
+	testutil.Eventually(t, time.Minute, "three nodes UP and healthy", func() error {
+		return allNodes(cfg, 3, clustertest.HealthyUp)
 	})
 
 	// Consensus members, one at a time: the curator admits one joining
 	// member at a time and refuses a second with FAILED_PRECONDITION,
 	// which an operator retries.
 	for _, n := range c.Nodes[1:] {
-		eventually(t, time.Minute, "polisctl node add-role consensus-member "+n.ID(), func() error {
+		testutil.Eventually(t, time.Minute, "polisctl node add-role consensus-member "+n.ID(), func() error {
 			_, err := polisctl(cfg, "node", "add-role", n.ID(), "consensus-member")
 			return err
 		})
-		eventually(t, time.Minute, n.String()+" serving as a consensus member", func() error {
+		testutil.Eventually(t, time.Minute, n.String()+" serving as a consensus member", func() error {
 			nodes, err := listNodes(cfg)
 			if err != nil {
 				return err
 			}
-			return consensusMemberServing(nodes[n.ID()])
+			return clustertest.CuratorServing(nodes[n.ID()])
 		})
 	}
-	eventually(t, time.Minute, "three consensus members serving", func() error {
-		return allNodes(cfg, 3, consensusMemberServing)
+	testutil.Eventually(t, time.Minute, "three consensus members serving", func() error {
+		return allNodes(cfg, 3, clustertest.CuratorServing)
 	})
 	// polisctl saved only the first curator when it took ownership; it
 	// must know the others to survive the first node's death, and cluster
 	// info saves the curators the cluster lists.
-	eventually(t, time.Minute, "polisctl cluster info saving three curators", func() error {
+	testutil.Eventually(t, time.Minute, "polisctl cluster info saving three curators", func() error {
 		if _, err := polisctl(cfg, "cluster", "info"); err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func TestClusterLifecycle(t *testing.T) {
 			return err
 		}
 		var d cpb.ClusterDirectory
-		if err := unmarshalJSON(b, &d); err != nil {
+		if err := clustertest.UnmarshalJSON(b, &d); err != nil {
 			return err
 		}
 		if len(d.Curators) != 3 {
@@ -105,9 +105,13 @@ func TestClusterLifecycle(t *testing.T) {
 	// ones polisctl reported as done. Calls made while no curator leads
 	// wait (polisctl retries UNAVAILABLE within its timeout) or fail; a
 	// failed one may or may not have been applied, and is not checked.
-	w := &writer{cfg: cfg, node: survivor.ID(), max: 40}
-	w.start()
-	w.waitAcked(t, 3)
+	w := &clustertest.Writer{Prefix: "w", Max: 40, Write: func(ctx context.Context, key, value string) error {
+		_, err := clustertest.Polisctl{ConfigDir: cfg, Binary: bin.ctl}.Run(ctx, "--timeout", "20s", "node", "label", survivor.ID(), key+"="+value)
+		return err
+	}}
+	w.Start(ctx)
+	defer w.Stop()
+	w.WaitAcked(t, 3, time.Minute)
 	killedBoot := mustNode(t, cfg, leader.ID()).Status.GetBootId()
 	killedAt := time.Now()
 	if err := leader.Kill(); err != nil {
@@ -123,7 +127,7 @@ func TestClusterLifecycle(t *testing.T) {
 	// serves) long before the dead leader's lease could run out: the
 	// followers saw its process gone and revoked the lease.
 	var failover time.Duration
-	eventually(t, time.Minute, "another curator serving a change", func() error {
+	testutil.Eventually(t, time.Minute, "another curator serving a change", func() error {
 		_, err := polisctl(cfg, "--timeout", "3s", "node", "label", survivor.ID(), "failover=served")
 		failover = time.Since(killedAt)
 		return err
@@ -133,17 +137,12 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Errorf("the leader after the kill is %v (%v); want another node", now, err)
 	}
 
-	acked, ackedAt := w.wait()
-	var afterKill int
-	for _, at := range ackedAt {
-		if at.After(killedAt) {
-			afterKill++
-		}
-	}
+	w.Wait()
+	afterKill := w.AcksBetween(killedAt, time.Now())
 	// Writes acknowledged by the new leader are what shows that writes
 	// went on across the failure.
 	if afterKill == 0 {
-		t.Errorf("all %d acknowledged writes were before the kill", len(acked))
+		t.Errorf("all %d acknowledged writes were before the kill", w.Acked())
 	}
 	checkLabels := func() {
 		t.Helper()
@@ -156,28 +155,25 @@ func TestClusterLifecycle(t *testing.T) {
 				t.Errorf("%v: label before=%q, want %q", n, got, want)
 			}
 		}
-		labels := nodes[survivor.ID()].GetLabels()
-		for _, k := range acked {
-			if _, ok := labels[k]; !ok {
-				t.Errorf("acknowledged label %s on %v is lost", k, survivor)
-			}
+		if err := w.Lost(nodes[survivor.ID()].GetLabels()); err != nil {
+			t.Errorf("the labels of %v: %v", survivor, err)
 		}
 	}
 	checkLabels()
-	t.Logf("%d writes acknowledged, %d of them after the kill; none lost", len(acked), afterKill)
+	t.Logf("writer: %v; %d acknowledged after the kill; none lost", w, afterKill)
 
 	// The killed node comes back from its storage alone: same ID, a new
 	// boot, healthy, a consensus member with a running curator again.
 	if err := c.StartNode(leader); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, leader.String()+" back as a healthy consensus member", func() error {
+	testutil.Eventually(t, 2*time.Minute, leader.String()+" back as a healthy consensus member", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
 		}
 		n := nodes[leader.ID()]
-		if err := consensusMemberServing(n); err != nil {
+		if err := clustertest.CuratorServing(n); err != nil {
 			return err
 		}
 		if n.Status.GetBootId() == killedBoot {
@@ -201,7 +197,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if _, err := polisctl(cfg, "node", "decommission", victim.ID()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, victim.String()+" DECOMMISSIONED", func() error {
+	testutil.Eventually(t, time.Minute, victim.String()+" DECOMMISSIONED", func() error {
 		n := mustNode(t, cfg, victim.ID())
 		if n.State != cpb.NodeState_NODE_STATE_DECOMMISSIONED {
 			return fmt.Errorf("%s is %v", n.Id, n.State)
@@ -211,14 +207,14 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, time.Minute, "the other two nodes healthy consensus members", func() error {
+	testutil.Eventually(t, time.Minute, "the other two nodes healthy consensus members", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
 		}
 		for _, n := range c.Nodes {
 			if n != victim {
-				if err := consensusMemberServing(nodes[n.ID()]); err != nil {
+				if err := clustertest.CuratorServing(nodes[n.ID()]); err != nil {
 					return err
 				}
 			}
@@ -235,53 +231,8 @@ func mustNode(t *testing.T, cfg, id string) *cpb.Node {
 		t.Fatal(err)
 	}
 	var n cpb.Node
-	if err := unmarshalJSON(out, &n); err != nil {
+	if err := clustertest.UnmarshalJSON(out, &n); err != nil {
 		t.Fatal(err)
 	}
 	return &n
-}
-
-// writer labels one node again and again through polisctl, recording the
-// labels polisctl acknowledged.
-type writer struct {
-	cfg, node string
-	max       int
-
-	mu      sync.Mutex
-	acked   []string
-	ackedAt []time.Time
-	wg      sync.WaitGroup
-}
-
-func (w *writer) start() {
-	w.wg.Go(func() {
-		for i := range w.max {
-			k := fmt.Sprintf("w%d", i)
-			if _, err := polisctl(w.cfg, "--timeout", "20s", "node", "label", w.node, k+"=x"); err == nil {
-				w.mu.Lock()
-				w.acked = append(w.acked, k)
-				w.ackedAt = append(w.ackedAt, time.Now())
-				w.mu.Unlock()
-			}
-		}
-	})
-}
-
-func (w *writer) waitAcked(t *testing.T, n int) {
-	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("%d writes acknowledged", n), func() error {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if len(w.acked) < n {
-			return fmt.Errorf("%d acknowledged: %s", len(w.acked), strings.Join(w.acked, ","))
-		}
-		return nil
-	})
-}
-
-func (w *writer) wait() ([]string, []time.Time) {
-	w.wg.Wait()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.acked, w.ackedAt
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	nodev1 "github.com/polis-os/polis/api/node/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // The node API through the real binaries: polisctl node services and logs
@@ -34,7 +36,7 @@ func TestNodeReboot(t *testing.T) {
 			return nil, err
 		}
 		var resp nodev1.GetSupervisorTreeResponse
-		return &resp, unmarshalJSON(out, &resp)
+		return &resp, clustertest.UnmarshalJSON(out, &resp)
 	}
 	before, err := tree()
 	if err != nil {
@@ -50,7 +52,7 @@ func TestNodeReboot(t *testing.T) {
 	if out, err := polisctl(c.ConfigDir, "node", "reboot", id); err != nil || !strings.Contains(string(out), "is rebooting") {
 		t.Fatalf("node reboot: %v: %s", err, out)
 	}
-	eventually(t, time.Minute, "the node's tree restarted and serving", func() error {
+	testutil.Eventually(t, time.Minute, "the node's tree restarted and serving", func() error {
 		after, err := tree()
 		if err != nil {
 			return err

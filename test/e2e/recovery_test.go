@@ -13,6 +13,8 @@ import (
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // TestBackupAndRecovery is the README's "When things go wrong" with the
@@ -27,8 +29,8 @@ func TestBackupAndRecovery(t *testing.T) {
 	c := launchCluster(t, 4, false, testLeaseTTL, testHeartbeat, nil)
 	cfg := c.ConfigDir
 	ctx := context.Background()
-	eventually(t, time.Minute, "four nodes UP and healthy", func() error {
-		return allNodes(cfg, 4, healthyUp)
+	testutil.Eventually(t, time.Minute, "four nodes UP and healthy", func() error {
+		return allNodes(cfg, 4, clustertest.HealthyUp)
 	})
 	for _, n := range c.Nodes[1:3] {
 		if err := c.MakeConsensusMember(ctx, n); err != nil {
@@ -85,13 +87,13 @@ func TestBackupAndRecovery(t *testing.T) {
 	recovered := startNode(t, "recovered", recoverArgs...)
 
 	lost := map[string]bool{c.Nodes[1].ID(): true, c.Nodes[2].ID(): true}
-	eventually(t, 2*time.Minute, "the recovered cluster shown in cluster info", func() error {
+	testutil.Eventually(t, 2*time.Minute, "the recovered cluster shown in cluster info", func() error {
 		out, err := polisctl(cfg, "cluster", "info", "-o", "json")
 		if err != nil {
 			return err
 		}
 		var info cpb.GetClusterInfoResponse
-		if err := unmarshalJSON(out, &info); err != nil {
+		if err := clustertest.UnmarshalJSON(out, &info); err != nil {
 			return err
 		}
 		rec := info.GetLastRecovery()
@@ -100,7 +102,7 @@ func TestBackupAndRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker healthy", func() error {
+	testutil.Eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker healthy", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
@@ -117,10 +119,10 @@ func TestBackupAndRecovery(t *testing.T) {
 				return fmt.Errorf("%v: consensus member %v", n, member)
 			}
 		}
-		if err := healthyUp(nodes[c.Nodes[3].ID()]); err != nil {
+		if err := clustertest.HealthyUp(nodes[c.Nodes[3].ID()]); err != nil {
 			return fmt.Errorf("the worker: %w", err)
 		}
-		return consensusMemberServing(nodes[survivor.ID()])
+		return clustertest.CuratorServing(nodes[survivor.ID()])
 	})
 	recovered.checkRunning(t)
 
@@ -142,16 +144,16 @@ func TestBackupAndRecovery(t *testing.T) {
 		if _, err := polisctl(cfg, "node", "approve", id); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "the new member added", func() error {
+		testutil.Eventually(t, 2*time.Minute, "the new member added", func() error {
 			_, err := polisctl(cfg, "node", "add-role", id, "consensus-member")
 			return err
 		})
-		eventually(t, 2*time.Minute, "the new member serving", func() error {
+		testutil.Eventually(t, 2*time.Minute, "the new member serving", func() error {
 			nodes, err := listNodes(cfg)
 			if err != nil {
 				return err
 			}
-			return consensusMemberServing(nodes[id])
+			return clustertest.CuratorServing(nodes[id])
 		})
 		n.checkRunning(t)
 		t.Logf("%s joined as a consensus member at %s", id, old.Address)
@@ -227,7 +229,7 @@ func (p *nodeProcess) checkRunning(t *testing.T) {
 func waitRegistered(t *testing.T, cfg, address string) string {
 	t.Helper()
 	var id string
-	eventually(t, 2*time.Minute, "a new node registered at "+address, func() error {
+	testutil.Eventually(t, 2*time.Minute, "a new node registered at "+address, func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err

@@ -14,6 +14,8 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -168,7 +170,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		"--address", worker.Address.String(),
 		"--lease-ttl", testLeaseTTL.String(),
 		"--heartbeat-interval", testHeartbeat.String())
-	eventually(t, 2*time.Minute, "the old worker reconnected to the restored cluster", func() error {
+	testutil.Eventually(t, 2*time.Minute, "the old worker reconnected to the restored cluster", func() error {
 		nodes, err := listNodes(cfg)
 		if err != nil {
 			return err
@@ -177,7 +179,7 @@ func TestRestoreFromBackup(t *testing.T) {
 	})
 	back.checkRunning(t)
 	for _, n := range restored.Nodes {
-		if err := consensusMemberServing(nodes[n.ID()]); err != nil {
+		if err := clustertest.CuratorServing(nodes[n.ID()]); err != nil {
 			t.Errorf("%v: %v", n, err)
 		}
 	}
@@ -186,7 +188,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info cpb.GetClusterInfoResponse
-	if err := unmarshalJSON(out, &info); err != nil {
+	if err := clustertest.UnmarshalJSON(out, &info); err != nil {
 		t.Fatal(err)
 	}
 	rec := info.GetLastRecovery()

@@ -23,6 +23,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/ownerdir"
 	"github.com/polis-os/polis/roleserve"
@@ -121,7 +122,10 @@ func runScale(b testing.TB, cfg scaleConfig) results {
 	}
 	defer func() { stopFleet(); wg.Wait() }()
 	start = time.Now()
-	if err := waitUntil(ctx, 10*time.Minute, func() bool { return f.ready.Load() == int64(len(f.nodes)) }); err != nil {
+	readyCtx, readyCancel := context.WithTimeout(ctx, 10*time.Minute)
+	err = testutil.Poll(readyCtx, 2*time.Millisecond, testutil.Holds(func() bool { return f.ready.Load() == int64(len(f.nodes)) }))
+	readyCancel()
+	if err != nil {
 		b.Fatalf("waiting for every node's watches: %d of %d ready: %v", f.ready.Load(), len(f.nodes), err)
 	}
 	say("every node holds its two streams after %v", time.Since(start).Round(time.Millisecond))
@@ -224,9 +228,11 @@ func runScale(b testing.TB, cfg scaleConfig) results {
 	go func() { electedCh <- waitRaftLeader(ctx, c, leaderIdx, killed) }()
 	rewatchedCh := make(chan time.Duration, 1)
 	go func() {
-		if err := waitUntil(ctx, 5*time.Minute, func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer rcancel()
+		if err := testutil.Poll(rctx, 2*time.Millisecond, testutil.Holds(func() bool {
 			return f.moves.Load()-moves0 >= int64(homed) && f.ready.Load() == int64(len(f.nodes))
-		}); err != nil {
+		})); err != nil {
 			rewatchedCh <- -1
 			return
 		}

@@ -168,20 +168,6 @@ func healthCounts(ctx context.Context, mgmt cpb.ManagementServiceClient, f *flee
 	}
 }
 
-// waitUntil polls cond until it holds or timeout passes.
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond): // polling interval, not synchronisation
-		}
-	}
-	return nil
-}
-
 // settle lets the cluster run for d: the measurement window, not
 // synchronisation.
 func settle(ctx context.Context, d time.Duration) {

@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 )
@@ -41,7 +42,7 @@ import (
 // stopped first, and the restored cluster, on a switch of its own, holds
 // the backup's nodes and labels and says it was restored from a backup.
 func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *image.Image) {
-	waitWhole(ctx, t, c, nil)
+	vmMode.WaitWhole(ctx, t, c, nil)
 	members := slices.Clone(c.Nodes)
 	survivor, lost := members[0], members[1:]
 
@@ -58,7 +59,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		}
 		return nil
 	})
-	phase(t, start, "a worker added (%v) → UP and healthy, its data disk bound to the cluster", worker)
+	clustertest.Phase(t, start, "a worker added (%v) → UP and healthy, its data disk bound to the cluster", worker)
 
 	// The owner's connection is asked for at each use: the launcher
 	// replaces it when the curators change (a recovery, new members).
@@ -68,13 +69,13 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 			t.Fatal(err)
 		}
 	}
-	before := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	before := waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		for _, r := range recs {
 			if r.Labels["index"] == "" {
-				return r.Id + ": no index label yet"
+				return fmt.Errorf("%s: no index label yet", r.Id)
 			}
 		}
-		return ""
+		return nil
 	})
 	backup := filepath.Join(t.TempDir(), "cluster.backup")
 	if _, err := runPolisctl(ctx, c, "cluster", "backup", backup); err != nil {
@@ -90,7 +91,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 	if err == nil || !strings.Contains(err.Error(), "recovering this member alone would fork it") {
 		t.Fatalf("RecoverSingleMember with the other members running: %v; want a refusal saying why", err)
 	}
-	phase(t, start, "%v booted in recovery mode while the other members run → refused: %v", survivor, err)
+	clustertest.Phase(t, start, "%v booted in recovery mode while the other members run → refused: %v", survivor, err)
 	oldBoot := recs[survivor.ID()].Status.GetBootId()
 	recs = waitUp(ctx, t, c, map[string]string{survivor.ID(): oldBoot}, func(id string, r *cpb.Node) error {
 		if id == survivor.ID() && r.Status.GetRunningCurator() == nil {
@@ -98,7 +99,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		}
 		return nil
 	})
-	phase(t, start, "%v booted in recovery mode → refused, UP, healthy and serving again as usual", survivor)
+	clustertest.Phase(t, start, "%v booted in recovery mode → refused, UP, healthy and serving again as usual", survivor)
 
 	// Two members destroyed: their machines killed, their disks and TPM
 	// state gone for good.
@@ -124,7 +125,7 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		t.Fatal(err)
 	}
 	recovered := time.Now()
-	phase(t, start, "RecoverSingleMember: %v powered off, booted in recovery mode → cluster info shows the recovery, its curator serving", survivor)
+	clustertest.Phase(t, start, "RecoverSingleMember: %v powered off, booted in recovery mode → cluster info shows the recovery, its curator serving", survivor)
 	info, err := mgmt().GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -138,10 +139,10 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 
 	// Every node and label back, the lost members no longer members; the
 	// worker heard from after the recovery.
-	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		return checkRecovered(recs, c.Nodes, survivor, worker, recovered)
 	})
-	phase(t, start, "RecoverSingleMember → every node and label back, the worker reconnected by itself")
+	clustertest.Phase(t, start, "RecoverSingleMember → every node and label back, the worker reconnected by itself")
 
 	// The lost nodes taken out, as an operator would.
 	for _, n := range lost {
@@ -162,9 +163,9 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 		logConsoleTails(t, c)
 		t.Fatal(err)
 	}
-	phase(t, start, "two new members (%v, %v) from their first boot → consensus members, curators serving", joined[0], joined[1])
+	clustertest.Phase(t, start, "two new members (%v, %v) from their first boot → consensus members, curators serving", joined[0], joined[1])
 	oldBoot = recs[worker.ID()].Status.GetBootId()
-	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) string {
+	waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
 		var missing []string
 		if len(recs) != 4 {
 			missing = append(missing, fmt.Sprintf("%d nodes listed, want 4", len(recs)))
@@ -182,9 +183,9 @@ func testRecovery(ctx context.Context, t *testing.T, c *launch.Cluster, img *ima
 				missing = append(missing, fmt.Sprintf("%v: consensus member %v, curator %v", n, r.Roles.GetConsensusMember() != nil, r.Status.GetRunningCurator() != nil))
 			}
 		}
-		return strings.Join(missing, "; ")
+		return lacking(missing)
 	})
-	phase(t, start, "the worker rebooted → UP and healthy (its bound disk unlocked); three members serving, the lost nodes deleted")
+	clustertest.Phase(t, start, "the worker rebooted → UP and healthy (its bound disk unlocked); three members serving, the lost nodes deleted")
 	unlocks(t, worker, 1)
 
 	testRestore(ctx, t, c, img, backup, before)
@@ -201,15 +202,7 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 	// Every machine powered off (the power button, at once); the
 	// cluster's switch stays until its Close, and the restored cluster
 	// gets one of its own.
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Go(func() { errs[i] = n.Stop(2 * time.Minute) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	clustertest.StopAll(t, c)
 	start := time.Now()
 	r, err := launch.Launch(ctx, launch.Options{
 		Nodes:             1,
@@ -229,7 +222,7 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 			t.Errorf("closing the restored cluster: %v", err)
 		}
 	}()
-	phase(t, start, "a VM booted to restore the backup (decrypted on the host) → its curator serving the restored cluster, UP and healthy")
+	clustertest.Phase(t, start, "a VM booted to restore the backup (decrypted on the host) → its curator serving the restored cluster, UP and healthy")
 	n := r.Nodes[0]
 	if _, err := os.Stat(filepath.Join(n.Dir, "restore-snapshot.db")); !os.IsNotExist(err) {
 		t.Errorf("the decrypted snapshot is still on the host beside the VM's disks (%v)", err)
@@ -238,17 +231,14 @@ func testRestore(ctx context.Context, t *testing.T, c *launch.Cluster, img *imag
 	// once it is elected, which may come after the node is UP: asked
 	// until it is there or the minute is out.
 	var info *cpb.GetClusterInfoResponse
-	for deadline := time.Now().Add(time.Minute); ; {
+	testutil.Eventually(t, time.Minute, "the restored cluster's info names its last recovery", func() error {
 		var err error
 		info, err = cpb.NewManagementServiceClient(r.Conn()).GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
-		if err == nil && info.GetLastRecovery() != nil || time.Now().After(deadline) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			break
+		if err == nil && info.GetLastRecovery() == nil {
+			err = errors.New("no last recovery yet")
 		}
-		time.Sleep(200 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return err
+	})
 	if rec := info.GetLastRecovery(); rec.GetFrom() != "backup" || rec.GetNodeId() != n.ID() || len(rec.GetLostNodeIds()) != 3 {
 		t.Errorf("cluster info's last recovery: %v; want a restore onto %s from a backup, three members lost", rec, n.ID())
 	}
@@ -291,42 +281,28 @@ func copyDir(src, dst string) error {
 	return nil
 }
 
-// waitRecords polls the node list until lacking, given the records by
-// node ID, says the cluster lacks nothing ("").
-func waitRecords(ctx context.Context, t *testing.T, c *launch.Cluster, lacking func(map[string]*cpb.Node) string) map[string]*cpb.Node {
+// waitRecords polls the node list until ready, given the records by node
+// ID, returns nil, and returns them; it fails the test, with the end of
+// every console, once ctx ends.
+func waitRecords(ctx context.Context, t *testing.T, c *launch.Cluster, ready func(map[string]*cpb.Node) error) map[string]*cpb.Node {
 	t.Helper()
-	var last string
-	for {
+	list := func(ctx context.Context) (map[string]*cpb.Node, error) {
 		nodes, err := c.ListNodes(ctx)
-		recs := map[string]*cpb.Node{}
-		for _, r := range nodes {
-			recs[r.Id] = r
-		}
-		w := lacking(recs)
-		if err != nil {
-			w = "listing the nodes: " + err.Error()
-		}
-		if w == "" {
-			return recs
-		}
-		if w != last {
-			t.Logf("waiting: %s", w)
-			last = w
-		}
-		select {
-		case <-ctx.Done():
-			logConsoleTails(t, c)
-			t.Fatalf("waiting for the nodes: %v; last: %s", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
+		return clustertest.ByID(nodes), err
 	}
+	recs, err := clustertest.Await(ctx, t, list, ready)
+	if err != nil {
+		logConsoleTails(t, c)
+		t.Fatalf("waiting for the nodes: %v", err)
+	}
+	return recs
 }
 
-// checkRecovered says what the recovered cluster still lacks, "" for
+// checkRecovered says what the recovered cluster still lacks, nil for
 // nothing: every node listed with its index label, the survivor the only
 // consensus member and serving, the worker UP, healthy and heard from
 // after since.
-func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, worker *launch.Node, since time.Time) string {
+func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, worker *launch.Node, since time.Time) error {
 	var missing []string
 	for _, n := range nodes {
 		r := recs[n.ID()]
@@ -345,5 +321,14 @@ func checkRecovered(recs map[string]*cpb.Node, nodes []*launch.Node, survivor, w
 			missing = append(missing, fmt.Sprintf("%v: no heartbeat since the recovery", n))
 		}
 	}
-	return strings.Join(missing, "; ")
+	return lacking(missing)
+}
+
+// lacking is the error that lists what a cluster still lacks, nil for
+// nothing.
+func lacking(missing []string) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(missing, "; "))
 }

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/clustertest"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/node/diskseal"
@@ -42,7 +44,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	phase(t, start, "image ready (reused: %v)", img.Reused)
+	clustertest.Phase(t, start, "image ready (reused: %v)", img.Reused)
 
 	start = time.Now()
 	c, err := launch.Launch(ctx, launch.Options{
@@ -63,7 +65,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 			t.Errorf("closing the cluster: %v", err)
 		}
 	}()
-	phase(t, start, "2 VMs (a consensus member and a worker) from the first qemu start to all UP and healthy")
+	clustertest.Phase(t, start, "2 VMs (a consensus member and a worker) from the first qemu start to all UP and healthy")
 	member, worker := c.Nodes[0], c.Nodes[1]
 
 	start = time.Now()
@@ -73,7 +75,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 		}
 		return nil
 	})
-	phase(t, start, "the worker's data disk bound to the cluster (its status says so), the member's not")
+	clustertest.Phase(t, start, "the worker's data disk bound to the cluster (its status says so), the member's not")
 	if out, err := runPolisctl(ctx, c, "node", "describe", worker.ID()); err != nil || !regexp.MustCompile(`(?m)^Data disk bound: +yes`).MatchString(out) {
 		t.Errorf("polisctl node describe of the worker does not say its disk is bound (%v):\n%s", err, out)
 	}
@@ -82,24 +84,14 @@ func TestVMWorkerDataDisk(t *testing.T) {
 	start = time.Now()
 	reboot(ctx, t, c, worker)
 	recs = waitUp(ctx, t, c, map[string]string{worker.ID(): recs[worker.ID()].Status.GetBootId()}, nil)
-	phase(t, start, "the worker rebooted → UP and healthy again (new boot ID)")
+	clustertest.Phase(t, start, "the worker rebooted → UP and healthy again (new boot ID)")
 	unlocks(t, worker, 1)
 
 	// A cold start: both powered off, both started at once; the worker
 	// waits for the member's curator.
 	start = time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.Nodes))
-	for i, n := range c.Nodes {
-		wg.Go(func() { errs[i] = n.Stop(2 * time.Minute) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	phase(t, start, "both powered off")
+	clustertest.StopAll(t, c)
+	clustertest.Phase(t, start, "both powered off")
 	if !header(t, worker).ClusterBound || header(t, member).ClusterBound {
 		t.Errorf("on disk: the worker's header bound %v (want true), the member's %v (want false)", header(t, worker).ClusterBound, header(t, member).ClusterBound)
 	}
@@ -109,8 +101,8 @@ func TestVMWorkerDataDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUp(ctx, t, c, bootIDs(recs), nil)
-	phase(t, start, "both started again → UP and healthy (new boot IDs)")
+	waitUp(ctx, t, c, clustertest.BootIDs(recs), nil)
+	clustertest.Phase(t, start, "both started again → UP and healthy (new boot IDs)")
 	unlocks(t, worker, 2)
 
 	// Deleted: its disks booted again are refused the cluster part.
@@ -130,7 +122,7 @@ func TestVMWorkerDataDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := waitConsole(ctx, t, worker, pid1.ClusterPartRefusedMessage)
-	phase(t, start, "the deleted worker booted again → refused its cluster part")
+	clustertest.Phase(t, start, "the deleted worker booted again → refused its cluster part")
 	for _, want := range []string{"was decommissioned", "give the machine new disks"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the refusal on the console does not say %q:\n%s", want, line)
@@ -150,43 +142,18 @@ func TestVMWorkerDataDisk(t *testing.T) {
 // for each record; it returns the records.
 func waitUp(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[string]string, check func(id string, r *cpb.Node) error) map[string]*cpb.Node {
 	t.Helper()
-	var last string
-	for {
-		nodes, err := c.ListNodes(ctx)
-		recs := map[string]*cpb.Node{}
-		var waiting []string
-		if err != nil {
-			waiting = append(waiting, "listing the nodes: "+err.Error())
-		}
-		for _, r := range nodes {
-			recs[r.Id] = r
-			switch {
-			case r.State != cpb.NodeState_NODE_STATE_UP || r.Health != cpb.NodeHealth_NODE_HEALTH_HEALTHY:
-				waiting = append(waiting, fmt.Sprintf("%s: %v %v", r.Id, r.State, r.Health))
-			case boots[r.Id] != "" && r.Status.GetBootId() == boots[r.Id]:
-				waiting = append(waiting, fmt.Sprintf("%s: the old boot", r.Id))
-			case check != nil:
-				if err := check(r.Id, r); err != nil {
-					waiting = append(waiting, fmt.Sprintf("%s: %v", r.Id, err))
-				}
+	checks := []clustertest.Check{clustertest.HealthyUp, clustertest.NewBoot(boots)}
+	if check != nil {
+		checks = append(checks, func(r *cpb.Node) error {
+			if err := check(r.Id, r); err != nil {
+				return fmt.Errorf("%s: %w", r.Id, err)
 			}
-		}
-		if err == nil && len(nodes) != len(c.Nodes) {
-			waiting = append(waiting, fmt.Sprintf("%d nodes listed", len(nodes)))
-		}
-		if len(waiting) == 0 {
-			return recs
-		}
-		if w := strings.Join(waiting, "; "); w != last {
-			t.Logf("waiting: %s", w)
-			last = w
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for the nodes: %v; last: %s", ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
+			return nil
+		})
 	}
+	return waitRecords(ctx, t, c, func(recs map[string]*cpb.Node) error {
+		return clustertest.Whole(recs, len(c.Nodes), checks...)
+	})
 }
 
 // unlockLine matches PID 1's line for a data disk bound to its cluster.
@@ -232,23 +199,24 @@ func header(t *testing.T, n *launch.Node) *diskseal.Header {
 // returns the line.
 func waitConsole(ctx context.Context, t *testing.T, n *launch.Node, s string) string {
 	t.Helper()
-	for {
+	var line string
+	err := testutil.Poll(ctx, 250*time.Millisecond, func() error {
 		b, err := os.ReadFile(n.Log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i := bytes.LastIndex(b, []byte(s)); i >= 0 {
-			line := b[i:]
-			if j := bytes.IndexByte(line, '\n'); j >= 0 {
-				return string(line[:j])
+			if j := bytes.IndexByte(b[i:], '\n'); j >= 0 {
+				line = string(b[i : i+j])
+				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %q on %v's console (%s): %v", s, n, n.Log, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
+		return errors.New("not there yet")
+	})
+	if err != nil {
+		t.Fatalf("waiting for %q on %v's console (%s): %v", s, n, n.Log, err)
 	}
+	return line
 }
 
 // fileSum is the SHA-256 of a file, read as a stream.
