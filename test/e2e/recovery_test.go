@@ -15,6 +15,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/internal/clustertest"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/launch"
 )
 
 // TestBackupAndRecovery is the README's "When things go wrong" with the
@@ -103,21 +104,9 @@ func TestBackupAndRecovery(t *testing.T) {
 		return nil
 	})
 	testutil.Eventually(t, 2*time.Minute, "every node and label back, the lost members dropped, the worker healthy", func() error {
-		nodes, err := listNodes(cfg)
+		nodes, err := recoveredNodes(cfg, c.Nodes, survivor)
 		if err != nil {
 			return err
-		}
-		if len(nodes) != 4 {
-			return fmt.Errorf("%d nodes listed", len(nodes))
-		}
-		for _, n := range c.Nodes {
-			rec := nodes[n.ID()]
-			if rec.GetLabels()["index"] != fmt.Sprint(n.Index) {
-				return fmt.Errorf("%v: labels %v", n, rec.GetLabels())
-			}
-			if member := rec.GetRoles().GetConsensusMember() != nil; member != (n == survivor) {
-				return fmt.Errorf("%v: consensus member %v", n, member)
-			}
 		}
 		if err := clustertest.HealthyUp(nodes[c.Nodes[3].ID()]); err != nil {
 			return fmt.Errorf("the worker: %w", err)
@@ -252,4 +241,28 @@ func tail(b []byte) string {
 		lines = lines[len(lines)-10:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// recoveredNodes lists the nodes of a cluster recovered onto survivor
+// (through the polisctl configuration in cfg) and checks that the listing
+// is nodes and no more, each with its index label, and that the survivor
+// alone is a consensus member. It returns the listing.
+func recoveredNodes(cfg string, nodes []*launch.Node, survivor *launch.Node) (map[string]*cpb.Node, error) {
+	listed, err := listNodes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(listed) != len(nodes) {
+		return nil, fmt.Errorf("%d nodes listed, want %d", len(listed), len(nodes))
+	}
+	for _, n := range nodes {
+		rec := listed[n.ID()]
+		if rec.GetLabels()["index"] != fmt.Sprint(n.Index) {
+			return nil, fmt.Errorf("%v: labels %v", n, rec.GetLabels())
+		}
+		if member := rec.GetRoles().GetConsensusMember() != nil; member != (n == survivor) {
+			return nil, fmt.Errorf("%v: consensus member %v", n, member)
+		}
+	}
+	return listed, nil
 }
