@@ -69,6 +69,23 @@ func (n *nic) expect(want, failure string) {
 	}
 }
 
+// plugged is a switch, closed as the test ends, with n ports it has
+// accepted, for the MACs 52:54:00:00:00:0a, 0b, and so on.
+func plugged(t *testing.T, n int) (*Switch, []*nic) {
+	t.Helper()
+	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var nics []*nic
+	for i := range n {
+		nics = append(nics, plug(t, s, fmt.Sprintf("52:54:00:00:00:%02x", 0x0a+i)))
+	}
+	waitPorts(t, s, n)
+	return s, nics
+}
+
 // waitPorts waits until the switch has accepted n ports: a dial returns
 // before the switch accepted it.
 func waitPorts(t *testing.T, s *Switch, n int) {
@@ -108,13 +125,8 @@ func flush(t *testing.T, s *Switch, n *nic) {
 var broadcast = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 func TestSwitch(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b, c := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b"), plug(t, s, "52:54:00:00:00:0c")
-	waitPorts(t, s, 3)
+	s, nics := plugged(t, 3)
+	a, b, c := nics[0], nics[1], nics[2]
 
 	// A broadcast reaches every other port, and teaches the switch
 	// where each sender is.
@@ -200,14 +212,9 @@ func TestSwitch(t *testing.T) {
 // ignores Cut delivers frames sent during the cut ahead of the control
 // frame, which the checks' way of reading sees.
 func TestSwitchChecksFail(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	_, nics := plugged(t, 2)
+	a, b := nics[0], nics[1]
 	const long = 10 * time.Second
-	waitPorts(t, s, 2)
 	a.send(broadcast, "learn a")
 	b.expect("learn a", "b got %q")
 	b.send(broadcast, "learn b")
@@ -224,14 +231,9 @@ func TestSwitchChecksFail(t *testing.T) {
 // forwarded (so by the time the receiver has it, the tap has too),
 // including frames a cut drops; after untap it sees nothing more.
 func TestSwitchTap(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	s, nics := plugged(t, 2)
+	a, b := nics[0], nics[1]
 	const long = 10 * time.Second
-	waitPorts(t, s, 2)
 
 	seen := make(chan string, 64)
 	untap := s.Tap(func(f []byte) { seen <- string(f[14:]) })
