@@ -22,13 +22,23 @@ type directoryStream struct {
 
 func (c *testCluster) watchDirectory(conn *grpc.ClientConn) *directoryStream {
 	c.t.Helper()
+	s := openWatch(c, "WatchClusterDirectory", func(ctx context.Context) (grpc.ServerStreamingClient[cpb.WatchClusterDirectoryResponse], error) {
+		return cpb.NewCuratorServiceClient(conn).WatchClusterDirectory(ctx, &cpb.WatchClusterDirectoryRequest{})
+	})
+	return &directoryStream{t: c.t, s: s}
+}
+
+// openWatch opens a server stream (the watch called what) with a context
+// that ends with the test.
+func openWatch[M any](c *testCluster, what string, open func(context.Context) (grpc.ServerStreamingClient[M], error)) grpc.ServerStreamingClient[M] {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(ctxT(c.t))
 	c.t.Cleanup(cancel)
-	s, err := cpb.NewCuratorServiceClient(conn).WatchClusterDirectory(ctx, &cpb.WatchClusterDirectoryRequest{})
+	s, err := open(ctx)
 	if err != nil {
-		c.t.Fatalf("WatchClusterDirectory: %v", err)
+		c.t.Fatalf("%s: %v", what, err)
 	}
-	return &directoryStream{t: c.t, s: s}
+	return s
 }
 
 // next returns the IDs of the next directory's curators.
