@@ -206,32 +206,9 @@ func TestPodRangesNeverGivenTwice(t *testing.T) {
 	}
 }
 
-// peersStream reads a WatchNetworkPeers stream.
-type peersStream struct {
-	t testing.TB
-	s grpc.ServerStreamingClient[cpb.WatchNetworkPeersResponse]
-}
-
-func (c *testCluster) watchPeers(conn *grpc.ClientConn) *peersStream {
+func (c *testCluster) watchPeers(conn *grpc.ClientConn) *testStream[cpb.WatchNetworkPeersResponse] {
 	c.t.Helper()
-	s := openWatch(c, "WatchNetworkPeers", func(ctx context.Context) (grpc.ServerStreamingClient[cpb.WatchNetworkPeersResponse], error) {
-		return cpb.NewCuratorServiceClient(conn).WatchNetworkPeers(ctx, &cpb.WatchNetworkPeersRequest{})
-	})
-	return &peersStream{t: c.t, s: s}
-}
-
-// until reads messages until one satisfies pred, and returns it.
-func (p *peersStream) until(what string, pred func(*cpb.WatchNetworkPeersResponse) bool) *cpb.WatchNetworkPeersResponse {
-	p.t.Helper()
-	for {
-		m, err := p.s.Recv()
-		if err != nil {
-			p.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if pred(m) {
-			return m
-		}
-	}
+	return openWatch(c, "WatchNetworkPeers", cpb.NewCuratorServiceClient(conn).WatchNetworkPeers, &cpb.WatchNetworkPeersRequest{})
 }
 
 func peerIDs(m *cpb.WatchNetworkPeersResponse) []string {
