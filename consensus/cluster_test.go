@@ -109,9 +109,8 @@ func wantStartedVoters(t *testing.T, st *Status, n int) {
 // remaining member.
 func TestCluster(t *testing.T) {
 	a := addrs(t, 3)
-	one := newService(t, bootstrapConfig(t, "one", a[0]))
-	start(t, one)
-	st1 := waitVoter(t, one)
+	fc := formCluster(t, a[:1])
+	one, st1 := fc.first, fc.st1
 
 	// Joins: each member starts as a learner and promotes itself.
 	two := join(t, st1, "two", a[1])
@@ -211,16 +210,12 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// peerCreds is the TLS client configuration a member uses towards its
-// peers, read from its data directory.
 // TestTwoLearnersAtOnce: a one-voter cluster takes two learners at once
 // (MaxLearners; etcd's default is one), and both promote themselves,
 // whatever the order their promotions reach the leader in.
 func TestTwoLearnersAtOnce(t *testing.T) {
 	a := addrs(t, 3)
-	one := newService(t, bootstrapConfig(t, "one", a[0]))
-	start(t, one)
-	st1 := waitVoter(t, one)
+	st1 := formCluster(t, a[:1]).st1
 	two := join(t, st1, "two", a[1])
 	three := join(t, st1, "three", a[2])
 	waitVoter(t, two.svc)
@@ -228,6 +223,8 @@ func TestTwoLearnersAtOnce(t *testing.T) {
 	wantStartedVoters(t, st1, 3)
 }
 
+// peerCreds is the TLS client configuration a member uses towards its
+// peers, read from its data directory.
 func peerCreds(t *testing.T, svc *Service) *tls.Config {
 	t.Helper()
 	l := layout(svc.cfg.DataDir)
