@@ -45,14 +45,72 @@ func join(t *testing.T, via *Status, name, addr string) *joiner {
 	return &joiner{svc: svc, key: key, stop: start(t, svc)}
 }
 
+// formedCluster is a cluster formed one join at a time: its first member
+// bootstrapped, each further one joined through it and waited on until
+// it is a voter.
+type formedCluster struct {
+	cfg     Config // the first member's
+	first   *Service
+	st1     *Status // the first member's, once a voter
+	stop    func()  // stops the first member
+	joiners []*joiner
+}
+
+// formCluster bootstraps "one" at a[0] and joins "two", "three", … at the
+// further addresses, each a voter before the next joins.
+func formCluster(t *testing.T, a []string) *formedCluster {
+	t.Helper()
+	names := []string{"one", "two", "three", "four", "five"}
+	fc := &formedCluster{cfg: bootstrapConfig(t, names[0], a[0])}
+	fc.first = newService(t, fc.cfg)
+	fc.stop = start(t, fc.first)
+	fc.st1 = waitVoter(t, fc.first)
+	for i, addr := range a[1:] {
+		j := join(t, fc.st1, names[i+1], addr)
+		waitVoter(t, j.svc)
+		fc.joiners = append(fc.joiners, j)
+	}
+	return fc
+}
+
+// put writes key = value through st's member.
+func put(t *testing.T, st *Status, key, value string) {
+	t.Helper()
+	c, err := st.ClientFor("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctxT(t), key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantStartedVoters fails t unless st's cluster has n members, all of
+// them started voters.
+func wantStartedVoters(t *testing.T, st *Status, n int) {
+	t.Helper()
+	members, err := st.Members(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != n {
+		t.Fatalf("members = %+v, want %d", members, n)
+	}
+	for _, m := range members {
+		if m.Learner || !m.Started {
+			t.Errorf("member %+v: want a started voter", m)
+		}
+	}
+}
+
 // TestCluster forms a three-member cluster by joins, replicates a write,
 // and removes a member, whose certificate must then be refused by every
 // remaining member.
 func TestCluster(t *testing.T) {
 	a := addrs(t, 3)
-	one := newService(t, bootstrapConfig(t, "one", a[0]))
-	start(t, one)
-	st1 := waitVoter(t, one)
+	fc := formCluster(t, a[:1])
+	one, st1 := fc.first, fc.st1
 
 	// Joins: each member starts as a learner and promotes itself.
 	two := join(t, st1, "two", a[1])
@@ -63,18 +121,7 @@ func TestCluster(t *testing.T) {
 	if st2.ClusterID != st1.ClusterID || st3.ClusterID != st1.ClusterID {
 		t.Fatalf("cluster IDs differ: %x %x %x", st1.ClusterID, st2.ClusterID, st3.ClusterID)
 	}
-	members, err := st1.Members(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(members) != 3 {
-		t.Fatalf("members = %+v, want 3", members)
-	}
-	for _, m := range members {
-		if m.Learner || !m.Started {
-			t.Errorf("member %+v: want a started voter", m)
-		}
-	}
+	wantStartedVoters(t, st1, 3)
 	leaders := 0
 	for _, svc := range []*Service{one, two.svc, three.svc} {
 		st := waitFor(t, svc, "following a leader", func(s *Status) bool { return IsVoter(s) && s.LeaderID != 0 })
@@ -131,7 +178,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("peer %s refuses a valid certificate: %v", addr, err)
 		}
 	}
-	members, err = st1.Members(ctxT(t))
+	members, err := st1.Members(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,34 +210,21 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// peerCreds is the TLS client configuration a member uses towards its
-// peers, read from its data directory.
 // TestTwoLearnersAtOnce: a one-voter cluster takes two learners at once
 // (MaxLearners; etcd's default is one), and both promote themselves,
 // whatever the order their promotions reach the leader in.
 func TestTwoLearnersAtOnce(t *testing.T) {
 	a := addrs(t, 3)
-	one := newService(t, bootstrapConfig(t, "one", a[0]))
-	start(t, one)
-	st1 := waitVoter(t, one)
+	st1 := formCluster(t, a[:1]).st1
 	two := join(t, st1, "two", a[1])
 	three := join(t, st1, "three", a[2])
 	waitVoter(t, two.svc)
 	waitVoter(t, three.svc)
-	members, err := st1.Members(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(members) != 3 {
-		t.Fatalf("members = %+v, want 3", members)
-	}
-	for _, m := range members {
-		if m.Learner || !m.Started {
-			t.Errorf("member %+v: want a started voter", m)
-		}
-	}
+	wantStartedVoters(t, st1, 3)
 }
 
+// peerCreds is the TLS client configuration a member uses towards its
+// peers, read from its data directory.
 func peerCreds(t *testing.T, svc *Service) *tls.Config {
 	t.Helper()
 	l := layout(svc.cfg.DataDir)

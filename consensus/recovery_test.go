@@ -12,24 +12,10 @@ import (
 // with all the data. While the others still answer, recovery is refused
 // and nothing changes.
 func TestRecoverSingleMember(t *testing.T) {
-	a := addrs(t, 3)
-	cfg := bootstrapConfig(t, "one", a[0])
-	one := newService(t, cfg)
-	stopOne := start(t, one)
-	st1 := waitVoter(t, one)
-	two := join(t, st1, "two", a[1])
-	waitVoter(t, two.svc)
-	three := join(t, st1, "three", a[2])
-	waitVoter(t, three.svc)
-	c, err := st1.ClientFor("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Put(ctxT(t), "kept", "acknowledged before the loss"); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	stopOne()
+	fc := formCluster(t, addrs(t, 3))
+	cfg, st1, two, three := fc.cfg, fc.st1, fc.joiners[0], fc.joiners[1]
+	put(t, st1, "kept", "acknowledged before the loss")
+	fc.stop()
 
 	// Two and three still run: refused, and the directory is unchanged.
 	before, err := os.ReadFile(layout(cfg.DataDir).identityFile())
@@ -56,8 +42,8 @@ func TestRecoverSingleMember(t *testing.T) {
 		t.Errorf("lost = %v, want [three two]", lost)
 	}
 
-	one = newService(t, cfg)
-	stopOne = start(t, one)
+	one := newService(t, cfg)
+	stopOne := start(t, one)
 	st := waitVoter(t, one)
 	if st.ClusterID != st1.ClusterID || st.MemberID != st1.MemberID {
 		t.Errorf("recovered as member %x of cluster %x, want %x of %x", st.MemberID, st.ClusterID, st1.MemberID, st1.ClusterID)
@@ -69,7 +55,7 @@ func TestRecoverSingleMember(t *testing.T) {
 	if len(members) != 1 || members[0].Name != "one" {
 		t.Errorf("members after recovery = %+v, want one alone", members)
 	}
-	c, err = st.ClientFor("test")
+	c, err := st.ClientFor("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,23 +21,12 @@ import (
 // holds something are refused, leaving nothing behind.
 func TestPrepareRestore(t *testing.T) {
 	a := addrs(t, 4)
-	cfg := bootstrapConfig(t, "one", a[0])
-	one := newService(t, cfg)
-	stopOne := start(t, one)
-	st1 := waitVoter(t, one)
-	two := join(t, st1, "two", a[1])
-	waitVoter(t, two.svc)
-	c, err := st1.ClientFor("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Put(ctxT(t), "kept", "in the snapshot"); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	fc := formCluster(t, a[:2])
+	cfg, st1 := fc.cfg, fc.st1
+	put(t, st1, "kept", "in the snapshot")
 	db := snapshotDatabase(t, st1)
-	two.stop()
-	stopOne()
+	fc.joiners[0].stop()
+	fc.stop()
 
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -86,7 +75,7 @@ func TestPrepareRestore(t *testing.T) {
 	if err != nil || len(members) != 1 || members[0].Name != "four" {
 		t.Errorf("members after the restore = %+v, %v; want four alone", members, err)
 	}
-	c, err = st.ClientFor("test")
+	c, err := st.ClientFor("test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,21 +294,7 @@ func (c *testCluster) callForMatrix(method string, md protoreflect.MethodDescrip
 	}
 	ctx, cancel := context.WithTimeout(ctxT(c.t), testCallTimeout)
 	defer cancel()
-	resp := dynamicpb.NewMessage(md.Output())
-	if !md.IsStreamingServer() {
-		return conn.Invoke(ctx, method, req, resp)
-	}
-	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
-	if err != nil {
-		return err
-	}
-	if err := s.SendMsg(req); err != nil {
-		return err
-	}
-	if err := s.CloseSend(); err != nil {
-		return err
-	}
-	return s.RecvMsg(resp)
+	return invokeDynamic(ctx, conn, method, md, req)
 }
 
 // testCallTimeout bounds one call of the matrix, generously: a refused

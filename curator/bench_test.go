@@ -167,23 +167,8 @@ func BenchmarkCuratorWatchFanout(b *testing.B) {
 // health computed for each node, until the last batch has arrived.
 func BenchmarkCuratorListNodes(b *testing.B) {
 	c := newTestCluster(b)
-	var ops []clientv3.Op
-	for i := range 1000 {
-		op, err := putNodeOp(randomNode(b, i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops = append(ops, op)
-		if len(ops) == 100 {
-			if _, err := c.etcd.Txn(ctxT(b)).Then(ops...).Commit(); err != nil {
-				b.Fatal(err)
-			}
-			ops = nil
-		}
-	}
-	if _, err := event.Get(ctxT(b), c.curator.nodes.Snapshots(), event.Filter(func(s *nodeSnapshot) bool { return len(s.nodes) == 1001 })); err != nil {
-		b.Fatal(err)
-	}
+	c.putRandomNodes(b, 1000)
+	c.waitNodeCount(b, 1001)
 	mgmt := cpb.NewManagementServiceClient(c.asOwner())
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -218,26 +203,9 @@ func BenchmarkCuratorListNodes(b *testing.B) {
 // meantime are counted too).
 func BenchmarkCuratorRoleChange(b *testing.B) {
 	c := newTestCluster(b)
-	var ops []clientv3.Op
-	var target string
-	for i := range 1000 {
-		n := randomNode(b, i)
-		target = n.Id
-		op, err := putNodeOp(n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops = append(ops, op)
-		if len(ops) == 100 {
-			if _, err := c.etcd.Txn(ctxT(b)).Then(ops...).Commit(); err != nil {
-				b.Fatal(err)
-			}
-			ops = nil
-		}
-	}
-	if _, err := event.Get(ctxT(b), c.curator.nodes.Snapshots(), event.Filter(func(s *nodeSnapshot) bool { return len(s.nodes) == 1001 })); err != nil {
-		b.Fatal(err)
-	}
+	ids := c.putRandomNodes(b, 1000)
+	target := ids[len(ids)-1]
+	c.waitNodeCount(b, 1001)
 	mgmt := cpb.NewManagementServiceClient(c.asOwner())
 	worker := false
 	change := func() {
@@ -280,4 +248,36 @@ func etcdKVRequests(tb testing.TB) float64 {
 		}
 	}
 	return n
+}
+
+// putRandomNodes writes n random node records straight to c's etcd, a
+// hundred to a transaction, and returns their IDs in the order written.
+func (c *testCluster) putRandomNodes(b testing.TB, n int) []string {
+	b.Helper()
+	var ops []clientv3.Op
+	var ids []string
+	for i := range n {
+		node := randomNode(b, i)
+		ids = append(ids, node.Id)
+		op, err := putNodeOp(node)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, op)
+		if len(ops) == 100 || i == n-1 {
+			if _, err := c.etcd.Txn(ctxT(b)).Then(ops...).Commit(); err != nil {
+				b.Fatal(err)
+			}
+			ops = nil
+		}
+	}
+	return ids
+}
+
+// waitNodeCount waits until the curator's node cache holds n nodes.
+func (c *testCluster) waitNodeCount(b testing.TB, n int) {
+	b.Helper()
+	if _, err := event.Get(ctxT(b), c.curator.nodes.Snapshots(), event.Filter(func(s *nodeSnapshot) bool { return len(s.nodes) == n })); err != nil {
+		b.Fatalf("waiting for %d nodes in the curator's cache: %v", n, err)
+	}
 }

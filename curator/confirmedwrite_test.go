@@ -48,9 +48,7 @@ func TestUpdateNodeRolesStandingInTheWrite(t *testing.T) {
 		_, err := m.UpdateNodeRoles(ctxT(t), tc.req)
 		wantStatus(t, "UpdateNodeRoles with a rotated owner key, "+tc.what, err, codes.PermissionDenied, "no longer the owner key")
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused calls changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused calls")
 	if mem := c.member(up.Id); mem != nil {
 		t.Errorf("a consensus member was added: %+v", mem)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -60,9 +62,7 @@ func TestStatusBoundedInput(t *testing.T) {
 		_, err = node.UpdateNodeStatus(ctxT(t), &cpb.UpdateNodeStatusRequest{Status: tc.st})
 		wantCode(t, "UpdateNodeStatus with "+tc.name, err, tc.want)
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused statuses changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused statuses")
 	// The error names what is wrong.
 	_, err := kh.Register(ctxT(t), &cpb.RegisterRequest{RegisterTicket: c.registerTicket(), Status: nested})
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, "running_curator") || !strings.Contains(msg, "does not know") {
@@ -391,11 +391,10 @@ func TestCuratorRenewsItsCertificate(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0]
 	}
 	first := served()
-	deadline := time.Now().Add(waitTimeout)
-	for served().SerialNumber.Cmp(first.SerialNumber) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the curator never renewed its certificate")
+	testutil.Eventually(t, waitTimeout, "the curator renewing its certificate", func() error {
+		if serial := served().SerialNumber; serial.Cmp(first.SerialNumber) == 0 {
+			return fmt.Errorf("still serving the certificate of serial %v", serial)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition no value reports
-	}
+		return nil
+	})
 }

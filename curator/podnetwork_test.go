@@ -68,9 +68,7 @@ func (c *testCluster) podRangeOwners() map[string]string {
 // taken away and given again, and it goes back to the pool when the node
 // is deleted.
 func TestPodRanges(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	worker := func(id string, on bool) {
 		t.Helper()
 		if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: id, KubernetesWorker: proto.Bool(on)}); err != nil {
@@ -145,9 +143,7 @@ func TestPodRangesExhausted(t *testing.T) {
 	before := c.storeState()
 	_, err = m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
 	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
-	if d := c.storeState().diff(before); d != "" {
-		t.Errorf("a refused grant changed the store: %s", d)
-	}
+	c.wantStoreUnchanged(t, before, "a refused grant")
 }
 
 // However many grants race, each range goes to one node: the range's key
@@ -210,35 +206,9 @@ func TestPodRangesNeverGivenTwice(t *testing.T) {
 	}
 }
 
-// peersStream reads a WatchNetworkPeers stream.
-type peersStream struct {
-	t testing.TB
-	s grpc.ServerStreamingClient[cpb.WatchNetworkPeersResponse]
-}
-
-func (c *testCluster) watchPeers(conn *grpc.ClientConn) *peersStream {
+func (c *testCluster) watchPeers(conn *grpc.ClientConn) *testStream[cpb.WatchNetworkPeersResponse] {
 	c.t.Helper()
-	ctx, cancel := context.WithCancel(ctxT(c.t))
-	c.t.Cleanup(cancel)
-	s, err := cpb.NewCuratorServiceClient(conn).WatchNetworkPeers(ctx, &cpb.WatchNetworkPeersRequest{})
-	if err != nil {
-		c.t.Fatalf("WatchNetworkPeers: %v", err)
-	}
-	return &peersStream{t: c.t, s: s}
-}
-
-// until reads messages until one satisfies pred, and returns it.
-func (p *peersStream) until(what string, pred func(*cpb.WatchNetworkPeersResponse) bool) *cpb.WatchNetworkPeersResponse {
-	p.t.Helper()
-	for {
-		m, err := p.s.Recv()
-		if err != nil {
-			p.t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if pred(m) {
-			return m
-		}
-	}
+	return openWatch(c, "WatchNetworkPeers", cpb.NewCuratorServiceClient(conn).WatchNetworkPeers, &cpb.WatchNetworkPeersRequest{})
 }
 
 func peerIDs(m *cpb.WatchNetworkPeersResponse) []string {
@@ -253,9 +223,7 @@ func peerIDs(m *cpb.WatchNetworkPeersResponse) []string {
 // node sees it in its peers, which follow nodes as they get and lose the
 // role, are decommissioned and deleted.
 func TestNetworkPeers(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	seeded := make([]*testNode, 3)
 	conns := make([]*grpc.ClientConn, 3)
 	for i := range seeded {

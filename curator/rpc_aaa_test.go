@@ -37,9 +37,7 @@ func TestTakeOwnership(t *testing.T) {
 		t.Fatalf("the cluster identifies the owner certificate as %v, %v", got, err)
 	}
 	// Issuing a certificate writes nothing.
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("TakeOwnership changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "TakeOwnership")
 
 	// The certificate is what the owner manages the cluster with.
 	info, err := cpb.NewManagementServiceClient(c.asUserCert(cert, c.ownerKey)).GetClusterInfo(ctxT(t), &cpb.GetClusterInfoRequest{})

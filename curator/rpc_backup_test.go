@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -125,20 +124,7 @@ func TestBackupClusterRefusesNodes(t *testing.T) {
 // would write.
 func BenchmarkBackupCluster(b *testing.B) {
 	c := newTestCluster(b)
-	var ops []clientv3.Op
-	for i := range 1000 {
-		op, err := putNodeOp(randomNode(b, i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops = append(ops, op)
-		if len(ops) == 100 {
-			if _, err := c.etcd.Txn(ctxT(b)).Then(ops...).Commit(); err != nil {
-				b.Fatal(err)
-			}
-			ops = nil
-		}
-	}
+	c.putRandomNodes(b, 1000)
 	mgmt := cpb.NewManagementServiceClient(c.asOwner())
 	owner := c.ownerKey.Public().(ed25519.PublicKey)
 	var size int64

@@ -24,6 +24,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -449,9 +450,18 @@ func TestCuratorServicePermissions(t *testing.T) {
 // invokeEmpty calls a method with an empty request and returns the error of
 // the call (or of the first message of a stream).
 func invokeEmpty(ctx context.Context, conn *grpc.ClientConn, method string, md protoreflect.MethodDescriptor) error {
+	if err := invokeDynamic(ctx, conn, method, md, dynamicpb.NewMessage(md.Input())); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// invokeDynamic calls a method with req and returns the error of the call,
+// or, of a server stream, of receiving its first message (io.EOF for a
+// stream that ends without one).
+func invokeDynamic(ctx context.Context, conn *grpc.ClientConn, method string, md protoreflect.MethodDescriptor, req *dynamicpb.Message) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req := dynamicpb.NewMessage(md.Input())
 	resp := dynamicpb.NewMessage(md.Output())
 	if !md.IsStreamingServer() {
 		return conn.Invoke(ctx, method, req, resp)
@@ -466,10 +476,7 @@ func invokeEmpty(ctx context.Context, conn *grpc.ClientConn, method string, md p
 	if err := s.CloseSend(); err != nil {
 		return err
 	}
-	if err := s.RecvMsg(resp); err != nil && err != io.EOF {
-		return err
-	}
-	return nil
+	return s.RecvMsg(resp)
 }
 
 // watchStream reads a Watch stream message by message.
@@ -796,11 +803,7 @@ func TestWatchesShareOneEtcdWatch(t *testing.T) {
 	}
 	// The cache lists before it opens its etcd watch: count from when
 	// its one watch is open, or that watch would pass for a stream's.
-	for deadline := time.Now().Add(30 * time.Second); b.watches.n.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the node cache never opened its etcd watch")
-		}
-	}
+	testutil.Eventually(t, 30*time.Second, "the node cache opening its etcd watch", testutil.Holds(func() bool { return b.watches.n.Load() != 0 }))
 	base := b.watches.n.Load()
 	ctx, cancel := context.WithCancel(ctxT(t))
 	const streams = 50

@@ -16,19 +16,45 @@ import (
 
 // directoryStream reads a WatchClusterDirectory stream.
 type directoryStream struct {
-	t testing.TB
-	s grpc.ServerStreamingClient[cpb.WatchClusterDirectoryResponse]
+	*testStream[cpb.WatchClusterDirectoryResponse]
 }
 
 func (c *testCluster) watchDirectory(conn *grpc.ClientConn) *directoryStream {
 	c.t.Helper()
+	return &directoryStream{openWatch(c, "WatchClusterDirectory", cpb.NewCuratorServiceClient(conn).WatchClusterDirectory, &cpb.WatchClusterDirectoryRequest{})}
+}
+
+// testStream reads a server stream of the curator's as a test does.
+type testStream[M any] struct {
+	t testing.TB
+	s grpc.ServerStreamingClient[M]
+}
+
+// openWatch opens a server stream (the watch called what) with req and a
+// context that ends with the test.
+func openWatch[Req, M any](c *testCluster, what string, open func(context.Context, *Req, ...grpc.CallOption) (grpc.ServerStreamingClient[M], error), req *Req) *testStream[M] {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(ctxT(c.t))
 	c.t.Cleanup(cancel)
-	s, err := cpb.NewCuratorServiceClient(conn).WatchClusterDirectory(ctx, &cpb.WatchClusterDirectoryRequest{})
+	s, err := open(ctx, req)
 	if err != nil {
-		c.t.Fatalf("WatchClusterDirectory: %v", err)
+		c.t.Fatalf("%s: %v", what, err)
 	}
-	return &directoryStream{t: c.t, s: s}
+	return &testStream[M]{t: c.t, s: s}
+}
+
+// until reads messages until one satisfies pred, and returns it.
+func (p *testStream[M]) until(what string, pred func(*M) bool) *M {
+	p.t.Helper()
+	for {
+		m, err := p.s.Recv()
+		if err != nil {
+			p.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if pred(m) {
+			return m
+		}
+	}
 }
 
 // next returns the IDs of the next directory's curators.

@@ -121,9 +121,7 @@ func pkixDER(t *testing.T, pub any) []byte {
 // bad keys, a cluster without a controller node and callers other than the
 // owner are refused.
 func TestIssueKubernetesCredentials(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	first := identity.NodeID(c.nodeKey.Public().(ed25519.PublicKey))
 	key := newP256(t)
 	req := &cpb.IssueKubernetesCredentialsRequest{PublicKey: pkixDER(t, &key.PublicKey)}

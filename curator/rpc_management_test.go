@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -60,6 +61,15 @@ func (d storeDump) diff(before storeDump) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// wantStoreUnchanged fails t if the store differs from before: what (the
+// calls made since) should have written nothing.
+func (c *testCluster) wantStoreUnchanged(t testing.TB, before storeDump, what string) {
+	t.Helper()
+	if diff := c.storeState().diff(before); diff != "" {
+		t.Errorf("%s changed the store: %s", what, diff)
+	}
 }
 
 // testNode is a node record written straight into the store, as if the
@@ -124,6 +134,15 @@ func (c *testCluster) waitCached(pred func(nodes map[string]*cpb.Node) bool) {
 
 func (c *testCluster) management() cpb.ManagementServiceClient {
 	return cpb.NewManagementServiceClient(c.asOwner())
+}
+
+// managementTest starts a test cluster for a test of the management
+// service: the cluster, a client of the service as its owner, and the
+// test's context.
+func managementTest(t *testing.T) (*testCluster, cpb.ManagementServiceClient, context.Context) {
+	t.Helper()
+	c := newTestCluster(t)
+	return c, c.management(), ctxT(t)
 }
 
 // consensusStatus is the test cluster's consensus member, a voter.
@@ -267,15 +286,11 @@ func TestManagementPermissionDenied(t *testing.T) {
 			}
 		}
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused calls changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused calls")
 }
 
 func TestApproveNode(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	fresh := c.seedNode(cpb.NodeState_NODE_STATE_NEW).node
 	up := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 	gone := c.seedNode(cpb.NodeState_NODE_STATE_DECOMMISSIONED).node
@@ -303,15 +318,11 @@ func TestApproveNode(t *testing.T) {
 		_, err = m.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: bad})
 		wantStatus(t, fmt.Sprintf("ApproveNode(%q)", bad), err, codes.InvalidArgument, "node_id")
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("ApproveNode changed the store where it should not have: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "ApproveNode of an approved or refused node")
 }
 
 func TestUpdateNodeRolesRules(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	up := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 	standby := c.seedNode(cpb.NodeState_NODE_STATE_STANDBY).node
 	noPort := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
@@ -359,9 +370,7 @@ func TestUpdateNodeRolesRules(t *testing.T) {
 		_, err := m.UpdateNodeRoles(ctx, tc.req)
 		wantStatus(t, tc.what, err, tc.code, tc.mentions)
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused role changes changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused role changes")
 	if c.member(noPort.Id) != nil || c.member(noAddress.Id) != nil {
 		t.Errorf("a refused ConsensusMember added a consensus member")
 	}
@@ -371,9 +380,7 @@ func TestUpdateNodeRolesRules(t *testing.T) {
 // consensus member from the join data the curator recorded and sees it
 // become a voter, then takes the role away again.
 func TestConsensusMemberRole(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	tn := c.seedNode(cpb.NodeState_NODE_STATE_UP)
 	id := tn.node.Id
 	peer := netip.AddrPortFrom(netip.MustParseAddr(tn.node.Status.ExternalAddress), uint16(tn.node.Status.ConsensusPeerPort)).String()
@@ -409,9 +416,7 @@ func TestConsensusMemberRole(t *testing.T) {
 	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: id, ConsensusMember: proto.Bool(true)}); err != nil {
 		t.Fatalf("giving ConsensusMember again: %v", err)
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("giving ConsensusMember again changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "giving ConsensusMember again")
 
 	// A second node joins beside the first learner at once (the cluster
 	// has one voter, so etcd's strict check lets it in); a third must
@@ -484,9 +489,7 @@ func joinDataFromProto(jd *cpb.ConsensusJoinData) *consensus.JoinData {
 // change to etcd's membership and the record update: the same request,
 // sent again, completes the change.
 func TestConsensusMemberRoleRetry(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	tn := c.seedNode(cpb.NodeState_NODE_STATE_UP)
 	id := tn.node.Id
 	peer := netip.AddrPortFrom(netip.MustParseAddr(tn.node.Status.ExternalAddress), uint16(tn.node.Status.ConsensusPeerPort)).String()
@@ -522,9 +525,7 @@ func TestConsensusMemberRoleRetry(t *testing.T) {
 }
 
 func TestDecommissionAndDelete(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	tn := c.seedNode(cpb.NodeState_NODE_STATE_UP)
 	id := tn.node.Id
 	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: id, ConsensusMember: proto.Bool(true), KubernetesWorker: proto.Bool(true)}); err != nil {
@@ -562,9 +563,7 @@ func TestDecommissionAndDelete(t *testing.T) {
 	} {
 		wantStatus(t, tc.what, tc.err, tc.code, tc.mentions)
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused calls changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused calls")
 
 	if _, err := m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: id}); err != nil {
 		t.Fatalf("DecommissionNode: %v", err)
@@ -585,9 +584,7 @@ func TestDecommissionAndDelete(t *testing.T) {
 	if _, err := m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: id}); err != nil {
 		t.Errorf("DecommissionNode again: %v", err)
 	}
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("decommissioning again changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "decommissioning again")
 	_, err = m.ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
 	wantStatus(t, "ApproveNode of a decommissioned node", err, codes.FailedPrecondition, "DECOMMISSIONED")
 
@@ -607,9 +604,7 @@ func TestDecommissionAndDelete(t *testing.T) {
 func second[T any](_ T, err error) error { return err }
 
 func TestUpdateNodeLabels(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	id := c.seedNode(cpb.NodeState_NODE_STATE_NEW).node.Id
 
 	resp, err := m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: id, Set: map[string]string{"rack": "r1", "polis.dev/zone": "a", "empty": ""}})
@@ -660,9 +655,7 @@ func TestUpdateNodeLabels(t *testing.T) {
 	wantStatus(t, "a malformed key to remove", err, codes.InvalidArgument, `"a/b/c"`)
 	_, err = m.UpdateNodeLabels(ctx, &cpb.UpdateNodeLabelsRequest{NodeId: identity.NodeID(mustKey(t).Public().(ed25519.PublicKey)), Set: map[string]string{"a": "b"}})
 	wantStatus(t, "an unknown node", err, codes.NotFound, "does not exist")
-	if diff := c.storeState().diff(before); diff != "" {
-		t.Errorf("refused label changes changed the store: %s", diff)
-	}
+	c.wantStoreUnchanged(t, before, "refused label changes")
 }
 
 func TestLabelSyntax(t *testing.T) {
@@ -695,9 +688,7 @@ func TestLabelSyntax(t *testing.T) {
 }
 
 func TestListNodesAndDirectory(t *testing.T) {
-	c := newTestCluster(t)
-	m := c.management()
-	ctx := ctxT(t)
+	c, m, ctx := managementTest(t)
 	first := c.status.NodeID
 
 	// More nodes than fit in one batch.

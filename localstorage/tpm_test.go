@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport/linuxudstpm"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // startSWTPM runs a swtpm TPM 2.0 emulator keeping its state in dir and
@@ -44,25 +46,21 @@ func startSWTPM(t *testing.T, dir string) (*TPMSealer, func()) {
 		}
 	}
 	t.Cleanup(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Ready when it accepts a connection (the socket file exists
-		// before swtpm listens on it).
+	// Ready when it accepts a connection (the socket file exists before
+	// swtpm listens on it): polled, as nothing tells.
+	testutil.Eventually(t, 30*time.Second, "swtpm accepting on "+sock, func() error {
 		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-			tpm, err := linuxudstpm.Open(sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { tpm.Close() })
-			return &TPMSealer{TPM: tpm}, stop
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swtpm's socket %s did not appear: %v", sock, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the socket file: nothing to wait on
+		return c.Close()
+	})
+	tpm, err := linuxudstpm.Open(sock)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { tpm.Close() })
+	return &TPMSealer{TPM: tpm}, stop
 }
 
 func TestTPMSealer(t *testing.T) {

@@ -198,13 +198,8 @@ func TestDecommissionedMemberStopsControlPlane(t *testing.T) {
 func TestRoleChangeRefusedWhileMemberDown(t *testing.T) {
 	c := nodetest.FormCluster(t, 4, &subnets)
 	mgmt, ids := c.Management, c.IDs
+	makeVoters(t, c, 1, 2)
 	yes := true
-	for i := 1; i <= 2; i++ {
-		if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[i], ConsensusMember: &yes}); err != nil {
-			t.Fatalf("UpdateNodeRoles(%s): %v", ids[i], err)
-		}
-		c.Node(i).Voter(t)
-	}
 	c.Node(2).Stop()
 
 	ctx := nodetest.Context(t)
@@ -216,4 +211,17 @@ func TestRoleChangeRefusedWhileMemberDown(t *testing.T) {
 		t.Fatalf("giving ConsensusMember while a member is down: %v, want FAILED_PRECONDITION naming the consensus cluster's health", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// makeVoters gives the nodes of c at indices ConsensusMember one at a
+// time (etcd admits one learner at a time), each a voter before the next.
+func makeVoters(t testing.TB, c *nodetest.Cluster, indices ...int) {
+	t.Helper()
+	yes := true
+	for _, i := range indices {
+		if _, err := c.Management.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: c.IDs[i], ConsensusMember: &yes}); err != nil {
+			t.Fatalf("UpdateNodeRoles(%s): %v", c.IDs[i], err)
+		}
+		c.Node(i).Voter(t)
+	}
 }

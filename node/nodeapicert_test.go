@@ -4,16 +4,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/x509"
-	"math/big"
 	"net"
 	"net/netip"
-	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/polis-os/polis/event"
-	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -22,23 +18,12 @@ import (
 // for its key, from the cluster CA, naming its node ID and its address;
 // and a new one when the one it has is due.
 func TestNodeAPICertificate(t *testing.T) {
-	dir := t.TempDir()
-	paramsFile := bootstrapParameters(t, dir)
 	// Outside the /24s that subnets hands out (1 to 250).
 	addr := netip.AddrFrom4([4]byte{127, 27, 252, 1})
-	n, err := New(Config{StorageRoot: filepath.Join(dir, "storage"), Address: addr, ParametersFile: paramsFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := bootstrapNode(t, addr)
 	// The first node API certificate is due at once; the next is not.
-	var firstSerial atomic.Pointer[big.Int]
-	n.apiRenewAt = func(c *x509.Certificate) time.Time {
-		firstSerial.CompareAndSwap(nil, c.SerialNumber)
-		if c.SerialNumber.Cmp(firstSerial.Load()) == 0 {
-			return time.Now()
-		}
-		return identity.RenewAt(c)
-	}
+	var due dueOnce
+	n.apiRenewAt = due.renewAt
 	supervisor.TestHarness(t, n.Run)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -61,9 +46,7 @@ func TestNodeAPICertificate(t *testing.T) {
 	if k, ok := first.PublicKey.(ed25519.PublicKey); !ok || !k.Equal(creds.Key.Public()) {
 		t.Error("the node API certificate is not for the node key")
 	}
-	if _, err := event.Get(ctx, &n.apiCertificate, event.Filter(func(c *x509.Certificate) bool {
-		return c != nil && firstSerial.Load() != nil && c.SerialNumber.Cmp(firstSerial.Load()) != 0
-	})); err != nil {
+	if _, err := event.Get(ctx, &n.apiCertificate, event.Filter(due.renewed)); err != nil {
 		t.Fatalf("the node API certificate was not renewed: %v", err)
 	}
 }

@@ -35,13 +35,8 @@ func etcdDir(t *testing.T, n *nodetest.Node) string {
 func TestRecoverSingleMember(t *testing.T) {
 	c := nodetest.FormCluster(t, 4, &subnets)
 	mgmt, ids := c.Management, c.IDs
+	makeVoters(t, c, 1, 2)
 	yes := true
-	for i := 1; i <= 2; i++ {
-		if _, err := mgmt.UpdateNodeRoles(nodetest.Context(t), &cpb.UpdateNodeRolesRequest{NodeId: ids[i], ConsensusMember: &yes}); err != nil {
-			t.Fatalf("UpdateNodeRoles(%s): %v", ids[i], err)
-		}
-		c.Node(i).Voter(t)
-	}
 	for i, id := range ids {
 		if _, err := mgmt.UpdateNodeLabels(nodetest.Context(t), &cpb.UpdateNodeLabelsRequest{NodeId: id, Set: map[string]string{"index": fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
@@ -132,16 +127,10 @@ func TestRecoverSingleMember(t *testing.T) {
 // answers with the recovery). Each iteration forms a cluster of three
 // consensus members, untimed, and loses two of them.
 func BenchmarkRecoverSingleMember(b *testing.B) {
-	yes := true
 	for b.Loop() {
 		b.StopTimer()
 		c := nodetest.FormCluster(b, 3, &subnets)
-		for i := 1; i <= 2; i++ {
-			if _, err := c.Management.UpdateNodeRoles(nodetest.Context(b), &cpb.UpdateNodeRolesRequest{NodeId: c.IDs[i], ConsensusMember: &yes}); err != nil {
-				b.Fatal(err)
-			}
-			c.Node(i).Voter(b)
-		}
+		makeVoters(b, c, 1, 2)
 		for _, n := range c.Nodes[1:] {
 			n.Stop()
 			if err := os.RemoveAll(n.Dir); err != nil {

@@ -24,27 +24,10 @@ import (
 // A node renews its certificate when it is due, as itself, stores it and
 // publishes the new credentials.
 func TestCertificateRenewal(t *testing.T) {
-	dir := t.TempDir()
-	paramsFile := bootstrapParameters(t, dir)
-	n, err := New(Config{
-		StorageRoot:    filepath.Join(dir, "storage"),
-		Address:        netip.AddrFrom4([4]byte{127, 27, 251, 1}),
-		ParametersFile: paramsFile,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first certificate is due at once; the renewed one is not. Which
-	// one is first is told by its serial, not by when the test reads the
-	// credentials: the renewal loop may ask after the test has seen them.
-	var firstSerial atomic.Pointer[big.Int]
-	n.renewAt = func(c *x509.Certificate) time.Time {
-		firstSerial.CompareAndSwap(nil, c.SerialNumber)
-		if c.SerialNumber.Cmp(firstSerial.Load()) == 0 {
-			return time.Now()
-		}
-		return identity.RenewAt(c)
-	}
+	n := bootstrapNode(t, netip.AddrFrom4([4]byte{127, 27, 251, 1}))
+	// The first certificate is due at once; the renewed one is not.
+	var due dueOnce
+	n.renewAt = due.renewAt
 	supervisor.TestHarness(t, n.Run)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -78,6 +61,39 @@ func mustParse(t *testing.T, der []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// dueOnce is a renewal schedule (a Node's renewAt or apiRenewAt) under
+// which the first certificate asked about is due at once and every other
+// one when identity.RenewAt says. Which one is first is told by its
+// serial, not by when the test reads the credentials: the renewal loop may
+// ask after the test has seen them.
+type dueOnce struct{ first atomic.Pointer[big.Int] }
+
+func (d *dueOnce) renewAt(c *x509.Certificate) time.Time {
+	d.first.CompareAndSwap(nil, c.SerialNumber)
+	if c.SerialNumber.Cmp(d.first.Load()) == 0 {
+		return time.Now()
+	}
+	return identity.RenewAt(c)
+}
+
+// renewed says whether c is a certificate other than the first.
+func (d *dueOnce) renewed(c *x509.Certificate) bool {
+	first := d.first.Load()
+	return c != nil && first != nil && c.SerialNumber.Cmp(first) != 0
+}
+
+// bootstrapNode is a node, not yet running, that bootstraps a new cluster
+// at addr, its storage in a directory of the test's.
+func bootstrapNode(t *testing.T, addr netip.Addr) *Node {
+	t.Helper()
+	dir := t.TempDir()
+	n, err := New(Config{StorageRoot: filepath.Join(dir, "storage"), Address: addr, ParametersFile: bootstrapParameters(t, dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // bootstrapParameters writes, in dir, the parameters of a node that

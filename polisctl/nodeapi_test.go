@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	nodev1 "github.com/polis-os/polis/api/node/v1"
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/nodeapi"
 )
 
@@ -29,14 +31,12 @@ func TestNodeAPICommands(t *testing.T) {
 
 	// The tree: the node API itself runs, so it is there and healthy.
 	var services string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		services = r.ok("node", "services", id)
-		if grpcHealthy.MatchString(services) || time.Now().After(deadline) {
-			break
+	testutil.Eventually(t, 60*time.Second, "node services showing the node API healthy", func() error {
+		if services = r.ok("node", "services", id); !grpcHealthy.MatchString(services) {
+			return fmt.Errorf("node services:\n%s", services)
 		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 	for _, want := range []string{"RUNNABLE", "root", "\n  roleserve ", "\n    heartbeat ", "\n  nodeapi "} {
 		if !strings.Contains(services, want) {
 			t.Errorf("node services lacks %q:\n%s", want, services)
@@ -115,13 +115,12 @@ func TestNodeAPICommands(t *testing.T) {
 	if a := <-c.first.PowerRequests; a != nodeapi.Reboot {
 		t.Errorf("the node was asked to %s", a)
 	}
-	deadline = time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "going down on request") {
-		if time.Now().After(deadline) {
-			t.Fatalf("node logs -f did not show the reboot warning:\n%s", out.String())
+	testutil.Eventually(t, 60*time.Second, "node logs -f showing the reboot warning", func() error {
+		if got := out.String(); !strings.Contains(got, "going down on request") {
+			return fmt.Errorf("it shows:\n%s", got)
 		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 	cancel()
 	if err := <-followed; err != nil {
 		t.Errorf("node logs -f ended with %v after an interrupt", err)

@@ -2,12 +2,10 @@ package roleserve
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -250,28 +248,24 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		t.Errorf("status %+v: a kubelet runs, or the Node is Ready, yet no apiserver answers", st)
 	}
 	// The scripts note their arguments once they run.
-	var data []byte
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(string(data), "proxy --config=") || !strings.Contains(string(data), "coredns -conf"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("kube-proxy and the DNS server never noted their arguments: %q", data)
+	testutil.Eventually(t, time.Minute, "kube-proxy and the DNS server noting their arguments", func() error {
+		data, _ := os.ReadFile(log)
+		if !strings.Contains(string(data), "proxy --config=") || !strings.Contains(string(data), "coredns -conf") {
+			return fmt.Errorf("noted %q", data)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-		data, _ = os.ReadFile(log)
-	}
+		return nil
+	})
 	// No apiserver answers: the worker asks the curator again for the
 	// list, without waiting for the credentials' renewal.
-	for deadline := time.Now().Add(time.Minute); ; {
+	testutil.Eventually(t, time.Minute, "the curator asked for a refusal, an answer and refreshes", func() error {
 		f.kubelet.mu.Lock()
 		calls := f.kubelet.calls
 		f.kubelet.mu.Unlock()
-		if calls >= 4 {
-			break
+		if calls < 4 {
+			return fmt.Errorf("asked %d times, want 4 or more", calls)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the curator was asked %d times, want a refusal, an answer and refreshes", calls)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	// The kubeconfig's certificate is the one the curator signed for
 	// this node.
 	kc, err := os.ReadFile(filepath.Join(rt.RunDir, "kubelet.kubeconfig"))
@@ -403,19 +397,10 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CACert)
-	srv := httptest.NewUnstartedServer(node)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	apiServer := testutil.ServeMutualTLS(t, node, serving.Cert, serving.Key, ca.CACert)
 
 	f := newFakeCurator()
-	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: netip.MustParseAddrPort(srv.Listener.Addr().String())}
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
 	rt, bundle, log := testRuntime(t)
 	v := NewValues()
 	var g Graph
@@ -434,24 +419,24 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	})
 	// The script notes its arguments once it runs.
 	var args string
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(args, "--hostname-override"); args = readFile(t, log) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet never noted its arguments: %q", args)
+	testutil.Eventually(t, time.Minute, "the kubelet noting its arguments", func() error {
+		if args = readFile(t, log); !strings.Contains(args, "--hostname-override") {
+			return fmt.Errorf("noted %q", args)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	if !strings.Contains(args, "--hostname-override="+creds.NodeID) || !strings.Contains(args, "--node-labels=node.polis-os.io/zone=a") || !strings.Contains(args, "--node-ip="+kubeAddr.String()) {
 		t.Errorf("kubelet started with %q", args)
 	}
 
 	v.LocalLabels.Set(map[string]string{"zone": "b", "example.com/rack": "7"})
 	want := map[string]string{kubelet.LabelPrefix + "zone": "b", "example.com/rack": "7", "kubernetes.io/hostname": "h"}
-	for deadline := time.Now().Add(time.Minute); !maps.Equal(node.get(), want); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the Node's labels are %v, want %v", node.get(), want)
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("the Node's labels %v", want), func() error {
+		if got := node.get(); !maps.Equal(got, want) {
+			return fmt.Errorf("they are %v", got)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	v.LocalRoles.Set(noRoles)
 	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
 	data := readFile(t, log)

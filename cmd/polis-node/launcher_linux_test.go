@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/launch"
 )
 
@@ -109,13 +110,12 @@ func TestRebootedNodeDiesWithLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	launcher.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the rebooted node (pid %d) outlived its SIGKILLed launcher", pid)
+	testutil.Eventually(t, 30*time.Second, "the rebooted node ending with its SIGKILLed launcher", func() error {
+		if alive(pid) {
+			return fmt.Errorf("pid %d still runs", pid)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return nil
+	})
 }
 
 // alive reports whether pid runs (a zombie waiting for its new parent to

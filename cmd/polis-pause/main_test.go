@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // asPause makes the test binary behave as polis-pause when the test runs
@@ -96,17 +99,15 @@ func TestReapCollectsZombies(t *testing.T) {
 // waitForState polls /proc/PID/stat until the process is in state.
 func waitForState(t *testing.T, pid int, state string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("process %d in state %s", pid, state), func() error {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// pid (comm) STATE ...: comm may hold spaces, so split after ')'.
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " "+state+" ") {
-			return
+		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || !strings.HasPrefix(string(stat[i+1:]), " "+state+" ") {
+			return fmt.Errorf("stat: %s", stat)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d not in state %s after 30 s", pid, state)
+		return nil
+	})
 }

@@ -142,15 +142,7 @@ func TestHA(t *testing.T) {
 		c.servedBy(ctxT(t), conn, old)
 		c.stopCurator(old)
 		start := time.Now()
-		got, err := leaderOnly(ctxT(t), conn)
-		if err != nil {
-			t.Fatalf("leader-only call after the leader stopped: %v", err)
-		}
-		t.Logf("served by %s %s after the leader stopped", got, time.Since(start))
-		l := c.leader()
-		if l == old || got != l.listen.String() {
-			t.Fatalf("served by %s; the leader is %s at %s, the old one was %s", got, l.id, l.listen, old.id)
-		}
+		l := c.newLeaderServes(t, conn, old, start, "the leader stopped")
 		c.servedBy(ctxT(t), conn, l)
 		// Back to three curators, the old leader now following.
 		c.startCurator(old)
@@ -173,15 +165,7 @@ func TestHA(t *testing.T) {
 		})
 		// The connection still goes to the old leader, which now
 		// refuses: the call must go through regardless.
-		got, err := leaderOnly(ctxT(t), conn)
-		if err != nil {
-			t.Fatalf("leader-only call after the leader was cut off: %v", err)
-		}
-		t.Logf("served by %s %s after the leader was cut off", got, time.Since(start))
-		l := c.leader()
-		if l == old || got != l.listen.String() {
-			t.Fatalf("served by %s; the leader is %s at %s, the old one was %s", got, l.id, l.listen, old.id)
-		}
+		l := c.newLeaderServes(t, conn, old, start, "the leader was cut off")
 		c.notLeader(old)
 		c.servedBy(ctxT(t), conn, l)
 
@@ -263,4 +247,21 @@ func BenchmarkLeaderFailover(b *testing.B) {
 			c.heal(old)
 		}
 	})
+}
+
+// newLeaderServes makes a leader-only call through conn after what
+// happened to the old leader (since start), and checks that the leader
+// now, another node, served it. It returns that leader.
+func (c *haCluster) newLeaderServes(t *testing.T, conn *grpc.ClientConn, old *haNode, start time.Time, what string) *haNode {
+	t.Helper()
+	got, err := leaderOnly(ctxT(t), conn)
+	if err != nil {
+		t.Fatalf("leader-only call after %s: %v", what, err)
+	}
+	t.Logf("served by %s %s after %s", got, time.Since(start), what)
+	l := c.leader()
+	if l == old || got != l.listen.String() {
+		t.Fatalf("served by %s; the leader is %s at %s, the old one was %s", got, l.id, l.listen, old.id)
+	}
+	return l
 }

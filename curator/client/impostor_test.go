@@ -113,36 +113,7 @@ func TestClientRefusesImpostor(t *testing.T) {
 			}
 			ep := serveFake(t, f, id, ip, cert)
 			conn, r := dialRouter(t, Config{Endpoints: []*cpb.CuratorEndpoint{ep}, TLS: ownerTLS}, nil)
-			ctx, cancel := context.WithCancel(ctxT(t))
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				_, err := cpb.NewManagementServiceClient(conn).ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
-				done <- err
-			}()
-			if tc.follow {
-				if err := <-done; err != nil {
-					t.Fatalf("ApproveNode through a curator: %v", err)
-				}
-				if f.approved.Load() != 1 {
-					t.Fatalf("the curator served %d approvals, want 1", f.approved.Load())
-				}
-				return
-			}
-			res, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil }))
-			if err != nil {
-				t.Fatalf("waiting for a failed discovery: %v", err)
-			}
-			if !strings.Contains(res.err.Error(), "certificate") {
-				t.Errorf("discovery failed with %v, want a refused certificate", res.err)
-			}
-			cancel()
-			if err := <-done; err == nil {
-				t.Fatal("ApproveNode succeeded through an impostor")
-			}
-			if n := f.approved.Load(); n != 0 {
-				t.Fatalf("the impostor served %d approvals", n)
-			}
+			approveThrough(t, conn, r, f, id, tc.follow, "a curator")
 		})
 	}
 }
@@ -236,36 +207,46 @@ func TestClientFollowsCuratorUnderAnotherID(t *testing.T) {
 			ep := serveFake(t, f, identity.NodeID(pub), ips[0], cert)
 			known := &cpb.CuratorEndpoint{NodeId: stale, Address: ep.Address, Port: ep.Port}
 			conn, r := dialRouter(t, Config{Endpoints: []*cpb.CuratorEndpoint{known}, TLS: ownerTLS}, nil)
-			ctx, cancel := context.WithCancel(ctxT(t))
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				_, err := cpb.NewManagementServiceClient(conn).ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: stale})
-				done <- err
-			}()
-			if tc.follow {
-				if err := <-done; err != nil {
-					t.Fatalf("ApproveNode through the curator now at %s: %v", ep.Address, err)
-				}
-				if f.approved.Load() != 1 {
-					t.Fatalf("the curator served %d approvals, want 1", f.approved.Load())
-				}
-				return
-			}
-			res, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil }))
-			if err != nil {
-				t.Fatalf("waiting for a failed discovery: %v", err)
-			}
-			if !strings.Contains(res.err.Error(), "certificate") {
-				t.Errorf("discovery failed with %v, want a refused certificate", res.err)
-			}
-			cancel()
-			if err := <-done; err == nil {
-				t.Fatal("ApproveNode succeeded through an impostor")
-			}
-			if n := f.approved.Load(); n != 0 {
-				t.Fatalf("the impostor served %d approvals", n)
-			}
+			approveThrough(t, conn, r, f, stale, tc.follow, "the curator now at "+ep.Address)
 		})
+	}
+}
+
+// approveThrough calls ApproveNode(id) through conn, which r routes, to the
+// fake curator f. With follow, f is a curator to be trusted (where names
+// it): the call reaches it and succeeds. Otherwise f is an impostor:
+// discovery fails for its certificate, and the call fails without
+// reaching it.
+func approveThrough(t *testing.T, conn *grpc.ClientConn, r *router, f *fakeCurator, id string, follow bool, where string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cpb.NewManagementServiceClient(conn).ApproveNode(ctx, &cpb.ApproveNodeRequest{NodeId: id})
+		done <- err
+	}()
+	if follow {
+		if err := <-done; err != nil {
+			t.Fatalf("ApproveNode through %s: %v", where, err)
+		}
+		if f.approved.Load() != 1 {
+			t.Fatalf("the curator served %d approvals, want 1", f.approved.Load())
+		}
+		return
+	}
+	res, err := event.Get(ctx, &r.resolutions, event.Filter(func(res *resolution) bool { return res.err != nil }))
+	if err != nil {
+		t.Fatalf("waiting for a failed discovery: %v", err)
+	}
+	if !strings.Contains(res.err.Error(), "certificate") {
+		t.Errorf("discovery failed with %v, want a refused certificate", res.err)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("ApproveNode succeeded through an impostor")
+	}
+	if n := f.approved.Load(); n != 0 {
+		t.Fatalf("the impostor served %d approvals", n)
 	}
 }

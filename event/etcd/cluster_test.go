@@ -154,17 +154,17 @@ func (c *cluster) client(t testing.TB, members ...int) *clientv3.Client {
 // leader returns the index of the current leader, polling until there is one.
 func (c *cluster) leader(t testing.TB) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	testutil.Eventually(t, 30*time.Second, "a leader", testutil.Holds(func() bool {
 		for i, m := range c.members {
 			if m.etcd != nil && m.etcd.Server.Leader() != 0 && m.etcd.Server.MemberID() == m.etcd.Server.Leader() {
-				return i
+				leader = i
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no leader after 30s")
-	return -1
+		return false
+	}))
+	return leader
 }
 
 func testCtx(t testing.TB) context.Context {

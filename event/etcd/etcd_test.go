@@ -106,11 +106,7 @@ func mustBlock[T any](t testing.TB, w event.Watcher[T]) {
 }
 
 func TestSingleKeyDeletion(t *testing.T) {
-	c := newCluster(t, 1)
-	cli := c.client(t, 0)
-	v := NewValue(cli, "/k", decodeInt)
-	w := v.Watch()
-	defer w.Close()
+	cli, v, w := watchedValue(t, "/k")
 	put(t, cli, "/k", "1")
 	if d := get(t, w); d != 1 {
 		t.Fatalf("Get = %d", d)
@@ -129,11 +125,7 @@ func TestSingleKeyDeletion(t *testing.T) {
 
 // Writing the same bytes again is a new revision but not a new value.
 func TestDuplicatesDoNotWake(t *testing.T) {
-	c := newCluster(t, 1)
-	cli := c.client(t, 0)
-	v := NewValue(cli, "/dup", decodeInt)
-	w := v.Watch()
-	defer w.Close()
+	cli, _, w := watchedValue(t, "/dup")
 	put(t, cli, "/dup", "7")
 	get(t, w)
 	put(t, cli, "/dup", "7")
@@ -146,10 +138,7 @@ func TestDuplicatesDoNotWake(t *testing.T) {
 }
 
 func TestDecoderErrorKeepsWatcherWorking(t *testing.T) {
-	c := newCluster(t, 1)
-	cli := c.client(t, 0)
-	w := NewValue(cli, "/bad", decodeInt).Watch()
-	defer w.Close()
+	cli, _, w := watchedValue(t, "/bad")
 	rev := put(t, cli, "/bad", "not a number")
 	_, err := w.Get(testCtx(t))
 	if err == nil || !strings.Contains(err.Error(), `"/bad"`) || !strings.Contains(err.Error(), strconv.FormatInt(rev, 10)) {
@@ -457,24 +446,31 @@ func TestLeaderlessWatchResumes(t *testing.T) {
 // waitSeen polls until v's watchers have seen revision rev.
 func waitSeen[T any](t testing.TB, v *Value[T], rev int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for int64(v.Info().Version) < rev {
-		if time.Now().After(deadline) {
-			t.Fatalf("watchers never saw revision %d (at %d)", rev, v.Info().Version)
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("watchers seeing revision %d", rev), func() error {
+		if at := int64(v.Info().Version); at < rev {
+			return fmt.Errorf("at revision %d", at)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
+}
+
+// watchedValue starts a one-member cluster and watches key there as a
+// Value of ints: the client, the value, and a watcher closed as the test
+// ends.
+func watchedValue(t *testing.T, key string) (*clientv3.Client, *Value[int], event.Watcher[int]) {
+	t.Helper()
+	cli := newCluster(t, 1).client(t, 0)
+	v := NewValue(cli, key, decodeInt)
+	w := v.Watch()
+	t.Cleanup(func() { w.Close() })
+	return cli, v, w
 }
 
 // A key created and deleted before the first Get was never there as far as
 // the watcher's consumer knows: the first Get keeps blocking, as it does
 // while the key does not exist, instead of returning a deletion.
 func TestSingleKeyCreateDeleteBeforeFirstGet(t *testing.T) {
-	c := newCluster(t, 1)
-	cli := c.client(t, 0)
-	v := NewValue(cli, "/flash", decodeInt)
-	w := v.Watch()
-	defer w.Close()
+	cli, v, w := watchedValue(t, "/flash")
 	health := v.Health().Watch()
 	defer health.Close()
 	if _, err := health.Get(testCtx(t), event.Filter(func(h Health) bool { return h.Connected })); err != nil {
@@ -496,8 +492,7 @@ func TestSingleKeyCreateDeleteBeforeFirstGet(t *testing.T) {
 // Health sums the value's watchers, is not touched by ordinary updates, and
 // is not Connected once nobody watches.
 func TestHealthPerValue(t *testing.T) {
-	c := newCluster(t, 1)
-	cli := c.client(t, 0)
+	cli := newCluster(t, 1).client(t, 0)
 	v := NewValue(cli, "/health", decodeInt)
 	health := v.Health().Watch()
 	defer health.Close()

@@ -1,7 +1,8 @@
 // Package testutil holds what the tests of several packages need alike: the
 // goroutine-leak checks of packages that run embedded etcd members,
-// loopback addresses that tests of different packages never share, and
-// polling with a deadline (poll.go). Its subpackage etcdtest starts the
+// loopback addresses that tests of different packages never share,
+// polling with a deadline (poll.go), and a mutual-TLS HTTP server for
+// stand-ins of an apiserver (servetls.go). Its subpackage etcdtest starts the
 // embedded etcd member that tests store into.
 //
 // Leaks. Every test package checks with goleak that no goroutine outlives

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -171,14 +173,12 @@ func serveReadyz(t *testing.T, l net.Listener, files pki.Files) *atomic.Bool {
 // waitLog waits for a log entry of logger name containing text at level.
 func waitLog(t *testing.T, logs *observer.ObservedLogs, name, text string, level zapcore.Level) {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, readyTimeout, fmt.Sprintf("a %v log line %q from %s", level, text, name), testutil.Holds(func() bool {
 		for _, e := range logs.All() {
 			if e.LoggerName == name && strings.Contains(e.Message, text) && e.Level == level {
-				return
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
-	t.Fatalf("no %v log line %q from %s", level, text, name)
+		return false
+	}))
 }

@@ -237,17 +237,13 @@ func checkDNSRBAC(t *testing.T, files pki.Files, server string) {
 		err = json.NewDecoder(resp.Body).Decode(&out)
 		return out.Status.Allowed, err
 	}
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	testutil.Eventually(t, readyTimeout, pki.DNSUser+" allowed to watch services once the apiserver is ready", func() error {
 		ok, err := allowed("", "services", "watch")
-		if err == nil && ok {
-			break
+		if err == nil && !ok {
+			err = errors.New("not allowed")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s may not watch services %v after the apiserver was ready: %v", pki.DNSUser, readyTimeout, err)
-		}
-		time.Sleep(200 * time.Millisecond) // polling a deadline-bounded wait
-	}
+		return err
+	})
 	for _, c := range []struct {
 		group, resource, verb string
 		want                  bool

@@ -1,17 +1,14 @@
 package kubelet
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
@@ -140,17 +137,7 @@ func serveAPI(t *testing.T, c *pki.Cluster, h http.Handler) netip.AddrPort {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(c.CACert)
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return netip.MustParseAddrPort(srv.Listener.Addr().String())
+	return testutil.ServeMutualTLS(t, h, serving.Cert, serving.Key, c.CACert)
 }
 
 // The runner keeps the Node's labels as the node's Polis labels say: once
@@ -164,12 +151,8 @@ func TestRunnerKeepsLabels(t *testing.T) {
 	node := &nodeStore{name: "node-1", labels: map[string]string{}, annotations: map[string]string{}}
 	api := serveAPI(t, c, node)
 	cfg, _ := fakeRuntime(t, t.TempDir())
-	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	asNodeOne(t, &cfg, c, api)
 	cfg.Labels = NodeLabels(map[string]string{"zone": "a"})
-	cfg.Credentials = credentials(t, c, "node-1")
-	cfg.APIServers = []netip.AddrPort{api}
-	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
-	cfg.StopGrace = 2 * time.Second
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +185,10 @@ func TestRunnerKeepsLabels(t *testing.T) {
 
 func waitLabels(t *testing.T, n *nodeStore, want map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		got, _ := n.snapshot()
-		if maps.Equal(got, want) {
-			return
+	testutil.Eventually(t, waitTimeout, fmt.Sprintf("the Node's labels %v", want), func() error {
+		if got, _ := n.snapshot(); !maps.Equal(got, want) {
+			return fmt.Errorf("they are %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Node's labels are %v, want %v", got, want)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 }

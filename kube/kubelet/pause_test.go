@@ -2,13 +2,12 @@ package kubelet
 
 import (
 	"archive/tar"
-	"net/netip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
@@ -113,11 +112,7 @@ func TestRunnerSkipsImportedPause(t *testing.T) {
 	if err := os.WriteFile(blob, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
-	cfg.Credentials = credentials(t, c, "node-1")
-	cfg.APIServers = []netip.AddrPort{api}
-	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
-	cfg.StopGrace = 2 * time.Second
+	asNodeOne(t, &cfg, c, api)
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -126,13 +121,13 @@ func TestRunnerSkipsImportedPause(t *testing.T) {
 	waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
 	// The status says running once the process is started; its script
 	// notes its arguments a moment later. An import would come before.
-	got := readLog(t, logPath)
-	for deadline := time.Now().Add(waitTimeout); !strings.Contains(got, "kubelet --config"); got = readLog(t, logPath) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet never noted its arguments; log:\n%s", got)
+	var got string
+	testutil.Eventually(t, waitTimeout, "the kubelet noting its arguments", func() error {
+		if got = readLog(t, logPath); !strings.Contains(got, "kubelet --config") {
+			return fmt.Errorf("log:\n%s", got)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	if strings.Contains(got, "images import") {
 		t.Errorf("the pause image containerd holds was imported again; log:\n%s", got)
 	}

@@ -1,11 +1,9 @@
 package kubelet
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -36,17 +34,7 @@ var now = time.Now()
 // Ready once ready is set.
 func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool) netip.AddrPort {
 	t.Helper()
-	serving, err := c.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(c.CACert)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveAPI(t, c, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			_, _ = w.Write([]byte("ok"))
 			return
@@ -61,10 +49,18 @@ func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool
 		}
 		_, _ = w.Write([]byte(`{"status":{"conditions":[{"type":"Ready","status":"` + status + `","reason":"KubeletNotReady","message":"testing"}]}}`))
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return netip.MustParseAddrPort(srv.Listener.Addr().String())
+}
+
+// asNodeOne makes cfg node-1's, at 192.0.2.7, with credentials from c,
+// talking to apiServer, its kube-proxy serving on a free port, and given
+// 2 s to stop.
+func asNodeOne(t *testing.T, cfg *Config, c *pki.Cluster, apiServer netip.AddrPort) {
+	t.Helper()
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{apiServer}
+	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
+	cfg.StopGrace = 2 * time.Second
 }
 
 // fakeRuntime writes stand-ins for containerd, ctr and polis-kube that
@@ -241,13 +237,12 @@ func TestRunner(t *testing.T) {
 		t.Errorf("want the kubelet stopped before containerd; log:\n%s", got)
 	}
 	for _, pid := range []int{last.KubeletPID, last.ContainerdPID} {
-		deadline := time.Now().Add(waitTimeout)
-		for err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH); err = syscall.Kill(pid, 0) {
-			if time.Now().After(deadline) {
-				t.Fatalf("pid %d is still there after the stop", pid)
+		testutil.Eventually(t, waitTimeout, fmt.Sprintf("pid %d gone after the stop", pid), func() error {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("still there (kill 0: %v)", err)
 			}
-			time.Sleep(20 * time.Millisecond) // polling interval of a deadline-bounded wait
-		}
+			return nil
+		})
 	}
 }
 
@@ -298,11 +293,7 @@ func TestRunnerWaitsForAnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, logPath := fakeRuntime(t, t.TempDir())
-	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
-	cfg.Credentials = credentials(t, c, "node-1")
-	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
-	cfg.ProxyPort = testutil.FreePort(t, netip.MustParseAddr("127.0.0.1")).Port()
-	cfg.StopGrace = 2 * time.Second
+	asNodeOne(t, &cfg, c, netip.MustParseAddrPort("127.0.0.1:1"))
 	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

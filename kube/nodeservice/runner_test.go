@@ -3,6 +3,7 @@ package nodeservice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -62,16 +64,7 @@ func TestRunner(t *testing.T) {
 	}
 	// Running says the process was started, not that it has read its
 	// files yet: wait until it has, or Renew may stop it before.
-	for deadline := time.Now().Add(waitTimeout); ; {
-		seen, _ := os.ReadFile(filepath.Join(dir, "seen"))
-		if strings.Contains(string(seen), "one") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the process did not read its file: %q", seen)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+	waitSeen(t, dir, "one")
 	if err := r.Renew(files("two")); err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +72,8 @@ func TestRunner(t *testing.T) {
 	if second.PID == first.PID {
 		t.Errorf("Renew did not restart the process (pid %d)", first.PID)
 	}
-	for deadline := time.Now().Add(waitTimeout); ; {
-		seen, _ := os.ReadFile(filepath.Join(dir, "seen"))
-		if strings.Contains(string(seen), "two") {
-			if !strings.HasPrefix(string(seen), "one") {
-				t.Errorf("the process saw %q, want one, then two", seen)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted process did not read the renewed file: %q", seen)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
+	if seen := waitSeen(t, dir, "two"); !strings.HasPrefix(seen, "one") {
+		t.Errorf("the process saw %q, want one, then two", seen)
 	}
 	cancel()
 	st := waitStatus(t, r, "stopped", func(s *Status) bool { return !s.Running })
@@ -115,4 +98,19 @@ func TestNewRefusesBadSpecs(t *testing.T) {
 			t.Errorf("%s: %v, want it to say %q", name, err, tc.says)
 		}
 	}
+}
+
+// waitSeen waits until the stand-in process in dir has noted reading a
+// file that holds content, and returns all it noted.
+func waitSeen(t *testing.T, dir, content string) string {
+	t.Helper()
+	var seen []byte
+	testutil.Eventually(t, waitTimeout, "the process reading the file holding "+content, func() error {
+		seen, _ = os.ReadFile(filepath.Join(dir, "seen"))
+		if !strings.Contains(string(seen), content) {
+			return fmt.Errorf("it noted %q", seen)
+		}
+		return nil
+	})
+	return string(seen)
 }

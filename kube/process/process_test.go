@@ -2,6 +2,7 @@ package process
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,13 +31,12 @@ wait`}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(logs.FilterMessage("E0101 child").All()) == 0 || len(logs.FilterMessage("W0101 parent").All()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lines not logged: %v", logs.All())
+	testutil.Eventually(t, 30*time.Second, "the child's and the parent's lines logged", func() error {
+		if len(logs.FilterMessage("E0101 child").All()) == 0 || len(logs.FilterMessage("W0101 parent").All()) == 0 {
+			return fmt.Errorf("logged: %v", logs.All())
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	if e := logs.FilterMessage("E0101 child").All()[0]; e.Level != zap.ErrorLevel {
 		t.Errorf("an E line logged at %v", e.Level)
 	}
@@ -48,12 +50,12 @@ wait`}})
 		t.Error("Stop returned before the process exited")
 	}
 	// The killed child is reaped by whoever adopted it: wait for that.
-	for err := syscall.Kill(-p.PID(), 0); !errors.Is(err, syscall.ESRCH); err = syscall.Kill(-p.PID(), 0) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the process group is still there: %v", err)
+	testutil.Eventually(t, 30*time.Second, "the process group gone", func() error {
+		if err := syscall.Kill(-p.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("still there (kill 0: %v)", err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 }
 
 // A child's lines are logged at klog's level, and its errors carry no

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/node/nodetest"
 )
 
@@ -78,16 +80,12 @@ func TestNodePodCIDR(t *testing.T) {
 		}
 		return n.Spec.PodCIDR, n.Spec.PodCIDRs
 	}
-	for deadline := time.Now().Add(waitTimeout); ; {
-		got, all := podCIDR(c.id)
-		if got == want && len(all) == 1 && all[0] == want {
-			break
+	testutil.Eventually(t, waitTimeout, fmt.Sprintf("Node %s given the node's range %s as podCIDR", c.id, want), func() error {
+		if got, all := podCIDR(c.id); got != want || len(all) != 1 || all[0] != want {
+			return fmt.Errorf("podCIDR %q (%v)", got, all)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Node %s: podCIDR %q (%v), want the node's range %s", c.id, got, all, want)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	if got, _ := podCIDR("not-a-polis-node"); got != "" {
 		t.Errorf("a Node without a Polis node got podCIDR %q", got)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/bundle"
 )
 
@@ -195,22 +196,18 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 		b, err := exec.CommandContext(ctx, filepath.Join(out, BinDir, "ctr"), append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
 		return string(b), err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := ctr("version"); err == nil {
-			break
-		}
+	testutil.Eventually(t, 2*time.Minute, "containerd answering", func() error {
 		select {
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("containerd exited: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("containerd does not answer after 2 minutes")
+		if out, err := ctr("version"); err != nil {
+			return fmt.Errorf("ctr version: %w: %s", err, out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// --no-unpack: unpacking needs a snapshotter this host may lack
 	// (overlayfs on overlayfs); the node unpacks when it runs the sandbox.
 	if got, err := ctr("images", "import", "--no-unpack", filepath.Join(out, PauseArchive)); err != nil {
@@ -244,14 +241,16 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 			_ = run.Process.Kill()
 			<-ran
 		}
+		if t.Failed() { // ctr run has ended: its output may be read
+			t.Logf("ctr run's output:\n%s", runOut.String())
+		}
 		_, _ = ctr("task", "delete", "--force", id)
 		_, _ = ctr("container", "delete", id)
 	}()
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
+	testutil.Eventually(t, 2*time.Minute, "the pause container running", func() error {
 		tasks, _ := ctr("task", "ls")
 		if strings.Contains(tasks, id) && strings.Contains(tasks, "RUNNING") {
-			break
+			return nil
 		}
 		select {
 		case err := <-ran:
@@ -259,11 +258,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 			t.Fatalf("ctr run ended before the task ran: %v\n%s", err, runOut.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pause container is not running after 2 minutes:\n%s\n%s", tasks, runOut.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("tasks:\n%s", tasks) // not runOut, which ctr run still writes: logged at the end
+	})
 	if got, err := ctr("task", "kill", "--signal", "SIGTERM", id); err != nil {
 		t.Fatalf("ctr task kill: %v\n%s", err, got)
 	}

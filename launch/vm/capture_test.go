@@ -3,10 +3,13 @@ package vm
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // TestCapture: every frame that crosses the switch is in the pcap file, in
@@ -27,27 +30,20 @@ func TestCapture(t *testing.T) {
 	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
 	waitPorts(t, s, 2)
 	a.send(broadcast, "first")
-	if got := b.recv(10 * time.Second); got != "first" {
-		t.Fatalf("b got %q", got)
-	}
+	b.expect("first", "b got %q")
 	b.send(a.mac, "second secret")
-	if got := a.recv(10 * time.Second); got != "second secret" {
-		t.Fatalf("a got %q", got)
-	}
+	a.expect("second secret", "a got %q")
 	// Current while running: poll the file (with a deadline) for both.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Eventually(t, 10*time.Second, "the running capture holding the frames sent", func() error {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(data, []byte("second secret")) {
-			break
+		if !bytes.Contains(data, []byte("second secret")) {
+			return fmt.Errorf("it holds %q", data)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the running capture does not hold the frames sent: %q", data)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of a deadline-bounded wait
-	}
+		return nil
+	})
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +74,7 @@ func TestCapture(t *testing.T) {
 	}
 	// Closed: frames are no longer taken (and a late one does not panic).
 	a.send(b.mac, "after")
-	if got := b.recv(10 * time.Second); got != "after" {
-		t.Fatalf("b got %q", got)
-	}
+	b.expect("after", "b got %q")
 	if err := c.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
 	}

@@ -2,11 +2,14 @@ package vm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // nic is a test end of a switch port, speaking qemu's stream framing.
@@ -56,22 +59,46 @@ func (n *nic) recv(wait time.Duration) string {
 	return string(f[14:])
 }
 
+// expect fails the test unless n's next frame, within 10 s, carries want;
+// failure is the message, with %q for what came instead ("" for
+// nothing).
+func (n *nic) expect(want, failure string) {
+	n.t.Helper()
+	if got := n.recv(10 * time.Second); got != want {
+		n.t.Fatalf(failure, got)
+	}
+}
+
+// plugged is a switch, closed as the test ends, with n ports it has
+// accepted, for the MACs 52:54:00:00:00:0a, 0b, and so on.
+func plugged(t *testing.T, n int) (*Switch, []*nic) {
+	t.Helper()
+	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var nics []*nic
+	for i := range n {
+		nics = append(nics, plug(t, s, fmt.Sprintf("52:54:00:00:00:%02x", 0x0a+i)))
+	}
+	waitPorts(t, s, n)
+	return s, nics
+}
+
 // waitPorts waits until the switch has accepted n ports: a dial returns
 // before the switch accepted it.
 func waitPorts(t *testing.T, s *Switch, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("the switch accepting %d ports", n), func() error {
 		s.mu.Lock()
 		have := len(s.ports)
 		s.mu.Unlock()
-		if have == n {
-			return
+		if have != n {
+			return fmt.Errorf("it has %d", have)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the switch has %d ports, want %d", have, n)
-		}
-		time.Sleep(time.Millisecond) // polling the switch's own state
-	}
+		return nil
+	})
 }
 
 // flush returns once the switch has handled every frame n sent so far:
@@ -98,14 +125,8 @@ func flush(t *testing.T, s *Switch, n *nic) {
 var broadcast = [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 func TestSwitch(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b, c := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b"), plug(t, s, "52:54:00:00:00:0c")
-	const long = 10 * time.Second
-	waitPorts(t, s, 3)
+	s, nics := plugged(t, 3)
+	a, b, c := nics[0], nics[1], nics[2]
 
 	// A broadcast reaches every other port, and teaches the switch
 	// where each sender is.
@@ -113,22 +134,16 @@ func TestSwitch(t *testing.T) {
 		n.send(broadcast, "hello")
 		for _, o := range []*nic{a, b, c} {
 			if o != n {
-				if got := o.recv(long); got != "hello" {
-					t.Fatalf("broadcast: got %q", got)
-				}
+				o.expect("hello", "broadcast: got %q")
 			}
 		}
 	}
 	// Unicast goes to the learned port only.
 	a.send(b.mac, "to b")
-	if got := b.recv(long); got != "to b" {
-		t.Fatalf("unicast: b got %q", got)
-	}
+	b.expect("to b", "unicast: b got %q")
 	// c must not see it: c's next frame is the marker sent after it.
 	b.send(c.mac, "marker")
-	if got := c.recv(long); got != "marker" {
-		t.Fatalf("c saw %q before the marker: a unicast to b leaked", got)
-	}
+	c.expect("marker", "c saw %q before the marker: a unicast to b leaked")
 
 	// A cut machine neither sends nor receives, broadcast or unicast.
 	// Silence proves nothing (a broken switch may just be slow), so each
@@ -146,38 +161,24 @@ func TestSwitch(t *testing.T) {
 	c.send(broadcast, "bcast")
 	// c's broadcast reached b: it was forwarded, to a as well had a not
 	// been cut.
-	if got := b.recv(long); got != "bcast" {
-		t.Fatalf("b got %q; want only c's broadcast", got)
-	}
+	b.expect("bcast", "b got %q; want only c's broadcast")
 	// b's unicast to a was forwarded (or dropped) before b's next frame.
 	b.send(c.mac, "b marker")
-	if got := c.recv(long); got != "b marker" {
-		t.Fatalf("c got %q, want b's marker", got)
-	}
+	c.expect("b marker", "c got %q, want b's marker")
 	if err := s.Reconnect("52:54:00:00:00:0a"); err != nil {
 		t.Fatal(err)
 	}
 	// Positive controls: the same paths carry frames now.
 	b.send(a.mac, "to a, reconnected")
-	if got := a.recv(long); got != "to a, reconnected" {
-		t.Fatalf("a's first frame after Reconnect is %q: a frame sent to it while it was cut got through", got)
-	}
+	a.expect("to a, reconnected", "a's first frame after Reconnect is %q: a frame sent to it while it was cut got through")
 	c.send(broadcast, "bcast, reconnected")
-	if got := a.recv(long); got != "bcast, reconnected" {
-		t.Fatalf("a got %q, want the broadcast sent after Reconnect", got)
-	}
-	if got := b.recv(long); got != "bcast, reconnected" {
-		t.Fatalf("b got %q, want the broadcast sent after Reconnect", got)
-	}
+	a.expect("bcast, reconnected", "a got %q, want the broadcast sent after Reconnect")
+	b.expect("bcast, reconnected", "b got %q, want the broadcast sent after Reconnect")
 	a.send(b.mac, "back")
-	if got := b.recv(long); got != "back" {
-		t.Fatalf("b's first frame from a after Reconnect is %q: a frame the cut machine sent got through", got)
-	}
+	b.expect("back", "b's first frame from a after Reconnect is %q: a frame the cut machine sent got through")
 	a.send(broadcast, "a bcast, reconnected")
 	for _, o := range []*nic{b, c} {
-		if got := o.recv(long); got != "a bcast, reconnected" {
-			t.Fatalf("got %q, want a's broadcast sent after Reconnect: one sent while cut got through", got)
-		}
+		o.expect("a bcast, reconnected", "got %q, want a's broadcast sent after Reconnect: one sent while cut got through")
 	}
 
 	// CutExcept: a reaches c only; b and a do not reach each other.
@@ -186,26 +187,18 @@ func TestSwitch(t *testing.T) {
 	}
 	a.send(b.mac, "a to b, partitioned")
 	a.send(c.mac, "a to c, partitioned")
-	if got := c.recv(long); got != "a to c, partitioned" {
-		t.Fatalf("c got %q, want a's unicast: CutExcept cut a from c too", got)
-	}
+	c.expect("a to c, partitioned", "c got %q, want a's unicast: CutExcept cut a from c too")
 	b.send(broadcast, "b bcast, partitioned")
-	if got := c.recv(long); got != "b bcast, partitioned" {
-		t.Fatalf("c got %q, want b's broadcast", got)
-	}
+	c.expect("b bcast, partitioned", "c got %q, want b's broadcast")
 	c.send(broadcast, "c bcast, partitioned")
 	for _, o := range []*nic{a, b} {
-		if got := o.recv(long); got != "c bcast, partitioned" {
-			t.Fatalf("got %q, want c's broadcast: the partition dropped it, or let b's through to a", got)
-		}
+		o.expect("c bcast, partitioned", "got %q, want c's broadcast: the partition dropped it, or let b's through to a")
 	}
 	if err := s.Reconnect("52:54:00:00:00:0a"); err != nil {
 		t.Fatal(err)
 	}
 	a.send(b.mac, "a to b, whole")
-	if got := b.recv(long); got != "a to b, whole" {
-		t.Fatalf("b's next frame from a is %q: one sent across the partition got through", got)
-	}
+	b.expect("a to b, whole", "b's next frame from a is %q: one sent across the partition got through")
 
 	if err := s.Cut("not a mac"); err == nil {
 		t.Error("Cut accepted a malformed MAC")
@@ -219,22 +212,13 @@ func TestSwitch(t *testing.T) {
 // ignores Cut delivers frames sent during the cut ahead of the control
 // frame, which the checks' way of reading sees.
 func TestSwitchChecksFail(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	_, nics := plugged(t, 2)
+	a, b := nics[0], nics[1]
 	const long = 10 * time.Second
-	waitPorts(t, s, 2)
 	a.send(broadcast, "learn a")
-	if got := b.recv(long); got != "learn a" {
-		t.Fatalf("b got %q", got)
-	}
+	b.expect("learn a", "b got %q")
 	b.send(broadcast, "learn b")
-	if got := a.recv(long); got != "learn b" {
-		t.Fatalf("a got %q", got)
-	}
+	a.expect("learn b", "a got %q")
 	// No Cut: the frame "sent while cut" arrives before the control.
 	b.send(a.mac, "to a, not cut")
 	b.send(a.mac, "to a, control")
@@ -247,14 +231,9 @@ func TestSwitchChecksFail(t *testing.T) {
 // forwarded (so by the time the receiver has it, the tap has too),
 // including frames a cut drops; after untap it sees nothing more.
 func TestSwitchTap(t *testing.T) {
-	s, err := NewSwitch(filepath.Join(t.TempDir(), "sw.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	a, b := plug(t, s, "52:54:00:00:00:0a"), plug(t, s, "52:54:00:00:00:0b")
+	s, nics := plugged(t, 2)
+	a, b := nics[0], nics[1]
 	const long = 10 * time.Second
-	waitPorts(t, s, 2)
 
 	seen := make(chan string, 64)
 	untap := s.Tap(func(f []byte) { seen <- string(f[14:]) })
@@ -280,13 +259,9 @@ func TestSwitchTap(t *testing.T) {
 	}
 
 	a.send(broadcast, "a hello")
-	if got := b.recv(long); got != "a hello" {
-		t.Fatalf("b got %q", got)
-	}
+	b.expect("a hello", "b got %q")
 	b.send(a.mac, "b to a")
-	if got := a.recv(long); got != "b to a" {
-		t.Fatalf("a got %q", got)
-	}
+	a.expect("b to a", "a got %q")
 	expect("a hello", "b to a")
 
 	// Frames a cut drops crossed the wire: the tap sees them. The switch
@@ -303,16 +278,12 @@ func TestSwitchTap(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.send(a.mac, "b again")
-	if got := a.recv(long); got != "b again" {
-		t.Fatalf("a got %q", got)
-	}
+	a.expect("b again", "a got %q")
 	expect("b again")
 
 	untap()
 	a.send(b.mac, "untapped")
-	if got := b.recv(long); got != "untapped" {
-		t.Fatalf("b got %q", got)
-	}
+	b.expect("untapped", "b got %q")
 	expect()
 	if s.taps.Load() != nil {
 		t.Error("no taps left, but the switch still loads a list")

@@ -1,6 +1,7 @@
 package pid1
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/polis-os/polis/internal/testutil"
 )
 
 // The root of a machine still on the initramfs, and after the switch to
@@ -238,17 +241,13 @@ func TestReapOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		z := zombieChildren(os.Getpid())
-		if slices.Contains(z, orphan) && slices.Contains(z, own.Process.Pid) {
-			break
+	// Polling /proc: a zombie sends no event we may take.
+	testutil.Eventually(t, 30*time.Second, "both children exited", func() error {
+		if z := zombieChildren(os.Getpid()); !slices.Contains(z, orphan) || !slices.Contains(z, own.Process.Pid) {
+			return fmt.Errorf("zombies: %v", z)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the children did not both exit within 30 s (zombies: %v)", z)
-		}
-		time.Sleep(10 * time.Millisecond) // polling /proc: a zombie sends no event we may take
-	}
+		return nil
+	})
 	reaped := reapOnce(os.Getpid())
 	if !slices.Contains(reaped, orphan) {
 		t.Errorf("reaped %v, not the orphan %d", reaped, orphan)
