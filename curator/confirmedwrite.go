@@ -187,31 +187,9 @@ func (d *deferredChecks) updateNode(ctx context.Context, nodes *nodeCache, id st
 			// A refusal, or a record that moved on: from etcd.
 		}
 	}
-	for {
-		cur, rev, err := d.read(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		var arg *cpb.Node
-		if cur != nil {
-			arg = proto.Clone(cur).(*cpb.Node)
-		}
-		next, cmps, ops, err := change(arg)
-		if err != nil {
-			return nil, err
-		}
-		if next == nil || (cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
-			// Nothing to write; the read was made under the checks.
-			return cur, nil
-		}
-		done, err := d.write(ctx, id, cur, rev, next, cmps, ops)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return next, nil
-		}
-	}
+	// The read is made under the checks, so a change that writes nothing
+	// is answered from it.
+	return retryNodeChange(ctx, id, d.read, d.write, change)
 }
 
 // write stores next over cur, read at rev, with the deferred checks; done
@@ -219,13 +197,9 @@ func (d *deferredChecks) updateNode(ctx context.Context, nodes *nodeCache, id st
 // write (next is nil, or cur with nothing else to write), the transaction
 // only checks.
 func (d *deferredChecks) write(ctx context.Context, id string, cur *cpb.Node, rev int64, next *cpb.Node, cmps []clientv3.Cmp, ops []clientv3.Op) (done bool, err error) {
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev))
-	if next != nil && !(cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
-		op, err := putNodeOp(next)
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, op)
+	cmps, ops, err = nodeWrite(id, cur, rev, next, cmps, ops)
+	if err != nil {
+		return false, err
 	}
 	_, ok, err := d.txn(ctx, cmps, ops)
 	return ok, err
