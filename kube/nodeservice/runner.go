@@ -116,7 +116,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		Exited: func(err error) {
 			r.update(func(s *Status) {
 				s.Running, s.PID = false, 0
-				s.Note = "ended: " + exitString(err)
+				s.Note = "ended: " + process.ExitString(err)
 			})
 		},
 	})); err != nil {
@@ -182,11 +182,4 @@ func write(fs []File) error {
 		}
 	}
 	return nil
-}
-
-func exitString(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
 }

@@ -154,6 +154,15 @@ type Hooks struct {
 	Exited func(err error)
 }
 
+// ExitString says how a process ended, as Hooks.Exited and Process.Err
+// tell it, in the words of a status note: "exit status 0" for nil.
+func ExitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
 // Runnable runs c until its context ends, failing when the process exits
 // (the supervisor restarts it); StopGrace bounds a clean stop.
 func Runnable(c Command, stopGrace time.Duration, h Hooks) supervisor.Runnable {
