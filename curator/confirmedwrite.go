@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -144,26 +143,9 @@ func (r *rpcServer) changeNodeConfirmed(ctx context.Context, id string, change f
 		// Not a confirmedByWrite method: authorize checked everything.
 		return r.changeNodeTxn(ctx, id, change)
 	}
-	var refusal error
-	n, err := d.updateNode(ctx, r.s.nodes, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
-		next, cmps, ops, err := change(n)
-		refusal = err
-		return next, cmps, ops, err
-	})
-	switch {
-	case err == nil:
-		return n, nil
-	case refusal != nil && err == refusal:
-		return nil, err
-	case errors.Is(err, errStandingLost):
-		return nil, status.Error(codes.PermissionDenied, rpcauth.ErrOwnerKeyRotated.Error())
-	case errors.Is(err, errInvalidRecord):
-		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
-	case errors.Is(err, ErrNotLeader):
-		return nil, r.s.notLeader()
-	default:
-		return nil, leaderWriteError(fmt.Errorf("updating node %s: %w", id, err))
-	}
+	return r.handleNodeChange(id, d, func(change nodeChange) (*cpb.Node, error) {
+		return d.updateNode(ctx, r.s.nodes, id, change)
+	}, change)
 }
 
 // updateNode is updateNodeTxn with the deferred checks (see above): first
