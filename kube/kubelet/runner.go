@@ -185,17 +185,10 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := r.waitAPIServer(ctx, containerd); err != nil {
 		return err
 	}
-	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
-		Started: func(pid int) {
-			r.update(func(s *Status) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ })
-		},
-		Exited: func(err error) {
-			r.update(func(s *Status) {
-				s.KubeletRunning, s.KubeletPID = false, 0
-				s.Note = "kubelet ended: " + process.ExitString(err)
-			})
-		},
-	})); err != nil {
+	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.StatusHooks(r.update,
+		func(s *Status, pid int) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ },
+		func(s *Status, how string) { s.KubeletRunning, s.KubeletPID, s.Note = false, 0, "kubelet ended: "+how },
+	))); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {

@@ -163,6 +163,20 @@ func ExitString(err error) string {
 	return err.Error()
 }
 
+// StatusHooks are Hooks that keep a status of type S through update,
+// which applies a change to the status under its keeper's lock and
+// publishes it: started changes it at each start, with the process's pid;
+// ended at each end, with how it ended in ExitString's words.
+func StatusHooks[S any](update func(func(*S)), started func(s *S, pid int), ended func(s *S, how string)) Hooks {
+	return Hooks{
+		Started: func(pid int) { update(func(s *S) { started(s, pid) }) },
+		Exited: func(err error) {
+			how := ExitString(err)
+			update(func(s *S) { ended(s, how) })
+		},
+	}
+}
+
 // Runnable runs c until its context ends, failing when the process exits
 // (the supervisor restarts it); StopGrace bounds a clean stop.
 func Runnable(c Command, stopGrace time.Duration, h Hooks) supervisor.Runnable {
