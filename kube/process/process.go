@@ -15,7 +15,9 @@
 //
 // Runnable wraps that as a supervisor.Runnable: it fails when the process
 // exits (so the supervisor restarts it, with backoff) and stops it when its
-// context ends, reporting starts and exits through hooks for a status.
+// context ends, reporting starts and exits through hooks for a status
+// (StatusHooks: the hooks of a runner that keeps one under its lock,
+// ExitString: how a process ended, in a status note's words).
 //
 // # What it does not do
 //
