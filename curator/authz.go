@@ -159,14 +159,31 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 // checkNodeStanding refuses nodes whose record is gone or decommissioned,
 // or holds another key: their certificate may still be valid, but they are
 // no longer part of the cluster.
+//
+// A call that was not fenced (leader-served methods, unfenced heartbeats)
+// is judged from the cache as it is, which may lag etcd: a node approved a
+// moment ago may not be UP in it yet. A refusal is final for the caller,
+// so one from an unfenced view is confirmed on a fenced one first; the
+// quorum read that costs is paid only on the refusal path.
 func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identity) error {
-	snap := fencedFrom(ctx)
-	if snap == nil {
-		var err error
-		if snap, err = s.nodes.current(ctx); err != nil {
-			return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
-		}
+	if snap := fencedFrom(ctx); snap != nil {
+		return nodeStanding(snap, caller)
 	}
+	snap, err := s.nodes.current(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "the curator's view of nodes is not ready: %v", err)
+	}
+	if err := nodeStanding(snap, caller); err == nil {
+		return nil
+	}
+	if snap, err = s.nodes.fenced(ctx); err != nil {
+		return err
+	}
+	return nodeStanding(snap, caller)
+}
+
+// nodeStanding is checkNodeStanding's verdict on one view of the nodes.
+func nodeStanding(snap *nodeSnapshot, caller identity.Identity) error {
 	n := snap.nodes[caller.NodeID]
 	switch {
 	case n == nil:

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -263,12 +264,19 @@ func (w *retryWait) wait(ctx context.Context, seen uint64) error {
 
 func (r *router) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	w := newRetryWait(r, method)
+	var failed error // the last attempt that failed with a reason of its own
 	for {
 		seen := r.generation()
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		if endedByContext(ctx, err) {
+			if failed = cmp.Or(failed, r.lastRoundError()); failed != nil {
+				return gaveUp(ctx, method, failed)
+			}
+		}
 		if !retryable(err) {
 			return err
 		}
+		failed = err
 		r.log.Debug("retrying on another curator", zap.String("method", method), zap.Error(err))
 		if werr := w.wait(ctx, seen); werr != nil {
 			if ur := (*unreachableRound)(nil); errors.As(werr, &ur) {
@@ -279,11 +287,31 @@ func (r *router) unary(ctx context.Context, method string, req, reply any, cc *g
 	}
 }
 
+// endedByContext says whether err is the call's own context ending during
+// an attempt (on a busy machine an attempt may still be connecting when
+// the deadline comes). The caller then learns more from the attempt
+// before, or discovery's last round, which failed for a reason of its own
+// ("connection refused"), than from this one's "context deadline
+// exceeded".
+func endedByContext(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	c := status.Code(err)
+	return c == codes.DeadlineExceeded || c == codes.Canceled
+}
+
 func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	w := newRetryWait(r, method)
+	var failed error // as in unary
 	for {
 		seen := r.generation()
 		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if endedByContext(ctx, err) {
+			if failed = cmp.Or(failed, r.lastRoundError()); failed != nil {
+				return nil, gaveUp(ctx, method, failed)
+			}
+		}
 		if err == nil {
 			s := &retryStream{r: r, w: w, cur: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, seen: seen}
 			// Only a server stream can be replayed: its whole input is
@@ -294,6 +322,7 @@ func (r *router) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cli
 		if !retryable(err) {
 			return nil, err
 		}
+		failed = err
 		if werr := w.wait(ctx, seen); werr != nil {
 			if ur := (*unreachableRound)(nil); errors.As(werr, &ur) {
 				return nil, unreachable(method, ur.round)

@@ -79,6 +79,9 @@ type router struct {
 	mu     sync.Mutex
 	gen    uint64
 	active *leaderResolver
+	// roundErr is the newest discovery round's error (nil if it found a
+	// leader), for a call whose context ends before any attempt failed.
+	roundErr error
 }
 
 // generation is the number of the newest discovery round, 0 before any.
@@ -92,7 +95,16 @@ func (r *router) publish(leader *cpb.CuratorEndpoint, err error, unreachable boo
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
+	r.roundErr = err
 	r.resolutions.Set(&resolution{gen: r.gen, leader: leader, err: err, unreachable: unreachable})
+}
+
+// lastRoundError is the newest discovery round's error; nil before any
+// round or when it found a leader.
+func (r *router) lastRoundError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roundErr
 }
 
 // kick asks for a discovery round without waiting for it.
