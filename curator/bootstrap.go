@@ -109,14 +109,7 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	id := identity.NodeID(p.NodeKey)
-	node := &cpb.Node{
-		Id:        id,
-		PublicKey: p.NodeKey,
-		State:     cpb.NodeState_NODE_STATE_UP,
-		Roles:     &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}},
-		Status:    p.NodeStatus,
-	}
-	op, err := putNodeOp(node)
+	op, err := putNodeOp(firstNodeRecord(p.NodeKey, p.NodeStatus))
 	if err != nil {
 		return nil, err
 	}
@@ -134,13 +127,11 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 		if len(owner) != 1 || !p.OwnerKey.Equal(ed25519.PublicKey(owner[0].Value)) || len(nodes) != 1 {
 			return nil, ErrBootstrapMismatch
 		}
-		// The first node's record may have changed since (roles given,
-		// status pushed): what must hold is that it is the same node.
-		existing, err := decodeNode(nodes[0].Key, nodes[0].Value)
+		same, err := sameNode(nodes[0].Key, nodes[0].Value, p.NodeKey)
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
-		if !p.NodeKey.Equal(ed25519.PublicKey(existing.PublicKey)) {
+		if !same {
 			return nil, fmt.Errorf("%w: the first node has another key", ErrBootstrapMismatch)
 		}
 	}
@@ -149,4 +140,28 @@ func Bootstrap(ctx context.Context, cli *clientv3.Client, p BootstrapParams, now
 		return nil, fmt.Errorf("bootstrap: issuing the first node's certificate: %w", err)
 	}
 	return cert, nil
+}
+
+// firstNodeRecord is the record of the node a cluster is bootstrapped on,
+// or restored onto (restore.go): UP, with ConsensusMember, and its status.
+func firstNodeRecord(key ed25519.PublicKey, st *cpb.NodeStatus) *cpb.Node {
+	return &cpb.Node{
+		Id:        identity.NodeID(key),
+		PublicKey: key,
+		State:     cpb.NodeState_NODE_STATE_UP,
+		Roles:     &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}},
+		Status:    st,
+	}
+}
+
+// sameNode reports whether the stored record (key, value) found by a run
+// of Bootstrap again (of a new or a restored cluster) is of the node with
+// public key. The record may have changed since the first run (roles
+// given, status pushed): what must hold is that it is the same node.
+func sameNode(key, value []byte, public ed25519.PublicKey) (bool, error) {
+	existing, err := decodeNode(key, value)
+	if err != nil {
+		return false, err
+	}
+	return public.Equal(ed25519.PublicKey(existing.PublicKey)), nil
 }

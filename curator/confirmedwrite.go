@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -144,26 +143,9 @@ func (r *rpcServer) changeNodeConfirmed(ctx context.Context, id string, change f
 		// Not a confirmedByWrite method: authorize checked everything.
 		return r.changeNodeTxn(ctx, id, change)
 	}
-	var refusal error
-	n, err := d.updateNode(ctx, r.s.nodes, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
-		next, cmps, ops, err := change(n)
-		refusal = err
-		return next, cmps, ops, err
-	})
-	switch {
-	case err == nil:
-		return n, nil
-	case refusal != nil && err == refusal:
-		return nil, err
-	case errors.Is(err, errStandingLost):
-		return nil, status.Error(codes.PermissionDenied, rpcauth.ErrOwnerKeyRotated.Error())
-	case errors.Is(err, errInvalidRecord):
-		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
-	case errors.Is(err, ErrNotLeader):
-		return nil, r.s.notLeader()
-	default:
-		return nil, leaderWriteError(fmt.Errorf("updating node %s: %w", id, err))
-	}
+	return r.handleNodeChange(id, d, func(change nodeChange) (*cpb.Node, error) {
+		return d.updateNode(ctx, r.s.nodes, id, change)
+	}, change)
 }
 
 // updateNode is updateNodeTxn with the deferred checks (see above): first
@@ -187,31 +169,9 @@ func (d *deferredChecks) updateNode(ctx context.Context, nodes *nodeCache, id st
 			// A refusal, or a record that moved on: from etcd.
 		}
 	}
-	for {
-		cur, rev, err := d.read(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		var arg *cpb.Node
-		if cur != nil {
-			arg = proto.Clone(cur).(*cpb.Node)
-		}
-		next, cmps, ops, err := change(arg)
-		if err != nil {
-			return nil, err
-		}
-		if next == nil || (cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
-			// Nothing to write; the read was made under the checks.
-			return cur, nil
-		}
-		done, err := d.write(ctx, id, cur, rev, next, cmps, ops)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return next, nil
-		}
-	}
+	// The read is made under the checks, so a change that writes nothing
+	// is answered from it.
+	return retryNodeChange(ctx, id, d.read, d.write, change)
 }
 
 // write stores next over cur, read at rev, with the deferred checks; done
@@ -219,13 +179,9 @@ func (d *deferredChecks) updateNode(ctx context.Context, nodes *nodeCache, id st
 // write (next is nil, or cur with nothing else to write), the transaction
 // only checks.
 func (d *deferredChecks) write(ctx context.Context, id string, cur *cpb.Node, rev int64, next *cpb.Node, cmps []clientv3.Cmp, ops []clientv3.Op) (done bool, err error) {
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev))
-	if next != nil && !(cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
-		op, err := putNodeOp(next)
-		if err != nil {
-			return false, err
-		}
-		ops = append(ops, op)
+	cmps, ops, err = nodeWrite(id, cur, rev, next, cmps, ops)
+	if err != nil {
+		return false, err
 	}
 	_, ok, err := d.txn(ctx, cmps, ops)
 	return ok, err

@@ -10,7 +10,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/identity"
 )
 
@@ -50,13 +49,7 @@ func bootstrapRestored(ctx context.Context, cli *clientv3.Client, p BootstrapPar
 		return nil, fmt.Errorf("restore: %w", err)
 	}
 	id := identity.NodeID(p.NodeKey)
-	op, err := putNodeOp(&cpb.Node{
-		Id:        id,
-		PublicKey: p.NodeKey,
-		State:     cpb.NodeState_NODE_STATE_UP,
-		Roles:     &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}},
-		Status:    p.NodeStatus,
-	})
+	op, err := putNodeOp(firstNodeRecord(p.NodeKey, p.NodeStatus))
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +66,11 @@ func bootstrapRestored(ctx context.Context, cli *clientv3.Client, p BootstrapPar
 			return nil, ErrNotRestored
 		}
 		kvs := resp.Responses[1].GetResponseRange().Kvs
-		existing, err := decodeNode(kvs[0].Key, kvs[0].Value)
+		same, err := sameNode(kvs[0].Key, kvs[0].Value, p.NodeKey)
 		if err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
 		}
-		if !p.NodeKey.Equal(ed25519.PublicKey(existing.PublicKey)) {
+		if !same {
 			return nil, fmt.Errorf("restore: the store's record of %s has another key", id)
 		}
 	}

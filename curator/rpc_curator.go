@@ -21,6 +21,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
+	"github.com/polis-os/polis/internal/rpcauth"
 )
 
 // CuratorService: the calls nodes make.
@@ -545,8 +546,25 @@ func (r *rpcServer) changeNode(ctx context.Context, id string, change func(n *cp
 // changeNodeTxn is changeNode for a change that writes more than the
 // record (see updateNodeTxn).
 func (r *rpcServer) changeNodeTxn(ctx context.Context, id string, change func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error)) (*cpb.Node, error) {
+	return r.handleNodeChange(id, nil, func(change nodeChange) (*cpb.Node, error) {
+		return updateNodeTxn(ctx, leaderFrom(ctx).leadership, r.s.cfg.Client, id, change)
+	}, change)
+}
+
+// nodeChange plans a change of a node record (see updateNodeTxn).
+type nodeChange = func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error)
+
+// handleNodeChange makes change through update (updateNodeTxn, or
+// d.updateNode for a confirmedByWrite handler, d its deferred checks) and
+// gives the handler's caller what came of it: change's refusals as they
+// are; a record that passed the handler's checks but fails the store's
+// refused (INVALID_ARGUMENT) rather than retried; with deferred checks, a
+// caller who no longer stands PERMISSION_DENIED and a curator that does
+// not lead told so as by authorize; other failures of the store
+// UNAVAILABLE, which clients retry (leaderWriteError).
+func (r *rpcServer) handleNodeChange(id string, d *deferredChecks, update func(nodeChange) (*cpb.Node, error), change nodeChange) (*cpb.Node, error) {
 	var refusal error
-	n, err := updateNodeTxn(ctx, leaderFrom(ctx).leadership, r.s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+	n, err := update(func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 		next, cmps, ops, err := change(n)
 		refusal = err
 		return next, cmps, ops, err
@@ -556,10 +574,12 @@ func (r *rpcServer) changeNodeTxn(ctx context.Context, id string, change func(n 
 		return n, nil
 	case refusal != nil && err == refusal:
 		return nil, err
+	case d != nil && errors.Is(err, errStandingLost):
+		return nil, status.Error(codes.PermissionDenied, rpcauth.ErrOwnerKeyRotated.Error())
 	case errors.Is(err, errInvalidRecord):
-		// The request passed its handler's checks but would make a record
-		// that fails the store's: refuse it rather than retry it.
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	case d != nil && errors.Is(err, ErrNotLeader):
+		return nil, r.s.notLeader()
 	default:
 		return nil, leaderWriteError(fmt.Errorf("updating node %s: %w", id, err))
 	}

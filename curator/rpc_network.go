@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/event"
 )
 
 // The pod network's calls: a node publishes the public half of its
@@ -53,46 +52,26 @@ func (r *rpcServer) SetWireGuardKey(ctx context.Context, req *cpb.SetWireGuardKe
 func (r *rpcServer) WatchNetworkPeers(_ *cpb.WatchNetworkPeersRequest, stream grpc.ServerStreamingServer[cpb.WatchNetworkPeersResponse]) error {
 	ctx := stream.Context()
 	caller := callerFrom(ctx).NodeID
-
-	var in event.Inputs
-	defer in.Close()
-	following := event.Input(&in, r.s.nodes.watchHealth(), nil)
-	nodes := event.Input(&in, r.s.nodes.Snapshots(), func(s *nodeSnapshot) bool { return s.complete })
-	wasFollowing := false
+	// As in Watch: the stream ends with the curator's following of etcd,
+	// and with the caller's standing (followNodes).
 	var sent *nodeSnapshot
 	var last *cpb.WatchNetworkPeersResponse
-	for {
-		if _, err := in.Wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			return status.Errorf(codes.Unavailable, "watching nodes: %v", err)
-		}
-		// As in Watch: the stream ends with the curator's following of
-		// etcd, and with the caller's standing.
-		if following.Latest().Connected {
-			wasFollowing = true
-		} else if wasFollowing {
-			return status.Errorf(codes.Unavailable, "this curator lost its watch of etcd (%v); watch again", following.Latest().Err)
-		}
-		snap := nodes.Latest()
-		if err := nodeStillUp(caller, snap.nodes[caller]); err != nil {
-			return err
-		}
+	return r.followNodes(ctx, caller, func(snap *nodeSnapshot) error {
 		if sent != nil && !networkChanged(sent, snap, caller) {
 			sent = snap
-			continue
+			return nil
 		}
 		sent = snap
 		msg := networkPeersOf(snap, caller)
 		if last != nil && proto.Equal(msg, last) {
-			continue
+			return nil
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
 		last = msg
-	}
+		return nil
+	})
 }
 
 // networkPeersOf is what node self is sent in snap: its pod range and its

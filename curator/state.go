@@ -138,8 +138,34 @@ func updateNode(ctx context.Context, l *Leadership, kv clientv3.KV, id string, c
 // condition fails, the change is made again from a fresh read, like a
 // conflict on the record.
 func updateNodeTxn(ctx context.Context, l *Leadership, kv clientv3.KV, id string, change func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error)) (*cpb.Node, error) {
+	read := func(ctx context.Context, id string) (*cpb.Node, int64, error) { return getNode(ctx, kv, id) }
+	write := func(ctx context.Context, id string, cur *cpb.Node, rev int64, next *cpb.Node, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
+		cmps, ops, err := nodeWrite(id, cur, rev, next, cmps, ops)
+		if err != nil {
+			return false, err
+		}
+		_, ok, err := l.Txn(ctx, cmps, ops, nil)
+		return ok, err
+	}
+	return retryNodeChange(ctx, id, read, write, change)
+}
+
+// retryNodeChange is the compare-and-put loop of every change of a node
+// record: change is planned from the record as read returns it (nil for a
+// missing node) and written by write over the revision read; when write
+// reports that the record or one of change's conditions moved on, it all
+// happens again from a fresh read. A change that writes nothing
+// (nothingToWrite) returns the record read without calling write. How the
+// record is read and the transaction run is the caller's: a plain leader
+// transaction (updateNodeTxn), or one under the caller's deferred checks
+// (confirmedwrite.go).
+func retryNodeChange(ctx context.Context, id string,
+	read func(ctx context.Context, id string) (*cpb.Node, int64, error),
+	write func(ctx context.Context, id string, cur *cpb.Node, rev int64, next *cpb.Node, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error),
+	change func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error),
+) (*cpb.Node, error) {
 	for {
-		cur, rev, err := getNode(ctx, kv, id)
+		cur, rev, err := read(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -151,20 +177,38 @@ func updateNodeTxn(ctx context.Context, l *Leadership, kv clientv3.KV, id string
 		if err != nil {
 			return nil, err
 		}
-		if next == nil || (cur != nil && proto.Equal(cur, next) && len(ops) == 0) {
+		if nothingToWrite(cur, next, ops) {
 			return cur, nil
 		}
-		op, err := putNodeOp(next)
+		done, err := write(ctx, id, cur, rev, next, cmps, ops)
 		if err != nil {
 			return nil, err
 		}
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev))
-		_, ok, err := l.Txn(ctx, cmps, append(ops, op), nil)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if done {
 			return next, nil
 		}
 	}
+}
+
+// nothingToWrite reports whether a change planned from cur leaves the
+// record as it is and writes nothing beside it: no next, or a next equal
+// to cur with no other writes.
+func nothingToWrite(cur, next *cpb.Node, ops []clientv3.Op) bool {
+	return next == nil || (cur != nil && proto.Equal(cur, next) && len(ops) == 0)
+}
+
+// nodeWrite is the transaction that stores next over cur, read at rev:
+// cmps with the condition that the record is still at rev, ops with the
+// put of next unless there is nothing to write (then the transaction only
+// checks).
+func nodeWrite(id string, cur *cpb.Node, rev int64, next *cpb.Node, cmps []clientv3.Cmp, ops []clientv3.Op) ([]clientv3.Cmp, []clientv3.Op, error) {
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(nodeKey(id)), "=", rev))
+	if !nothingToWrite(cur, next, ops) {
+		op, err := putNodeOp(next)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, op)
+	}
+	return cmps, ops, nil
 }

@@ -297,50 +297,31 @@ func (in *Inputs) isClosed() bool {
 }
 
 // selectAny blocks until one of chans is closed or receives. A nil channel is
-// never ready. The common sizes are written out so that a wait on a few
-// inputs does not go through reflection.
+// never ready. Up to selectDirect channels are waited on by one select
+// statement, the slots past len(chans) left nil (the runtime drops nil
+// cases before it locks anything), so that a wait on a few inputs does not
+// go through reflection.
 func selectAny(chans []<-chan struct{}) {
-	switch len(chans) {
-	case 2:
-		select {
-		case <-chans[0]:
-		case <-chans[1]:
-		}
-	case 3:
-		select {
-		case <-chans[0]:
-		case <-chans[1]:
-		case <-chans[2]:
-		}
-	case 4:
-		select {
-		case <-chans[0]:
-		case <-chans[1]:
-		case <-chans[2]:
-		case <-chans[3]:
-		}
-	case 5:
-		select {
-		case <-chans[0]:
-		case <-chans[1]:
-		case <-chans[2]:
-		case <-chans[3]:
-		case <-chans[4]:
-		}
-	case 6:
-		select {
-		case <-chans[0]:
-		case <-chans[1]:
-		case <-chans[2]:
-		case <-chans[3]:
-		case <-chans[4]:
-		case <-chans[5]:
-		}
-	default:
+	if len(chans) > selectDirect {
 		cases := make([]reflect.SelectCase, len(chans))
 		for n, c := range chans {
 			cases[n] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)}
 		}
 		reflect.Select(cases)
+		return
+	}
+	var c [selectDirect]<-chan struct{}
+	copy(c[:], chans)
+	select {
+	case <-c[0]:
+	case <-c[1]:
+	case <-c[2]:
+	case <-c[3]:
+	case <-c[4]:
+	case <-c[5]:
 	}
 }
+
+// selectDirect is how many channels selectAny waits on without reflection:
+// the context, the inputs' set, and four inputs.
+const selectDirect = 6

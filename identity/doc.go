@@ -127,7 +127,11 @@
 // node certificate or node API certificate never passes for a curator.
 // Clients of a node's own API ([NodeAPIClientConfig]) verify the server as
 // a stock client does, with the node ID as the server name, and accept
-// only a node API certificate. All connections are TLS 1.3.
+// only a node API certificate. The one exception is the first contact
+// with a curator, to fetch the CA ([FirstContactConfig]): it verifies
+// nothing in the handshake and hands the caller the certificate served,
+// to check against the CA the call sent (with a register ticket's proof,
+// or the user's word). All connections are TLS 1.3.
 //
 // On the gRPC side, [PeerIdentity] returns the caller's [Identity] from a
 // call's context, so that the curator's central permission check (each RPC

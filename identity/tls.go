@@ -301,3 +301,26 @@ func checkOwn(v *Verifier, cert tls.Certificate, kind Kind, now time.Time) error
 	}
 	return nil
 }
+
+// FirstContactConfig returns the TLS configuration of a call to a curator
+// made before anything is trusted, to fetch the cluster's CA certificate:
+// the handshake verifies nothing (the caller decides afterwards whether
+// to trust the answer: a register ticket's proof, or the user), and served
+// returns the certificate the server presented (nil before a handshake),
+// for the caller to check against the CA the call sent. The certificate
+// is kept atomically, so that the race detector need not know how gRPC
+// orders the handshake and the call's return.
+func FirstContactConfig() (tc *tls.Config, served func() *x509.Certificate) {
+	var serverCert atomic.Pointer[x509.Certificate]
+	tc = &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // see above: checked by the caller
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				serverCert.Store(cs.PeerCertificates[0])
+			}
+			return nil
+		},
+	}
+	return tc, serverCert.Load
+}

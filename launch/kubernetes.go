@@ -134,13 +134,9 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		return fmt.Errorf("launch: giving %v the kubernetes-controller role: %w", first, err)
 	}
 	c.progress("%v: kubernetes-controller; waiting for its apiserver", first)
-	var workers []*Node
-	if c.vmnet != nil {
-		// VMs have the runtime on their system disk: every other node
-		// runs Pods. Given now, their kubelets start while the apiserver
-		// does, and wait for it.
-		workers = c.Nodes[1:]
-	}
+	// Given now, the workers' kubelets start while the apiserver does,
+	// and wait for it.
+	workers := c.platform.kubernetesWorkers(c.Nodes)
 	rolesGiven := time.Now()
 	for _, n := range workers {
 		// A Polis label, given before the role so that the kubelet
@@ -194,12 +190,9 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 		// handshake at every slow answer.
 		ForceAttemptHTTP2: true,
 	}
-	wait := c.opts.StepTimeout
-	if c.vmnet != nil {
-		// The VMs' addresses are reached through the launcher's port on
-		// the switch; and under TCG the control plane starts slowly.
-		tr.DialContext = c.vmnet.host.DialContext
-		wait = kubernetesVMTimeout
+	dial, wait := c.platform.apiserverReach()
+	if dial != nil {
+		tr.DialContext = dial
 	}
 	hc := &http.Client{Transport: tr}
 	defer hc.CloseIdleConnections()

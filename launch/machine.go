@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"crypto/ed25519"
+	"net"
 	"net/netip"
 	"syscall"
 	"time"
@@ -56,6 +57,13 @@ type platform interface {
 	// newMachine makes the machine of n (whose Index, Address and Dir
 	// are set) and returns it with the file its output goes to (Log).
 	newMachine(n *Node) (machine, string)
+	// kubernetesWorkers are those of nodes that Launch gives the
+	// kubernetes-worker role (Options.Kubernetes).
+	kubernetesWorkers(nodes []*Node) []*Node
+	// apiserverReach is how the launcher asks an apiserver of these
+	// machines: dial reaches a node's address (nil: the host's network
+	// does), and wait bounds each Kubernetes step.
+	apiserverReach() (dial func(ctx context.Context, network, address string) (net.Conn, error), wait time.Duration)
 }
 
 // newPlatform chooses the platform of c's nodes from its options.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -119,6 +120,16 @@ func (p *processPlatform) prepare(ctx context.Context) error {
 
 func (p *processPlatform) newMachine(n *Node) (machine, string) {
 	return &processMachine{binary: p.binary, args: nodeArgs(n, &p.c.opts)}, filepath.Join(p.c.BaseDir, fmt.Sprintf("node%d.log", n.Index))
+}
+
+// kubernetesWorkers is none: a node process has no container runtime of
+// its own, so its nodes run no Pods.
+func (p *processPlatform) kubernetesWorkers([]*Node) []*Node { return nil }
+
+// apiserverReach: the nodes' loopback addresses are the host's, and a
+// step may take Options.StepTimeout.
+func (p *processPlatform) apiserverReach() (func(ctx context.Context, network, address string) (net.Conn, error), time.Duration) {
+	return nil, p.c.opts.StepTimeout
 }
 
 // processMachine is a node that runs as a polis-node process.

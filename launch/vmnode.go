@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -456,6 +457,17 @@ func (p *vmPlatform) prepare(ctx context.Context) error {
 func (p *vmPlatform) newMachine(n *Node) (machine, string) {
 	cfg := p.c.vmConfig(n, p.img)
 	return &vmMachine{cfg: cfg, mac: cfg.MAC}, cfg.ConsoleLog()
+}
+
+// kubernetesWorkers is every node but the first: VMs have the container
+// runtime on their system disk, so every other node runs Pods.
+func (p *vmPlatform) kubernetesWorkers(nodes []*Node) []*Node { return nodes[1:] }
+
+// apiserverReach: the VMs' addresses are reached through the launcher's
+// port on the switch; and under TCG the control plane starts slowly
+// (kubernetesVMTimeout).
+func (p *vmPlatform) apiserverReach() (func(ctx context.Context, network, address string) (net.Conn, error), time.Duration) {
+	return p.c.vmnet.host.DialContext, kubernetesVMTimeout
 }
 
 // DialThrough returns the owner's connection to the curator leader as an

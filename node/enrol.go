@@ -6,14 +6,12 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -369,20 +367,8 @@ func askCA(ctx context.Context, ap netip.AddrPort, ticket []byte) (*x509.Certifi
 	if _, err := rand.Read(challenge); err != nil {
 		return nil, err
 	}
-	// Written in the handshake, read after the call: atomic, so that the
-	// race detector need not know how gRPC orders the two.
-	var serverCert atomic.Pointer[x509.Certificate]
-	tc := &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		// Checked below, against the CA the proof vouches for.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) > 0 {
-				serverCert.Store(cs.PeerCertificates[0])
-			}
-			return nil
-		},
-	}
+	// The server is checked below, against the CA the proof vouches for.
+	tc, served := identity.FirstContactConfig()
 	conn, err := grpc.NewClient(ap.String(), grpc.WithTransportCredentials(credentials.NewTLS(tc)))
 	if err != nil {
 		return nil, err
@@ -399,7 +385,7 @@ func askCA(ctx context.Context, ap netip.AddrPort, ticket []byte) (*x509.Certifi
 	if err != nil {
 		return nil, fmt.Errorf("the CA certificate it sent: %w", err)
 	}
-	if sc := serverCert.Load(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
+	if sc := served(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
 		return nil, fmt.Errorf("%w (its own certificate is not from the CA it sent)", errTicketNotProven)
 	}
 	return ca, nil

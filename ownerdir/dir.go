@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -358,21 +357,9 @@ const perCuratorTimeout = 5 * time.Second
 func fetchCAFrom(ctx context.Context, ap netip.AddrPort, dialer func(context.Context, string) (net.Conn, error)) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, perCuratorTimeout)
 	defer cancel()
-	// Written in the handshake, read after the call: atomic, so that the
-	// race detector need not know how gRPC orders the two.
-	var serverCert atomic.Pointer[x509.Certificate]
-	tc := &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		// Nothing is trusted yet: this connection only fetches a
-		// certificate that the user then accepts or not.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) > 0 {
-				serverCert.Store(cs.PeerCertificates[0])
-			}
-			return nil
-		},
-	}
+	// Nothing is trusted yet: this connection only fetches a certificate
+	// that the user then accepts or not.
+	tc, served := identity.FirstContactConfig()
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
 	if dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(dialer))
@@ -390,7 +377,7 @@ func fetchCAFrom(ctx context.Context, ap netip.AddrPort, dialer func(context.Con
 	if err != nil {
 		return nil, fmt.Errorf("the CA certificate it sent: %w", err)
 	}
-	if sc := serverCert.Load(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
+	if sc := served(); sc == nil || sc.CheckSignatureFrom(ca) != nil {
 		return nil, errors.New("its own certificate is not from the CA it sent; is it a Polis curator?")
 	}
 	return resp.CaCertificate, nil

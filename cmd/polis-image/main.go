@@ -15,32 +15,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
+	"github.com/polis-os/polis/internal/cmdmain"
 	"github.com/polis-os/polis/launch/image"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintln(os.Stderr, "polis-image:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("polis-image", run) }
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("polis-image", flag.ContinueOnError)
-	fs.SetOutput(errOut)
+	fs := cmdmain.FlagSet("polis-image", errOut)
 	var (
 		cfg     image.Config
 		modules string

@@ -20,30 +20,17 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/polis-os/polis/curator"
+	"github.com/polis-os/polis/internal/cmdmain"
 	"github.com/polis-os/polis/launch"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintln(os.Stderr, "polis-launch:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("polis-launch", run) }
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("polis-launch", flag.ContinueOnError)
-	fs.SetOutput(errOut)
+	fs := cmdmain.FlagSet("polis-launch", errOut)
 	var (
 		o     launch.Options
 		first = launch.DefaultFirstAddress

@@ -9,25 +9,18 @@ import (
 // Counting is always on (an atomic add per event); exposing the figures is
 // up to the program, through RegisterMetrics.
 var (
-	setsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "polis",
-		Subsystem: "event",
-		Name:      "sets_total",
-		Help:      "Updates of in-memory event values (Sets dropped by Equal are not counted).",
-	}, []string{"value"})
-	deliveriesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "polis",
-		Subsystem: "event",
-		Name:      "deliveries_total",
-		Help:      "Data returned by Get to watchers of in-memory event values.",
-	}, []string{"value"})
-	watchersOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "polis",
-		Subsystem: "event",
-		Name:      "watchers",
-		Help:      "Open (not yet closed) watchers of in-memory event values.",
-	}, []string{"value"})
+	setsTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metricOpts("sets_total",
+		"Updates of in-memory event values (Sets dropped by Equal are not counted).")), []string{"value"})
+	deliveriesTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metricOpts("deliveries_total",
+		"Data returned by Get to watchers of in-memory event values.")), []string{"value"})
+	watchersOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts(metricOpts("watchers",
+		"Open (not yet closed) watchers of in-memory event values.")), []string{"value"})
 )
+
+// metricOpts names a metric polis_event_<name>.
+func metricOpts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: "polis", Subsystem: "event", Name: name, Help: help}
+}
 
 // RegisterMetrics registers the metrics of all in-memory values with reg:
 // polis_event_sets_total, polis_event_deliveries_total and

@@ -14,7 +14,7 @@ var Floors = []Floor{
 		Why:  "what everything else speaks (the API, identities, event values) and small libraries that know no Polis package above them",
 		Folders: []string{
 			"api/", "event", "identity", "logring",
-			"internal/atomicfile", "internal/failpoint", "internal/testutil",
+			"internal/atomicfile", "internal/cmdmain", "internal/failpoint", "internal/testutil",
 			"internal/devmapper", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
 			"launch/debpkg", "launch/demoimage", "curator/backup",
 		},

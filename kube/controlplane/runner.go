@@ -19,6 +19,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -254,10 +255,7 @@ func (r *Runner) setRunning(name string, pid int) {
 func (r *Runner) setExited(name string, err error) {
 	r.update(name, func(c *ComponentStatus) {
 		c.Running, c.PID = false, 0
-		c.LastExit = "exit status 0"
-		if err != nil {
-			c.LastExit = err.Error()
-		}
+		c.LastExit = process.ExitString(err)
 	})
 }
 

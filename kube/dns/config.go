@@ -69,14 +69,7 @@ func (c Config) withDefaults() (Config, error) {
 	if !domainName.MatchString(c.Domain) {
 		errs = append(errs, fmt.Errorf("config field Domain %q is not a DNS domain", c.Domain))
 	}
-	if !strings.HasPrefix(c.Server, "https://") {
-		errs = append(errs, fmt.Errorf("config field Server %q is not an https URL", c.Server))
-	}
-	for name, b := range map[string][]byte{"CA": c.CA, "Cert": c.Cert, "Key": c.Key} {
-		if len(b) == 0 {
-			errs = append(errs, fmt.Errorf("credential %s is missing", name))
-		}
-	}
+	errs = append(errs, nodeservice.CheckAPIClient(c.Server, c.CA, c.Cert, c.Key)...)
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("dns config: %w", err)
 	}
@@ -100,14 +93,11 @@ func (c Config) Files() ([]nodeservice.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := pki.Kubeconfig(c.Server, c.CA, pki.DNSUser, pki.Pair{Cert: c.Cert, Key: c.Key})
+	kubeconfig, err := nodeservice.KubeconfigFile(c.file(fileKubeconfig), c.Server, pki.DNSUser, c.CA, c.Cert, c.Key)
 	if err != nil {
 		return nil, err
 	}
-	return []nodeservice.File{
-		{Path: c.file(fileCorefile), Data: c.corefile()},
-		{Path: c.file(fileKubeconfig), Data: kubeconfig, Secret: true},
-	}, nil
+	return []nodeservice.File{{Path: c.file(fileCorefile), Data: c.corefile()}, kubeconfig}, nil
 }
 
 // corefile is the server's configuration: one server block for the

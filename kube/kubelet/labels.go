@@ -167,26 +167,11 @@ func labelPatch(labels, annotations, want map[string]string) (patch []byte, need
 // call sends one request to the apiserver and decodes a 200's body into
 // out (if not nil); any other answer is an error naming it.
 func call(ctx context.Context, hc *http.Client, method, url, contentType string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	resp, data, err := askNode(ctx, hc, method, url, contentType, body)
 	if err != nil {
 		return err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return errors.New("the Node is not registered yet")
-	case resp.StatusCode != http.StatusOK:
+	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s the Node: %s: %s", method, resp.Status, truncate(bytes.TrimSpace(data)))
 	}
 	if out == nil {
@@ -196,4 +181,30 @@ func call(ctx context.Context, hc *http.Client, method, url, contentType string,
 		return fmt.Errorf("%s the Node: %w", method, err)
 	}
 	return nil
+}
+
+// askNode sends one request about the Node to the apiserver and returns
+// the answer, its body read (1 MiB at most) and closed; a 404 is the
+// error that the Node is not registered yet.
+func askNode(ctx context.Context, hc *http.Client, method, url, contentType string, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, nil, errors.New("the Node is not registered yet")
+	}
+	return resp, data, nil
 }

@@ -27,23 +27,11 @@ const (
 // a node read its own Node), whether the Node has Ready=True. The error
 // says why not.
 func nodeReady(ctx context.Context, hc *http.Client, server, name string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/v1/nodes/"+url.PathEscape(name), nil)
+	resp, body, err := askNode(ctx, hc, http.MethodGet, server+"/api/v1/nodes/"+url.PathEscape(name), "", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return errors.New("the Node is not registered yet")
-	case resp.StatusCode != http.StatusOK:
+	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("reading the Node: %s", resp.Status)
 	}
 	var node struct {
@@ -143,7 +131,7 @@ func (r *Runner) waitAPIServer(ctx context.Context, containerd *process.Process)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-containerd.Exited():
-			return fmt.Errorf("containerd (pid %d) ended while the kubelet waited for an apiserver: %s", containerd.PID(), exitString(containerd.Err()))
+			return fmt.Errorf("containerd (pid %d) ended while the kubelet waited for an apiserver: %s", containerd.PID(), process.ExitString(containerd.Err()))
 		case <-time.After(apiServerPoll): // polling interval; the wait is as long as the apiserver's start
 		}
 	}

@@ -185,17 +185,10 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err := r.waitAPIServer(ctx, containerd); err != nil {
 		return err
 	}
-	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.Hooks{
-		Started: func(pid int) {
-			r.update(func(s *Status) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ })
-		},
-		Exited: func(err error) {
-			r.update(func(s *Status) {
-				s.KubeletRunning, s.KubeletPID = false, 0
-				s.Note = "kubelet ended: " + exitString(err)
-			})
-		},
-	})); err != nil {
+	if err := supervisor.Run(ctx, "kubelet", process.Runnable(kubelet, r.cfg.StopGrace, process.StatusHooks(r.update,
+		func(s *Status, pid int) { s.KubeletRunning, s.KubeletPID, s.Note = true, pid, ""; s.KubeletStarts++ },
+		func(s *Status, how string) { s.KubeletRunning, s.KubeletPID, s.Note = false, 0, "kubelet ended: "+how },
+	))); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {
@@ -208,7 +201,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
 	select {
 	case <-containerd.Exited():
-		return fmt.Errorf("containerd (pid %d) ended: %s", containerd.PID(), exitString(containerd.Err()))
+		return fmt.Errorf("containerd (pid %d) ended: %s", containerd.PID(), process.ExitString(containerd.Err()))
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -254,7 +247,7 @@ func (r *Runner) waitContainerd(ctx context.Context, containerd *process.Process
 		}
 		select {
 		case <-containerd.Exited():
-			return fmt.Errorf("containerd (pid %d) ended before it answered: %s", containerd.PID(), exitString(containerd.Err()))
+			return fmt.Errorf("containerd (pid %d) ended before it answered: %s", containerd.PID(), process.ExitString(containerd.Err()))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond): // polling interval of a deadline-bounded wait
@@ -296,7 +289,7 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 		s.ContainerdRunning, s.ContainerdPID = false, 0
 		s.NodeReady, s.NodeNote = false, "the kubelet does not run"
 		if !strings.HasPrefix(s.Note, "failed") {
-			s.Note = "stopped (containerd: " + exitString(err) + ")"
+			s.Note = "stopped (containerd: " + process.ExitString(err) + ")"
 		}
 	})
 	if r.cfg.Cgroup != "" {
@@ -395,13 +388,6 @@ func (r *Runner) update(f func(*Status)) {
 func (r *Runner) publishLocked() {
 	s := r.cur
 	r.status.Set(&s)
-}
-
-func exitString(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
 }
 
 func truncate(b []byte) []byte {

@@ -18,8 +18,9 @@
 //
 // # What it does not do
 //
-// It renders nothing itself (kube/proxy and kube/dns do, as pure
-// functions that their tests check), decides nothing about when a service
-// runs (the kubernetes worker of roleserve does), and keeps no state
-// across runs.
+// It renders nothing itself but what every service shares, the check of
+// how it reaches the apiserver and its kubeconfig (apiclient.go);
+// kube/proxy and kube/dns render the rest, as pure functions that their
+// tests check. It decides nothing about when a service runs (the
+// kubernetes worker of roleserve does), and keeps no state across runs.
 package nodeservice

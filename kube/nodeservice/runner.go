@@ -109,17 +109,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.update(func(s *Status) { s.Note = "failed, restarting: " + err.Error() })
 		return err
 	}
-	if err := supervisor.Run(ctx, "process", process.Runnable(r.spec.Command, r.spec.StopGrace, process.Hooks{
-		Started: func(pid int) {
-			r.update(func(s *Status) { s.Running, s.PID, s.Note = true, pid, ""; s.Starts++ })
-		},
-		Exited: func(err error) {
-			r.update(func(s *Status) {
-				s.Running, s.PID = false, 0
-				s.Note = "ended: " + exitString(err)
-			})
-		},
-	})); err != nil {
+	if err := supervisor.Run(ctx, "process", process.Runnable(r.spec.Command, r.spec.StopGrace, process.StatusHooks(r.update,
+		func(s *Status, pid int) { s.Running, s.PID, s.Note = true, pid, ""; s.Starts++ },
+		func(s *Status, how string) { s.Running, s.PID, s.Note = false, 0, "ended: "+how },
+	))); err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -182,11 +175,4 @@ func write(fs []File) error {
 		}
 	}
 	return nil
-}
-
-func exitString(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
 }

@@ -15,7 +15,9 @@
 //
 // Runnable wraps that as a supervisor.Runnable: it fails when the process
 // exits (so the supervisor restarts it, with backoff) and stops it when its
-// context ends, reporting starts and exits through hooks for a status.
+// context ends, reporting starts and exits through hooks for a status
+// (StatusHooks: the hooks of a runner that keeps one under its lock,
+// ExitString: how a process ended, in a status note's words).
 //
 // # What it does not do
 //
@@ -152,6 +154,29 @@ type Hooks struct {
 	// Exited is called when that process has ended, with how (nil for
 	// exit status 0).
 	Exited func(err error)
+}
+
+// ExitString says how a process ended, as Hooks.Exited and Process.Err
+// tell it, in the words of a status note: "exit status 0" for nil.
+func ExitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// StatusHooks are Hooks that keep a status of type S through update,
+// which applies a change to the status under its keeper's lock and
+// publishes it: started changes it at each start, with the process's pid;
+// ended at each end, with how it ended in ExitString's words.
+func StatusHooks[S any](update func(func(*S)), started func(s *S, pid int), ended func(s *S, how string)) Hooks {
+	return Hooks{
+		Started: func(pid int) { update(func(s *S) { started(s, pid) }) },
+		Exited: func(err error) {
+			how := ExitString(err)
+			update(func(s *S) { ended(s, how) })
+		},
+	}
 }
 
 // Runnable runs c until its context ends, failing when the process exits

@@ -61,14 +61,7 @@ func (c Config) validate() error {
 	if !c.ClusterCIDR.IsValid() {
 		errs = append(errs, errors.New("config field ClusterCIDR is not a range"))
 	}
-	if !strings.HasPrefix(c.Server, "https://") {
-		errs = append(errs, fmt.Errorf("config field Server %q is not an https URL", c.Server))
-	}
-	for name, b := range map[string][]byte{"CA": c.CA, "Cert": c.Cert, "Key": c.Key} {
-		if len(b) == 0 {
-			errs = append(errs, fmt.Errorf("credential %s is missing", name))
-		}
-	}
+	errs = append(errs, nodeservice.CheckAPIClient(c.Server, c.CA, c.Cert, c.Key)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kube-proxy config: %w", err)
 	}
@@ -88,14 +81,11 @@ func (c Config) Files() ([]nodeservice.File, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	kubeconfig, err := pki.Kubeconfig(c.Server, c.CA, pki.ProxyUser, pki.Pair{Cert: c.Cert, Key: c.Key})
+	kubeconfig, err := nodeservice.KubeconfigFile(c.file(fileKubeconfig), c.Server, pki.ProxyUser, c.CA, c.Cert, c.Key)
 	if err != nil {
 		return nil, err
 	}
-	return []nodeservice.File{
-		{Path: c.file(fileConfig), Data: c.config()},
-		{Path: c.file(fileKubeconfig), Data: kubeconfig, Secret: true},
-	}, nil
+	return []nodeservice.File{{Path: c.file(fileConfig), Data: c.config()}, kubeconfig}, nil
 }
 
 // config is the KubeProxyConfiguration: nftables mode; the node named as

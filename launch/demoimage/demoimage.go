@@ -7,7 +7,8 @@
 // The image has one layer holding the binary as Entrypoint, a linux config
 // for the machine's architecture, port 8080 exposed, and runs as nobody.
 // Every file in the layer has the same time, so the same binary gives the
-// same image digest.
+// same image digest. Binary is that recipe for any one-binary image: the
+// pause image of the node's system tree (launch/systembuild) is one too.
 package demoimage
 
 import (
@@ -72,9 +73,41 @@ func Build(ctx context.Context, srcDir, outDir string) error {
 
 // Image is the image around the binary b.
 func Image(b []byte) (v1.Image, error) {
+	img, err := Binary{
+		Entrypoint: Entrypoint,
+		Arch:       runtime.GOARCH,
+		User:       "65534:65534",
+		CreatedBy:  "polis demoimage: cmd/polis-demo",
+		Ports:      []int{Port},
+	}.Image(b)
+	if err != nil {
+		return nil, fmt.Errorf("demoimage: %w", err)
+	}
+	return img, nil
+}
+
+// Binary describes an image of one static binary: the demo's, and the
+// pause image of the node's system tree (launch/systembuild).
+type Binary struct {
+	// Entrypoint is where the binary is in the image, and what it runs.
+	Entrypoint string
+	// Arch is the config's architecture (its OS is linux).
+	Arch string
+	// User is who the image runs as (uid:gid).
+	User string
+	// CreatedBy is the layer's history.
+	CreatedBy string
+	// Ports are the TCP ports the config exposes.
+	Ports []int
+}
+
+// Image is the image around the binary b: one layer holding it as
+// Entrypoint (mode 0755), and a config whose entrypoint it is. Every time
+// in it is the epoch, so that the same binary gives the same digest.
+func (d Binary) Image(b []byte) (v1.Image, error) {
 	var layerTar bytes.Buffer
 	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(Entrypoint, "/"), Mode: 0o755, Size: int64(len(b)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(d.Entrypoint, "/"), Mode: 0o755, Size: int64(len(b)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(b); err != nil {
@@ -87,24 +120,29 @@ func Image(b []byte) (v1.Image, error) {
 		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
 	}, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return nil, fmt.Errorf("demoimage: the layer: %w", err)
+		return nil, fmt.Errorf("the layer: %w", err)
 	}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "polis demoimage: cmd/polis-demo"}}); err != nil {
-		return nil, fmt.Errorf("demoimage: the layer: %w", err)
+	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: d.CreatedBy}}); err != nil {
+		return nil, fmt.Errorf("the layer: %w", err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
-	cf.Config = v1.Config{
-		Entrypoint:   []string{Entrypoint},
-		User:         "65534:65534",
-		ExposedPorts: map[string]struct{}{fmt.Sprintf("%d/tcp", Port): {}},
+	cf.OS, cf.Architecture, cf.Created = "linux", d.Arch, v1.Time{Time: epoch}
+	cf.Config = v1.Config{Entrypoint: []string{d.Entrypoint}, User: d.User}
+	for _, p := range d.Ports {
+		if cf.Config.ExposedPorts == nil {
+			cf.Config.ExposedPorts = map[string]struct{}{}
+		}
+		cf.Config.ExposedPorts[fmt.Sprintf("%d/tcp", p)] = struct{}{}
 	}
-	return mutate.ConfigFile(img, cf)
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, fmt.Errorf("the config: %w", err)
+	}
+	return img, nil
 }
 
 // WriteLayout writes img as the only image of an OCI layout in dir,

@@ -4,16 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/polis-os/polis/launch/demoimage"
 )
 
 // PauseEntrypoint is where the pause binary is in the image, and the
@@ -44,49 +42,14 @@ var epoch = time.Unix(0, 0).UTC()
 // import, and the client's Import) names it. The same binary always gives
 // the same bytes.
 func PauseArchiveBytes(pause []byte) ([]byte, error) {
-	var layerTar bytes.Buffer
-	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     strings.TrimPrefix(PauseEntrypoint, "/"),
-		Mode:     0o755,
-		Size:     int64(len(pause)),
-		ModTime:  epoch,
-		Format:   tar.FormatPAX,
-	}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(pause); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, fmt.Errorf("the layer: %w", err)
-	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	if img, err = mutate.Append(img, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "polis systembuild: the pause binary"},
-	}); err != nil {
-		return nil, fmt.Errorf("the layer: %w", err)
-	}
-	cf, err := img.ConfigFile()
+	img, err := demoimage.Binary{
+		Entrypoint: PauseEntrypoint,
+		Arch:       "amd64",
+		User:       pauseUser,
+		CreatedBy:  "polis systembuild: the pause binary",
+	}.Image(pause)
 	if err != nil {
 		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture = "amd64"
-	cf.OS = "linux"
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config = v1.Config{Entrypoint: []string{PauseEntrypoint}, User: pauseUser}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return nil, fmt.Errorf("the config: %w", err)
 	}
 	return ociArchive(img, PauseImage)
 }
