@@ -78,10 +78,12 @@ func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 			t.Fatal(err)
 		}
 	}
-	script(filepath.Join(bin, "containerd"), `echo "containerd $*" >>$LOG
+	// Each stand-in sets its TERM trap before it says it started, so that
+	// a test that saw the start line knows a stop will be logged.
+	script(filepath.Join(bin, "containerd"), `trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
+echo "containerd $*" >>$LOG
 echo "containerd pretending"
 touch $RUN/up $RUN/containerd.sock
-trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
 sleep 600 & wait
 `)
 	script(filepath.Join(bin, "ctr"), `case "$5" in
@@ -89,8 +91,8 @@ version) test -e $RUN/up ;;
 *) echo "ctr $*" >>$LOG ;;
 esac
 `)
-	script(filepath.Join(bin, "polis-kube"), `echo "$*" >>$LOG
-trap 'echo kubelet-stop >>$LOG; exit 0' TERM
+	script(filepath.Join(bin, "polis-kube"), `trap 'echo kubelet-stop >>$LOG; exit 0' TERM
+echo "$*" >>$LOG
 sleep 600 & wait
 `)
 	return Config{
@@ -126,6 +128,21 @@ func waitStatus(t *testing.T, r *Runner, what string, pred func(*Status) bool) *
 		t.Fatalf("waiting for %s: %v; status %+v", what, err, cur)
 	}
 	return st
+}
+
+// kubeletStarted waits until the stand-in kubelet has logged its n-th
+// start. The runner's status says the kubelet runs once its process
+// started, before the stand-in set its TERM trap; its start line comes
+// after the trap, so a signal sent from then on is logged, not fatal.
+func kubeletStarted(t *testing.T, path string, n int) {
+	t.Helper()
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("the stand-in kubelet's start line #%d in the log", n), func() error {
+		log := readLog(t, path)
+		if got := strings.Count(log, "kubelet --config"); got < n {
+			return fmt.Errorf("%d start lines; log:\n%s", got, log)
+		}
+		return nil
+	})
 }
 
 func readLog(t *testing.T, path string) string {
@@ -218,7 +235,9 @@ func TestRunner(t *testing.T) {
 	if again.ContainerdPID != running.ContainerdPID {
 		t.Error("containerd was restarted with the kubelet")
 	}
-	// Renewed credentials: files rewritten, the kubelet restarted.
+	// Renewed credentials: files rewritten, the kubelet restarted. (Its
+	// SIGTERM must find the second kubelet's trap set.)
+	kubeletStarted(t, logPath, 2)
 	renewed := credentials(t, c, "node-1")
 	if err := r.Renew(renewed, []netip.AddrPort{api}); err != nil {
 		t.Fatalf("Renew: %v", err)
@@ -228,8 +247,11 @@ func TestRunner(t *testing.T) {
 		t.Error("the renewed serving certificate was not written")
 	}
 
-	// Stop: the kubelet first, then containerd; nothing left.
+	// Stop: the kubelet first, then containerd; nothing left. The status
+	// says running once the process started; its start line says its
+	// stand-in's trap is set, so a stop cannot go unlogged.
 	last := waitStatus(t, r, "running", func(s *Status) bool { return s.KubeletRunning })
+	kubeletStarted(t, logPath, 3)
 	cancel()
 	waitStatus(t, r, "stopped", func(s *Status) bool { return !s.ContainerdRunning && !s.KubeletRunning && !s.NodeReady })
 	got = readLog(t, logPath)
