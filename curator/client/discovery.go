@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -122,11 +123,18 @@ func (lr *leaderResolver) ask(ctx context.Context, ap netip.AddrPort) (resp *cpb
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	resp, err = cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{})
+	// The peer is recorded only for a call that was sent on a
+	// connection: a curator that answered with an error (an electing
+	// one's "no leader is known") is up; one whose connection failed, or
+	// that let the call time out, is not. (The connection's state cannot
+	// tell: gRPC hands the call a ready connection before the state it
+	// reports says READY.)
+	var answeredBy peer.Peer
+	resp, err = cpb.NewCuratorServiceClient(conn).GetLeader(ctx, &cpb.GetLeaderRequest{}, grpc.Peer(&answeredBy))
 	if err == nil && lr.r.distort != nil {
 		resp = lr.r.distort(resp)
 	}
-	answered = err == nil || (status.Code(err) != codes.DeadlineExceeded && conn.GetState() == connectivity.Ready)
+	answered = err == nil || (status.Code(err) != codes.DeadlineExceeded && answeredBy.Addr != nil)
 	return resp, answered, err
 }
 
