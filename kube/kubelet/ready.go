@@ -196,7 +196,9 @@ func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersi
 
 // followNode keeps seen told of the Node's readiness until ctx ends: it
 // reads the Node (listNode), then watches it (watchNode), again and again
-// from the last resourceVersion while the watches end cleanly; after a
+// from the last resourceVersion while the watches end cleanly (after a
+// pause if one saw nothing, so that a server ending them at once is not
+// asked in a loop); after a
 // failure it reads the Node afresh, at once if the watch only expired,
 // otherwise after a backoff (watchRetryFirst to watchRetryMax), during
 // which the status keeps what was last seen. client gives the client of
@@ -223,9 +225,18 @@ func followNode(ctx context.Context, client func() (*http.Client, error), server
 					return err
 				}
 				before := rv
-				rv, err = watchNode(ctx, hc, server, name, rv, seen)
-				if err == nil && rv != before {
+				if rv, err = watchNode(ctx, hc, server, name, rv, seen); err != nil {
+					break
+				}
+				if rv != before {
 					retry.Reset() // it worked: the next failure starts short again
+					continue
+				}
+				// Ended with nothing seen: resumed after a pause, so
+				// that watches ended at once are not asked in a loop
+				// (nothing is missed: the next starts from rv).
+				if !pause(ctx, retry.NextBackOff()) {
+					return ctx.Err()
 				}
 			}
 			if ctx.Err() != nil {
@@ -236,11 +247,21 @@ func followNode(ctx context.Context, client func() (*http.Client, error), server
 				continue
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, retry.NextBackOff()) {
 			return ctx.Err()
-		case <-time.After(retry.NextBackOff()):
 		}
+	}
+}
+
+// pause waits for d, or less if ctx ends first: false then.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -75,7 +75,7 @@ func nodeJSON(rv int, ready string) string {
 // followNode reads the Node, then follows it by watches: what it sees at
 // each change is told at once (no poll); a watch ended by the apiserver
 // is resumed from the last resourceVersion (a bookmark's too) without a
-// read; an expired one (410) and a broken one are followed by a new read;
+// read, also when it saw nothing; an expired one (410) and a broken one are followed by a new read;
 // a read that fails is told as the reason the Node is not Ready.
 func TestFollowNode(t *testing.T) {
 	c, err := pki.NewCluster("test", now)
@@ -169,6 +169,8 @@ func TestFollowNode(t *testing.T) {
 	send(`{"type":"BOOKMARK","object":{"kind":"Node","metadata":{"resourceVersion":"9"}}}`)
 	send("") // the apiserver's timeout
 	watch("the watch resumed after its clean end, from the bookmark", "9")
+	send("") // ended with nothing seen
+	watch("the watch resumed after an empty one, from the same version", "9")
 
 	send(`{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version: 9 (15)"}}`)
 	if err := next(failed, "the expiry told"); !errors.Is(err, errWatchExpired) {
