@@ -243,11 +243,11 @@ func (c *Config) args() []string {
 // instructions, while it runs the SSE shuffles and vector rotates that the
 // SSSE3 code is made of much more slowly: pod traffic through WireGuard
 // went from 6.2 to 9.5 MB/s in TestNetworkNamespacesInVM with it, the clear
-// path unchanged (docs/benchmarks.md, issue 20). Nothing else the node's
-// kernel uses needs SSSE3: dm-crypt's AES-XTS (aesni_intel) and the
-// PCLMULQDQ beside it are checked on their own CPUID bits, which stay. On
-// a machine with KVM the guest runs the host's vector code natively, much
-// faster than any C, so the parameter is for TCG only.
+// path unchanged (docs/benchmarks.md, issue 20). dm-crypt's AES-XTS keeps
+// its AES-NI driver (xts-aes-aesni, seen in such a guest's /proc/crypto):
+// aesni_intel asks for the AES bit, which stays. On a machine with KVM the
+// guest runs the host's vector code natively, much faster than any C, so
+// the parameter is for TCG only.
 const tcgClearCPUID = "clearcpuid=ssse3"
 
 // kernelCommandLine is the kernel's command line: the console, reboot on
