@@ -16,10 +16,8 @@ import (
 // The phases poll node records every 200 ms while they wait; a polisctl
 // process per poll cost node 1 a TLS handshake and a leader discovery each
 // time under TCG, on the VM that also runs etcd and the apiserver whose
-// speed the test measures (a worker's Node Ready after its role came back
-// went from 25-35 s to 82 s at load 6-8 with the polls beside it). Over
-// one connection a poll is a ListNodes call, served from the curator's
-// node cache.
+// speed the test measures. Over one connection a poll is a ListNodes
+// call, served from the curator's node cache.
 type ownerConn struct {
 	mgmt cpb.ManagementServiceClient
 }
