@@ -164,7 +164,9 @@ func (s *Service) checkCaller(ctx context.Context, req cpb.Requirement, caller i
 // is judged from the cache as it is, which may lag etcd: a node approved a
 // moment ago may not be UP in it yet. A refusal is final for the caller,
 // so one from an unfenced view is confirmed on a fenced one first; the
-// quorum read that costs is paid only on the refusal path.
+// quorum read that costs is paid only on the refusal path. (The tests of
+// authz_standing_test.go hold the cache behind etcd to take that path on
+// every run.)
 func (s *Service) checkNodeStanding(ctx context.Context, caller identity.Identity) error {
 	if snap := fencedFrom(ctx); snap != nil {
 		return nodeStanding(snap, caller)

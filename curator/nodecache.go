@@ -166,6 +166,14 @@ type nodeCache struct {
 	// fence asks it for its progress.
 	watchMu  sync.Mutex
 	watching etcdvalue.Progresser
+	// beforePublish, set by tests only, is called with each snapshot run
+	// makes before it is published, and may block: how a test holds the
+	// cache behind etcd on purpose (authz_standing_test.go). A field of
+	// the cache rather than a failpoint (internal/failpoint), whose one
+	// hook is global to the process and would hold every curator's cache
+	// in a test that runs several; nil in production, where it costs one
+	// atomic load per watch event.
+	beforePublish atomic.Pointer[func(ctx context.Context, next *nodeSnapshot)]
 }
 
 func newNodeCache(cli *clientv3.Client) *nodeCache {
@@ -320,6 +328,9 @@ func (c *nodeCache) run(ctx context.Context) error {
 			prevCurators = prev.curators
 		}
 		next.curators = nextCurators(prevCurators, before, nodes, changed)
+		if hook := c.beforePublish.Load(); hook != nil {
+			(*hook)(ctx, next)
+		}
 		if prev != nil {
 			prev.next.Store(next)
 		}

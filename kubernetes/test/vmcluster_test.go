@@ -21,9 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
-	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/kube/bundle"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/launch/demoimage"
@@ -117,6 +114,7 @@ func TestVMClusterRunsPods(t *testing.T) {
 	polisctlRun(t, bin, config, "kubeconfig")
 	kubeconfig := filepath.Join(config, "kubeconfig")
 	cs := proxiedClient(t, kubeconfig, proxy)
+	owner := dialOwner(t, config)
 	workers := map[string]string{} // Polis node ID → its VM (launch-node label)
 	ids := map[string]string{}     // VM → Polis node ID
 	for i, a := range []string{"10.77.0.2", "10.77.0.3"} {
@@ -185,7 +183,7 @@ func TestVMClusterRunsPods(t *testing.T) {
 	}
 	// Each Pod has an address in its own node's pod range, which the
 	// curator gave that node alone.
-	ranges := podRanges(t, bin, config)
+	ranges := podRanges(t, owner)
 	if a, b := ranges[nodes.Items[0].Name], ranges[nodes.Items[1].Name]; !a.IsValid() || !b.IsValid() || a.Overlaps(b) {
 		t.Errorf("the workers' pod ranges %v and %v: want two ranges apart", a, b)
 	}
@@ -231,12 +229,12 @@ func TestVMClusterRunsPods(t *testing.T) {
 	// Pod to Pod across the workers, encrypted on the wire.
 	checkPodToPod(t, kubectl, list.Items, filepath.Join(dir, "wire.pcap"))
 	// A Service in front of both, by its DNS names, from a Pod.
-	checkServicesByName(ctx, t, cs, bin, config, tryKubectl, list.Items)
+	checkServicesByName(ctx, t, cs, owner, tryKubectl, list.Items)
 	if t.Failed() {
 		return
 	}
 
-	c := &vmCluster{dir: dir, bin: bin, config: config, proxy: proxy, cs: cs, ids: ids, workers: []string{"node2", "node3"}, tryKubectl: tryKubectl, kubectl: kubectl}
+	c := &vmCluster{dir: dir, bin: bin, config: config, owner: owner, proxy: proxy, cs: cs, ids: ids, workers: []string{"node2", "node3"}, tryKubectl: tryKubectl, kubectl: kubectl}
 	// Round trips and throughput between the workers, over WireGuard
 	// and in clear.
 	c.measurePodNetwork(ctx, t, "node2", "node3")
@@ -378,14 +376,10 @@ func createDemoDeployment(ctx context.Context, t *testing.T, cs *kubernetes.Clie
 
 // podRanges are the nodes' pod ranges as the curator gave them, by node
 // ID.
-func podRanges(t *testing.T, bin, config string) map[string]netip.Prefix {
+func podRanges(t *testing.T, owner *ownerConn) map[string]netip.Prefix {
 	t.Helper()
-	var resp cpb.ListNodesResponse
-	if err := protojson.Unmarshal([]byte(polisctlRun(t, bin, config, "node", "list", "-o", "json")), &resp); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]netip.Prefix{}
-	for _, n := range resp.Nodes {
+	for _, n := range owner.nodes(t) {
 		if r := n.GetNetwork().GetPodRange(); r != "" {
 			p, err := netip.ParsePrefix(r)
 			if err != nil {

@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/launch/demoimage"
 )
 
@@ -25,16 +23,12 @@ import (
 // repeated requests, so the Service's traffic crosses to the other worker
 // over the pod network; a name outside the cluster's domain is not
 // answered. It logs Service created → reachable by name.
-func checkServicesByName(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, bin, config string, kubectl func(args ...string) (string, error), pods []corev1.Pod) {
+func checkServicesByName(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, owner *ownerConn, kubectl func(args ...string) (string, error), pods []corev1.Pod) {
 	t.Helper()
 	waitList(ctx, t, "every worker's kube-proxy and DNS server running", func() (bool, string, error) {
-		var resp cpb.ListNodesResponse
-		if err := protojson.Unmarshal([]byte(polisctlRun(t, bin, config, "node", "list", "-o", "json")), &resp); err != nil {
-			return false, "", err
-		}
 		var seen []string
 		running := 0
-		for _, n := range resp.Nodes {
+		for _, n := range owner.nodes(t) {
 			if n.GetRoles().GetKubernetesWorker() == nil {
 				continue
 			}

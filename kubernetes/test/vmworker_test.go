@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -36,8 +35,10 @@ type vmCluster struct {
 	// dir/VM/console.log.
 	dir         string
 	bin, config string
-	proxy       *url.URL
-	cs          *kubernetes.Clientset
+	// owner lists the node records (nodeStatuses).
+	owner *ownerConn
+	proxy *url.URL
+	cs    *kubernetes.Clientset
 	// ids: VM name → Polis node ID.
 	ids map[string]string
 	// workers are the worker VMs' names.
@@ -77,18 +78,11 @@ func buildTestImage(ctx context.Context, t *testing.T, pkg, outDir string) {
 	}
 }
 
-// nodeStatuses is polisctl node list: node ID → its record.
+// nodeStatuses is the node records (polisctl node list): node ID → its
+// record.
 func (c *vmCluster) nodeStatuses(t *testing.T) map[string]*cpb.Node {
 	t.Helper()
-	var resp cpb.ListNodesResponse
-	if err := protojson.Unmarshal([]byte(polisctlRun(t, c.bin, c.config, "node", "list", "-o", "json")), &resp); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*cpb.Node{}
-	for _, n := range resp.Nodes {
-		out[n.Id] = n
-	}
-	return out
+	return c.owner.nodes(t)
 }
 
 // checkNodeAuthorizer runs authzprobe on worker vm with that node's kubelet
@@ -201,8 +195,8 @@ func (c *vmCluster) checkLabelsFollow(ctx context.Context, t *testing.T, vm stri
 // checkRoleTakenAway takes KubernetesWorker from vm: its status says
 // containerd and kubelet stopped, the agent found the Kubernetes cgroup
 // empty (no container, shim, containerd or kubelet), nothing answers on
-// the kubelet's port, and kubectl sees the Node NotReady and cannot exec
-// into its Pod. Then it gives the role back and times its Node Ready with
+// the kubelet's port, the apiserver says the Node is not Ready, and
+// kubectl cannot exec into its Pod. Then it gives the role back and times its Node Ready with
 // the apiserver already running: the worker's own path.
 func (c *vmCluster) checkRoleTakenAway(ctx context.Context, t *testing.T, vm string, kubectl func(args ...string) (string, error)) {
 	id := c.ids[vm]
@@ -225,9 +219,19 @@ func (c *vmCluster) checkRoleTakenAway(ctx context.Context, t *testing.T, vm str
 	if out, err := kubectl("exec", pod, "--", demoimage.Entrypoint, "get", "http://localhost:8080/"); err == nil {
 		t.Errorf("kubectl exec into %s on %s, whose role was taken away, worked: %s", pod, vm, out)
 	}
-	waitList(ctx, t, "kubectl: "+vm+"'s Node NotReady", func() (bool, string, error) {
-		out, err := kubectl("get", "node", id, "--no-headers")
-		return err == nil && strings.Contains(out, "NotReady"), out, nil
+	// Through the test's client, not a kubectl process per poll: each
+	// would be a TLS handshake with the apiserver on node 1 (ownerConn).
+	waitList(ctx, t, vm+"'s Node NotReady", func() (bool, string, error) {
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status != corev1.ConditionTrue, fmt.Sprintf("Ready=%s (%s)", cond.Status, cond.Reason), nil
+			}
+		}
+		return false, "no Ready condition", nil
 	})
 
 	given := time.Now()

@@ -236,6 +236,20 @@ func (c *Config) args() []string {
 	return a
 }
 
+// tcgClearCPUID hides SSSE3 from the guest kernel (not from its
+// programs: they ask the CPU, which still has it) under TCG, so that
+// WireGuard's ChaCha20 runs as the kernel's generic C code rather than its
+// SSSE3 code. TCG turns plain integer instructions into about as many host
+// instructions, while it runs the SSE shuffles and vector rotates that the
+// SSSE3 code is made of much more slowly: pod traffic through WireGuard
+// went from 6.2 to 9.5 MB/s in TestNetworkNamespacesInVM with it, the clear
+// path unchanged (docs/benchmarks.md, issue 20). dm-crypt's AES-XTS keeps
+// its AES-NI driver (xts-aes-aesni, seen in such a guest's /proc/crypto):
+// aesni_intel asks for the AES bit, which stays. On a machine with KVM the
+// guest runs the host's vector code natively, much faster than any C, so
+// the parameter is for TCG only.
+const tcgClearCPUID = "clearcpuid=ssse3"
+
 // kernelCommandLine is the kernel's command line: the console, reboot on
 // panic, no timer check, and the settings PID 1 reads (pid1.AgentFlags
 // says why there). no_timer_check: under TCG on a loaded host, the
@@ -244,6 +258,9 @@ func (c *Config) args() []string {
 // which was seen with eight VMs' worth of load on two cores.
 func (c *Config) kernelCommandLine() []string {
 	l := []string{"console=ttyS0", "panic=-1", "quiet", "no_timer_check", pid1.AddressParameter + "=" + c.Address.String()}
+	if c.Accel == "tcg" {
+		l = append(l, tcgClearCPUID)
+	}
 	for _, f := range c.AgentFlags {
 		l = append(l, pid1.ParameterPrefix+f)
 	}

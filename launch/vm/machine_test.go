@@ -47,6 +47,27 @@ func TestAgentFlags(t *testing.T) {
 	}
 }
 
+// TestClearCPUIDUnderTCGOnly: under TCG the guest kernel is told to
+// leave SSSE3 alone (its generic ChaCha20 is faster there); under KVM it
+// is not, where the vector code runs natively.
+func TestClearCPUIDUnderTCGOnly(t *testing.T) {
+	for _, tc := range []struct {
+		accel string
+		want  bool
+	}{{"", true}, {"tcg", true}, {"kvm", false}} {
+		cfg := testConfig(t)
+		cfg.Accel = tc.accel
+		c, err := cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline := c.args()[slices.Index(c.args(), "-append")+1]
+		if got := slices.Contains(strings.Fields(cmdline), tcgClearCPUID); got != tc.want {
+			t.Errorf("accel %q: kernel command line %q: has %s %v, want %v", tc.accel, cmdline, tcgClearCPUID, got, tc.want)
+		}
+	}
+}
+
 // TestParametersFile: parameters go to fw_cfg from a file Start writes
 // (0600); a boot without parameters removes it and gives no fw_cfg, so a
 // register ticket given once does not stay on the host.
