@@ -256,6 +256,10 @@ func TestRunner(t *testing.T) {
 	ready.Store(true)
 	waitStatus(t, r, "the Node Ready", func(s *Status) bool { return s.NodeReady && s.NodeNote == "" })
 
+	// The status says running once the process started; the stand-in
+	// notes its arguments a moment later (and must have, before it is
+	// killed below, for its start to be counted).
+	kubeletStarted(t, logPath, 1)
 	got := readLog(t, logPath)
 	iContainerd, iImport, iKubelet := strings.Index(got, "containerd --config"), strings.Index(got, "images import "+cfg.PauseImage), strings.Index(got, "kubelet --config")
 	if iContainerd < 0 || iImport < iContainerd || iKubelet < iImport {
