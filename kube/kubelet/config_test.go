@@ -68,3 +68,25 @@ func TestKubeletConfigClusterDNS(t *testing.T) {
 		t.Errorf("the configuration does not name 10.0.0.2 as the cluster's DNS for cluster.local:\n%s", got)
 	}
 }
+
+// All of the runtime's state that a reboot empties is in RunDir, where
+// cleanRuntimeState finds it: containerd's state, runc's root and the
+// sandboxes' network namespaces (under containerd's state); its root is
+// on the data disk.
+func TestContainerdConfigKeepsRuntimeStateInRunDir(t *testing.T) {
+	c := Config{RunDir: "/run/k", StateDir: "/data/k", BinDir: "/system/bin", PodCIDR: DefaultPodCIDR}
+	got := string(c.containerdConfig())
+	for _, want := range []string{
+		"\nroot = \"/data/k/containerd\"\n",
+		"\nstate = \"/run/k/containerd\"\n",
+		"\n        Root = \"/run/k/runc\"\n",
+		"\n  netns_mounts_under_state_dir = true\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("containerd's configuration does not say %q:\n%s", want, got)
+		}
+	}
+	if dirs := c.runtimeStateDirs(); len(dirs) != 2 || dirs[0] != "/run/k/containerd" || dirs[1] != "/run/k/runc" {
+		t.Errorf("runtimeStateDirs = %v", dirs)
+	}
+}

@@ -21,7 +21,7 @@
 //	     ├─ apiproxy    127.0.0.1:ProxyPort → the apiservers, in turn
 //	     │    then: wait until an apiserver answers /readyz
 //	     ├─ kubelet     polis-kube kubelet --config ... --kubeconfig ...
-//	     ├─ nodeready   GET /api/v1/nodes/NAME as the kubelet
+//	     ├─ nodeready   list the Node by name, then watch it, as the kubelet
 //	     └─ nodelabels  PATCH the Node's labels as the kubelet (SetLabels)
 //
 // The kubelet starts once an apiserver is ready: one started before fails
@@ -37,6 +37,34 @@
 // only way to find the shims, which containerd starts in sessions of
 // their own; without Config.Cgroup (tests, on hosts without cgroup v2)
 // only the processes Polis started are stopped.
+//
+// A stop then leaves the runtime as a reboot would. Once the kernel says
+// the node's cgroup is empty, the runtime's state in RunDir (on tmpfs,
+// which a reboot empties) is cleaned: the mounts below containerd's state
+// and runc's root (the containers' root filesystems, the sandboxes'
+// /dev/shm and network namespaces, all kept there by containerd's
+// configuration) are detached, deepest first, and the directories
+// emptied. containerd's root on the data disk (images, snapshots, its
+// metadata) is kept. The next containerd so finds no task to restore and
+// no dead shim to clean up (a containerd-shim-runc-v2 delete for each,
+// seconds under TCG); its CRI plugin and the kubelet find the Pods'
+// containers and sandboxes in its metadata without tasks, exactly as
+// after a reboot, and stop, tear down and remove them the same way.
+// Nothing is cleaned when processes are left or without Config.Cgroup,
+// and nothing is removed while a mount is still below the directories.
+//
+// Whether the Node is Ready is watched, not polled (nodeready): the runner
+// lists the Node selected by its name (the Node authorizer lets a node
+// list and watch its own Node so, as the kubelet's informer does; a Node
+// not registered yet is an empty list, whose registration the watch then
+// sees), and watches it from the list's resourceVersion, with bookmarks,
+// publishing NodeReady and NodeNote at each change. A watch the apiserver
+// ends (after watchSeconds) is resumed from the last resourceVersion; one
+// that expired (410 Gone) is followed by a new list at once, one that
+// failed by a new list after a backoff of at most 2 s (the interval of
+// the poll this replaced), NodeNote saying why the Node is not Ready while
+// it cannot be read. The client's HTTP/2 pings find a connection gone
+// silent under a watch.
 //
 // The local proxy is plain TCP: TLS runs end to end between the kubelet
 // and an apiserver, whose serving certificate names "localhost" (the

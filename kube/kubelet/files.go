@@ -78,7 +78,12 @@ func q(s string) string { return strconv.Quote(s) }
 // with the conf dir Polis writes, the pause image pinned as the sandbox,
 // and registries from the hosts directory. Plugins the node cannot use
 // (snapshotters for other filesystems, tracing, NRI) are not loaded:
-// under TCG every plugin's start is seconds of a single vCPU.
+// under TCG every plugin's start is seconds of a single vCPU. All of the
+// runtime's state that a reboot empties is in RunDir: containerd's state,
+// runc's root (runc's default is /run/containerd/runc) and the sandboxes'
+// network namespaces (containerd's default is /var/run/netns), so that
+// the runner can empty it after a stop as a reboot would
+// (cleanRuntimeState).
 func (c Config) containerdConfig() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `version = 3
@@ -108,18 +113,20 @@ disabled_plugins = [
     config_path = %s
 
 [plugins."io.containerd.cri.v1.runtime"]
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = %s
+        Root = %s
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%s]
     conf_dir = %s
-`, q(c.containerdRoot()), q(filepath.Join(c.RunDir, "containerd")), q(c.containerdSocket()),
-		q(c.PauseImageRef), q(c.hostsDir()), q(filepath.Join(c.BinDir, "runc")), q(c.CNIBinDir), q(c.cniConfDir()))
+`, q(c.containerdRoot()), q(c.containerdState()), q(c.containerdSocket()),
+		q(c.PauseImageRef), q(c.hostsDir()), q(filepath.Join(c.BinDir, "runc")), q(c.runcRoot()), q(c.CNIBinDir), q(c.cniConfDir()))
 	return []byte(b.String())
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/polis-os/polis/internal/testutil"
@@ -99,7 +98,7 @@ func TestRunnerSkipsImportedPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready atomic.Bool
+	var ready readyNode
 	ready.Store(true)
 	api := fakeAPIServer(t, c, "node-1", &ready)
 	dir := t.TempDir()

@@ -277,7 +277,8 @@ func (r *Runner) ctr(ctx context.Context, log *zap.Logger, timeout time.Duration
 
 // stopRuntime runs once the kubelet has stopped: it kills every container
 // (the pods' cgroup), stops containerd, and kills whatever is left in the
-// runtime's cgroup (the shims).
+// runtime's cgroup (the shims); once the kernel says nothing is left, it
+// empties the runtime's state (cleanRuntimeState).
 func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 	if r.cfg.Cgroup != "" {
 		if err := killCgroup(r.cfg.cgroup(cgroupPods), killTimeout); err != nil {
@@ -305,8 +306,23 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 			log.Error("processes are left in the Kubernetes node's cgroup after its stop", zap.String("cgroup", r.cfg.Cgroup))
 		default:
 			log.Info(StoppedMessage, zap.String("cgroup", r.cfg.Cgroup))
+			r.cleanRuntimeState(log)
 		}
 	}
+}
+
+// cleanRuntimeState empties the runtime's state in RunDir as a reboot
+// would (see cleanRuntimeState), once nothing of the runtime runs: the
+// next containerd then has no dead shims to clean up.
+func (r *Runner) cleanRuntimeState(log *zap.Logger) {
+	start := time.Now()
+	done, err := cleanRuntimeState("/proc/self/mountinfo", r.cfg.runtimeStateDirs())
+	fields := []zap.Field{zap.Int("unmounted", done.Unmounted), zap.Int("removed", done.Removed), zap.Strings("dirs", r.cfg.runtimeStateDirs()), zap.Duration("took", time.Since(start))}
+	if err != nil {
+		log.Error("cleaning the runtime's state after its stop", append(fields, zap.Error(err))...)
+		return
+	}
+	log.Info("the runtime's state cleaned as a reboot would: no dead shim for the next containerd", fields...)
 }
 
 // StoppedMessage is logged once a stopped runner has found its cgroup

@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,26 +30,90 @@ const waitTimeout = time.Minute
 
 var now = time.Now()
 
-// fakeAPIServer serves GET /api/v1/nodes/<name> over mTLS with the
-// cluster's CA, answering for the node whose certificate calls only, with
-// Ready once ready is set.
-func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, ready *atomic.Bool) netip.AddrPort {
+// readyNode is a fake apiserver's Node whose Ready condition a test sets
+// (Store); every change gives it a new resourceVersion and wakes its
+// watches.
+type readyNode struct {
+	mu      sync.Mutex
+	ready   bool
+	rv      int
+	changed chan struct{} // closed, and replaced, at every change
+}
+
+// Store sets whether the Node is Ready.
+func (n *readyNode) Store(ready bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ready = ready
+	n.rv++
+	if n.changed != nil {
+		close(n.changed)
+	}
+	n.changed = make(chan struct{})
+}
+
+func (n *readyNode) state() (object string, rv int, changed <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.changed == nil {
+		n.changed = make(chan struct{})
+	}
+	status := "False"
+	if n.ready {
+		status = "True"
+	}
+	return fmt.Sprintf(`{"metadata":{"name":"node","resourceVersion":"%d"},"status":{"conditions":[{"type":"Ready","status":"%s","reason":"KubeletNotReady","message":"testing"}]}}`, n.rv, status), n.rv, n.changed
+}
+
+// fakeAPIServer serves the Node named name to the node whose certificate
+// calls only, over mTLS with the cluster's CA, as the apiserver does to
+// the runner: its list and its watch selected by its name, with Ready
+// as node says.
+func fakeAPIServer(t *testing.T, c *pki.Cluster, name string, node *readyNode) netip.AddrPort {
 	t.Helper()
-	return serveAPI(t, c, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	done := make(chan struct{})
+	addr := serveAPI(t, c, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			_, _ = w.Write([]byte("ok"))
 			return
 		}
-		if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+name || r.URL.Path != "/api/v1/nodes/"+name {
+		q := r.URL.Query()
+		if cn := r.TLS.PeerCertificates[0].Subject.CommonName; cn != pki.NodeUserPrefix+name || r.URL.Path != "/api/v1/nodes" || q.Get("fieldSelector") != "metadata.name="+name {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		status := "False"
-		if ready.Load() {
-			status = "True"
+		object, rv, changed := node.state()
+		if q.Get("watch") != "1" {
+			fmt.Fprintf(w, `{"metadata":{"resourceVersion":"%d"},"items":[%s]}`, rv, object)
+			return
 		}
-		_, _ = w.Write([]byte(`{"status":{"conditions":[{"type":"Ready","status":"` + status + `","reason":"KubeletNotReady","message":"testing"}]}}`))
+		from, err := strconv.Atoi(q.Get("resourceVersion"))
+		if err != nil {
+			http.Error(w, "resourceVersion", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for {
+			if rv > from {
+				fmt.Fprintf(w, `{"type":"MODIFIED","object":%s}`+"\n", object)
+				w.(http.Flusher).Flush()
+				from = rv
+			}
+			select {
+			case <-changed:
+			case <-r.Context().Done():
+				return
+			case <-done:
+				return
+			}
+			object, rv, changed = node.state()
+		}
 	}))
+	// Before the server's Close (cleanups run last first), which waits
+	// for its handlers.
+	t.Cleanup(func() { close(done) })
+	return addr
 }
 
 // asNodeOne makes cfg node-1's, at 192.0.2.7, with credentials from c,
@@ -165,7 +230,7 @@ func TestRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ready atomic.Bool
+	var ready readyNode
 	api := fakeAPIServer(t, c, "node-1", &ready)
 	cfg, logPath := fakeRuntime(t, t.TempDir())
 	cfg.NodeName = "node-1"
@@ -191,6 +256,10 @@ func TestRunner(t *testing.T) {
 	ready.Store(true)
 	waitStatus(t, r, "the Node Ready", func(s *Status) bool { return s.NodeReady && s.NodeNote == "" })
 
+	// The status says running once the process started; the stand-in
+	// notes its arguments a moment later (and must have, before it is
+	// killed below, for its start to be counted).
+	kubeletStarted(t, logPath, 1)
 	got := readLog(t, logPath)
 	iContainerd, iImport, iKubelet := strings.Index(got, "containerd --config"), strings.Index(got, "images import "+cfg.PauseImage), strings.Index(got, "kubelet --config")
 	if iContainerd < 0 || iImport < iContainerd || iKubelet < iImport {
