@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/polis-os/polis/internal/mountinfo"
 )
 
 // The runtime's state that a reboot empties (RunDir is on tmpfs), unlike
@@ -52,12 +54,12 @@ type cleaned struct {
 // container's root filesystem would delete the files of its layers.
 func cleanRuntimeState(mountinfoPath string, dirs []string) (cleaned, error) {
 	var done cleaned
-	info, err := os.ReadFile(mountinfoPath)
+	mounts, err := mountinfo.ReadFile(mountinfoPath)
 	if err != nil {
-		return done, fmt.Errorf("kubelet: reading the mounts: %w", err)
+		return done, fmt.Errorf("kubelet: %w", err)
 	}
 	var errs []error
-	for _, m := range mountsUnder(string(info), dirs) {
+	for _, m := range mountsUnder(mounts, dirs) {
 		switch err := unix.Unmount(m, unix.MNT_DETACH); {
 		case err == nil:
 			done.Unmounted++
@@ -67,10 +69,10 @@ func cleanRuntimeState(mountinfoPath string, dirs []string) (cleaned, error) {
 			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
 		}
 	}
-	if info, err = os.ReadFile(mountinfoPath); err != nil {
-		return done, fmt.Errorf("kubelet: reading the mounts: %w", err)
+	if mounts, err = mountinfo.ReadFile(mountinfoPath); err != nil {
+		return done, fmt.Errorf("kubelet: %w", err)
 	}
-	if left := mountsUnder(string(info), dirs); len(left) > 0 {
+	if left := mountsUnder(mounts, dirs); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("%d mounts are left below %s (%s, ...): nothing removed", len(left), strings.Join(dirs, ", "), left[0]))
 		return done, fmt.Errorf("kubelet: cleaning the runtime's state: %w", errors.Join(errs...))
 	}
@@ -109,27 +111,20 @@ func removeContents(dir string) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// mountsUnder returns the mount points of mountinfo (the format of
-// /proc/self/mountinfo) strictly below one of dirs, in the order to
-// unmount them: deepest first and, of mounts stacked on one point, the
-// last mounted first. Lines it cannot read are skipped.
-func mountsUnder(mountinfo string, dirs []string) []string {
+// mountsUnder returns the mount points of mounts strictly below one of
+// dirs, in the order to unmount them: deepest first and, of mounts
+// stacked on one point, the last mounted first.
+func mountsUnder(mounts []mountinfo.Mount, dirs []string) []string {
 	type mount struct {
 		path  string
 		depth int
 		order int
 	}
 	var ms []mount
-	for line := range strings.Lines(mountinfo) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		p := unescapeMountinfo(f[4])
+	for _, m := range mounts {
 		for _, d := range dirs {
-			d = filepath.Clean(d)
-			if strings.HasPrefix(p, d+"/") {
-				ms = append(ms, mount{path: p, depth: strings.Count(p, "/"), order: len(ms)})
+			if strings.HasPrefix(m.MountPoint, filepath.Clean(d)+"/") {
+				ms = append(ms, mount{path: m.MountPoint, depth: strings.Count(m.MountPoint, "/"), order: len(ms)})
 				break
 			}
 		}
@@ -143,23 +138,3 @@ func mountsUnder(mountinfo string, dirs []string) []string {
 	}
 	return out
 }
-
-// unescapeMountinfo undoes the kernel's octal escapes of a mountinfo path
-// (\040 for a space, \011, \012, \134).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

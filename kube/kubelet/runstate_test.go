@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/polis-os/polis/internal/mountinfo"
 )
 
 // mountinfo lines as the kernel writes them, with containerd's mounts
@@ -23,7 +25,6 @@ const testMountinfo = `22 1 0:20 / / rw,relatime - tmpfs rootfs rw
 46 30 0:45 / /run/polis/kubelet/containerd rw - tmpfs tmpfs rw
 47 30 0:46 / /run/polis/kubelet/runc/with\040space rw - tmpfs tmpfs rw
 48 31 0:47 / /var/lib/polis/kubelet/containerd/io.containerd.snapshotter.v1.overlayfs/x rw - overlay overlay rw
-bad line
 `
 
 // Only the mounts strictly below the runtime's state directories are
@@ -31,7 +32,11 @@ bad line
 // (the data disk) and neighbours with a common prefix are left alone.
 func TestMountsUnder(t *testing.T) {
 	cfg := Config{RunDir: "/run/polis/kubelet", StateDir: "/var/lib/polis/kubelet"}
-	got := mountsUnder(testMountinfo, cfg.runtimeStateDirs())
+	mounts, err := mountinfo.Parse(testMountinfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mountsUnder(mounts, cfg.runtimeStateDirs())
 	task := "/run/polis/kubelet/containerd/io.containerd.runtime.v2.task/k8s.io/aaa/rootfs"
 	want := []string{
 		task + "/dev",
@@ -44,22 +49,8 @@ func TestMountsUnder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("mountsUnder:\n got %q\nwant %q", got, want)
 	}
-	if got := mountsUnder(testMountinfo, []string{"/nowhere"}); len(got) != 0 {
+	if got := mountsUnder(mounts, []string{"/nowhere"}); len(got) != 0 {
 		t.Errorf("mounts chosen below a directory with none: %q", got)
-	}
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:             "/a/b",
-		`/a\040b`:          "/a b",
-		`/a\011\012\134`:   "/a\t\n\\",
-		`/trailing\04`:     `/trailing\04`,
-		`/not\08octal\999`: `/not\08octal\999`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

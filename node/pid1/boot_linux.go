@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/polis-os/polis/internal/mountinfo"
 	"github.com/polis-os/polis/localstorage"
 )
 
@@ -149,7 +150,7 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 		return nil, err
 	}
 	logf("%s root %s (not rootfs; pivot_root tried: works); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls",
-		PreparedMessage, root.fstype, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls))
+		PreparedMessage, root.FSType, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls))
 	return m, nil
 }
 
@@ -157,37 +158,33 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 // root is a real mount (pivot_root works), and the system disk, if the
 // machine has one (sysDev), is mounted read-only at SystemRoot. It
 // returns the root's mount and the system disk's part of the summary.
-func checkMounts(sysDev, sysID string) (mountInfo, string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+func checkMounts(sysDev, sysID string) (mountinfo.Mount, string, error) {
+	mounts, err := mountinfo.ReadFile(mountinfo.Path)
 	if err != nil {
-		return mountInfo{}, "", fmt.Errorf("reading the mounts: %w", err)
-	}
-	mounts, err := parseMountinfo(string(b))
-	if err != nil {
-		return mountInfo{}, "", err
+		return mountinfo.Mount{}, "", err
 	}
 	root, ok := rootMount(mounts)
 	if !ok {
-		return mountInfo{}, "", fmt.Errorf("mountinfo: nothing is mounted at /")
+		return mountinfo.Mount{}, "", fmt.Errorf("mountinfo: nothing is mounted at /")
 	}
 	if err := pivotRootAllowed(root); err != nil {
-		return mountInfo{}, "", err
+		return mountinfo.Mount{}, "", err
 	}
-	if !strings.Contains(root.optional, "shared:") {
-		return mountInfo{}, "", fmt.Errorf("the root is not a shared mount (%q): kubelet needs shared mount propagation", root.optional)
+	if !strings.Contains(root.Optional, "shared:") {
+		return mountinfo.Mount{}, "", fmt.Errorf("the root is not a shared mount (%q): kubelet needs shared mount propagation", root.Optional)
 	}
 	if sysDev == "" {
 		return root, "no system disk", nil
 	}
-	i := slices.IndexFunc(mounts, func(m mountInfo) bool { return m.mountPoint == SystemRoot })
+	i := slices.IndexFunc(mounts, func(m mountinfo.Mount) bool { return m.MountPoint == SystemRoot })
 	if i < 0 {
-		return mountInfo{}, "", fmt.Errorf("the system disk %s is not in the mount table at %s", sysDev, SystemRoot)
+		return mountinfo.Mount{}, "", fmt.Errorf("the system disk %s is not in the mount table at %s", sysDev, SystemRoot)
 	}
 	sm := mounts[i]
-	if !slices.Contains(strings.Split(sm.options, ","), "ro") {
-		return mountInfo{}, "", fmt.Errorf("the system disk is mounted at %s with %q, not read-only", SystemRoot, sm.options)
+	if !slices.Contains(strings.Split(sm.Options, ","), "ro") {
+		return mountinfo.Mount{}, "", fmt.Errorf("the system disk is mounted at %s with %q, not read-only", SystemRoot, sm.Options)
 	}
-	return root, fmt.Sprintf("system disk %s (%s, %s, ID %.12s) on %s", sm.source, sm.fstype, strings.Split(sm.options, ",")[0], sysID, SystemRoot), nil
+	return root, fmt.Sprintf("system disk %s (%s, %s, ID %.12s) on %s", sm.Source, sm.FSType, strings.Split(sm.Options, ",")[0], sysID, SystemRoot), nil
 }
 
 // parseCommandLine finds polis.address=IP/PREFIX (required) and the

@@ -8,89 +8,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/polis-os/polis/internal/mountinfo"
 )
 
 // newRootDir is where the tmpfs that becomes the root is mounted while
 // the initramfs is moved into it.
 const newRootDir = "/.polis-root"
 
-// mountInfo is one line of /proc/self/mountinfo.
-type mountInfo struct {
-	id, parent int
-	mountPoint string
-	fstype     string
-	source     string
-	options    string // per-mount options (ro, nosuid, ...)
-	optional   string // optional fields: shared:N, master:N, ...
-}
-
-// parseMountinfo reads /proc/self/mountinfo's format (proc(5)): ID,
-// parent ID, major:minor, root, mount point, options, optional fields
-// ended by "-", then file system type, source and super options.
-func parseMountinfo(b string) ([]mountInfo, error) {
-	var out []mountInfo
-	for line := range strings.SplitSeq(b, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(f) < 7 || sep < 0 || len(f) < sep+3 {
-			return nil, fmt.Errorf("mountinfo: malformed line %q", line)
-		}
-		id, err1 := strconv.Atoi(f[0])
-		parent, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("mountinfo: malformed line %q", line)
-		}
-		out = append(out, mountInfo{
-			id: id, parent: parent,
-			mountPoint: unescapeMountinfo(f[4]),
-			options:    f[5],
-			optional:   strings.Join(f[6:sep], " "),
-			fstype:     f[sep+1],
-			source:     unescapeMountinfo(f[sep+2]),
-		})
-	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // rootMount returns the mount at / (the last one there: mounts stack).
-func rootMount(mounts []mountInfo) (mountInfo, bool) {
-	var root mountInfo
+func rootMount(mounts []mountinfo.Mount) (mountinfo.Mount, bool) {
+	var root mountinfo.Mount
 	found := false
 	for _, m := range mounts {
-		if m.mountPoint == "/" {
+		if m.MountPoint == "/" {
 			root, found = m, true
 		}
 	}
@@ -102,26 +36,22 @@ func rootMount(mounts []mountInfo) (mountInfo, bool) {
 // a mount with no parent, which can never be moved or unmounted. runc
 // pivot_roots into every container, so the machine's root must be a real
 // mount on top of rootfs.
-func pivotRootAllowed(root mountInfo) error {
-	if root.fstype == "rootfs" || root.parent == root.id {
-		return fmt.Errorf("the root is the initramfs' rootfs (mount %d, parent %d, %s): pivot_root(2) would fail", root.id, root.parent, root.fstype)
+func pivotRootAllowed(root mountinfo.Mount) error {
+	if root.FSType == "rootfs" || root.Parent == root.ID {
+		return fmt.Errorf("the root is the initramfs' rootfs (mount %d, parent %d, %s): pivot_root(2) would fail", root.ID, root.Parent, root.FSType)
 	}
 	return nil
 }
 
 // readRootMount reads the root's mount from /proc/self/mountinfo.
-func readRootMount() (mountInfo, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+func readRootMount() (mountinfo.Mount, error) {
+	mounts, err := mountinfo.ReadFile(mountinfo.Path)
 	if err != nil {
-		return mountInfo{}, fmt.Errorf("reading the mounts: %w", err)
-	}
-	mounts, err := parseMountinfo(string(b))
-	if err != nil {
-		return mountInfo{}, err
+		return mountinfo.Mount{}, err
 	}
 	root, ok := rootMount(mounts)
 	if !ok {
-		return mountInfo{}, errors.New("mountinfo: nothing is mounted at /")
+		return mountinfo.Mount{}, errors.New("mountinfo: nothing is mounted at /")
 	}
 	return root, nil
 }
@@ -145,7 +75,7 @@ func switchRootIfNeeded(logf func(string, ...any)) (string, error) {
 		return "", fmt.Errorf("switching root: %w", err)
 	}
 	if pivotRootAllowed(root) == nil {
-		return root.fstype, nil
+		return root.FSType, nil
 	}
 	// The rest of the first run happens on the new root after exec;
 	// nothing but proc is mounted yet, and proc is mounted again there.
