@@ -129,9 +129,13 @@ func asNodeOne(t *testing.T, cfg *Config, c *pki.Cluster, apiServer netip.AddrPo
 }
 
 // fakeRuntime writes stand-ins for containerd, ctr and polis-kube that
-// record what they do in a log file, and returns the config's paths.
+// record what they do in a log file, and returns the config's paths. The
+// stand-in containerd's socket is a link to a gRPC health server of the
+// test's, which answers SERVING while the test runs: the runner removes
+// the link before it starts containerd, and the stand-in makes it anew.
 func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 	t.Helper()
+	health, _, _ := healthServer(t, dir)
 	log = filepath.Join(dir, "log")
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
@@ -145,16 +149,13 @@ func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 	}
 	// Each stand-in sets its TERM trap before it says it started, so that
 	// a test that saw the start line knows a stop will be logged.
-	script(filepath.Join(bin, "containerd"), `trap 'echo containerd-stop >>$LOG; rm -f $RUN/up; exit 0' TERM
+	script(filepath.Join(bin, "containerd"), `trap 'echo containerd-stop >>$LOG; exit 0' TERM
 echo "containerd $*" >>$LOG
 echo "containerd pretending"
-touch $RUN/up $RUN/containerd.sock
+ln -sf `+health+` $RUN/containerd.sock
 sleep 600 & wait
 `)
-	script(filepath.Join(bin, "ctr"), `case "$5" in
-version) test -e $RUN/up ;;
-*) echo "ctr $*" >>$LOG ;;
-esac
+	script(filepath.Join(bin, "ctr"), `echo "ctr $*" >>$LOG
 `)
 	script(filepath.Join(bin, "polis-kube"), `trap 'echo kubelet-stop >>$LOG; exit 0' TERM
 echo "$*" >>$LOG
@@ -356,7 +357,7 @@ func TestRunnerImportFails(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg, _ := fakeRuntime(t, dir)
-	ctr := "#!/bin/sh\ncase \"$5\" in version) exit 0 ;; *) echo 'ctr: no such file: pause.tar' >&2; exit 1 ;; esac\n"
+	ctr := "#!/bin/sh\necho 'ctr: no such file: pause.tar' >&2\nexit 1\n"
 	if err := os.WriteFile(filepath.Join(cfg.BinDir, "ctr"), []byte(ctr), 0o755); err != nil {
 		t.Fatal(err)
 	}
