@@ -18,6 +18,7 @@
 // worker decommissioned and deleted (no longer a WireGuard peer of the
 // other, its pod range back in the pool); it also measures the pod network
 // between the workers (./netbench: round trips and throughput, Pod to Pod
-// over WireGuard and node to node in clear). It needs qemu. scripts/test
+// over WireGuard, Pod to Pod plain-routed and node to node in clear). It
+// needs qemu. scripts/test
 // runs them after the main module's tests.
 package test

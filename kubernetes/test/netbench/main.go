@@ -11,6 +11,9 @@
 //	                            bytes counted by the receiver:
 //	                            {"kind":"tput","bytes":…,"seconds":…}
 //	netbench both ADDR N SECONDS  rtt, then tput: two lines
+//	netbench route DST GATEWAY  route address DST through GATEWAY (needs
+//	                            CAP_NET_ADMIN; route.go says why)
+//	netbench unroute DST        remove that route
 //
 // A connection starts with one byte saying what it is for: 'e', the server
 // echoes every 64-byte message; 's', the server reads until the client
@@ -81,6 +84,16 @@ func main() {
 			log.Fatalf("netbench tput: %q is no positive number of seconds", args[1])
 		}
 		err = tput(args[0], time.Duration(secs*float64(time.Second)))
+	case "route":
+		if len(args) != 2 {
+			usage()
+		}
+		err = routeVia(args[0], args[1])
+	case "unroute":
+		if len(args) != 1 {
+			usage()
+		}
+		err = unroute(args[0])
 	default:
 		usage()
 	}
@@ -90,7 +103,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: netbench serve [ADDR] | netbench rtt ADDR N | netbench tput ADDR SECONDS | netbench both ADDR N SECONDS")
+	fmt.Fprintln(os.Stderr, "usage: netbench serve [ADDR] | netbench rtt ADDR N | netbench tput ADDR SECONDS | netbench both ADDR N SECONDS | netbench route DST GATEWAY | netbench unroute DST")
 	os.Exit(2)
 }
 
