@@ -52,12 +52,20 @@ func rbacObjects() []rbacObject {
 }
 
 // rbacRetry is how long the RBAC runnable waits before trying again
-// after a failed apply.
-const rbacRetry = 5 * time.Second
+// after a failed apply. A variable so that tests can shorten it.
+var rbacRetry = 5 * time.Second
+
+// rbacApplyTimeout bounds one request of an apply: longer than a probe's,
+// as a write on a starved controller (etcd's commit under TCG at load
+// 5, seconds) is slower than a read of /readyz.
+const rbacApplyTimeout = 30 * time.Second
 
 // applyRBAC is the runnable that applies rbacObjects once the apiserver
 // is ready, and again after each restart of it (each controller node does
-// so; server-side apply with one field manager makes that idempotent). It
+// so; server-side apply with one field manager makes that idempotent). A
+// failed apply is tried again every rbacRetry until it succeeds: the
+// apiserver stays ready meanwhile, so no new status would wake the
+// runnable, and the node DNS servers are refused until it succeeds. It
 // authenticates as the apiserver's own client towards kubelets, the one
 // system:masters identity a controller node's files hold: creating a role
 // needs every permission the role grants.
@@ -69,27 +77,31 @@ func (r *Runner) applyRBAC(roots *x509.CertPool) supervisor.Runnable {
 		}
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
-		hc := &http.Client{Transport: tr, Timeout: probeTimeout}
+		hc := &http.Client{Transport: tr, Timeout: rbacApplyTimeout}
 		w := r.status.Watch()
 		defer w.Close()
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
+		log := supervisor.Logger(ctx)
 		appliedFor := 0 // the apiserver pid the objects were applied through
 		for {
 			st, err := w.Get(ctx, event.Filter(func(s *Status) bool { return s != nil && s.Ready && s.ReadyPID != appliedFor }))
 			if err != nil {
 				return err
 			}
-			if err := applyObjects(ctx, hc, r.cfg.Server(), rbacObjects()); err != nil {
-				supervisor.Logger(ctx).Warn("applying the RBAC of the node services; trying again", zap.Error(err))
+			for attempt := 1; ; attempt++ {
+				err := applyObjects(ctx, hc, r.cfg.Server(), rbacObjects())
+				if err == nil {
+					break
+				}
+				log.Warn("applying the RBAC of the node services; trying again", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("in", rbacRetry))
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
 				case <-time.After(rbacRetry):
 				}
-				continue
 			}
 			appliedFor = st.ReadyPID
-			supervisor.Logger(ctx).Info("applied the RBAC of the node services", zap.String("role", DNSRoleName))
+			log.Info("applied the RBAC of the node services", zap.String("role", DNSRoleName), zap.Int("apiserverPID", appliedFor))
 		}
 	}
 }
