@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -18,16 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/kubelet"
+	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/nodeservice"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
@@ -110,38 +107,14 @@ func (f *fakeCurator) IssueKubeletCredentials(_ context.Context, req *cpb.IssueK
 	return f.kubelet.issue(req)
 }
 
-// containerdHealth serves the standard gRPC health service, SERVING, on a
-// unix socket in dir until the test ends: what the kubelet runner asks
-// containerd before it goes on (kube/kubelet's waitContainerd).
-func containerdHealth(t *testing.T, dir string) (socket string) {
-	t.Helper()
-	socket = filepath.Join(dir, "health.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	healthpb.RegisterHealthServer(s, health.NewServer())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	return socket
-}
-
 // testRuntime is a container runtime of shell scripts standing in for
 // containerd, ctr and polis-kube; they note what they do in the returned
 // log file. containerd's socket is a link to a health server of the
-// test's (containerdHealth), made anew by each stand-in containerd.
+// test's (kubetest.ContainerdHealth), made anew by each stand-in containerd.
 func testRuntime(t *testing.T) (rt *KubernetesRuntime, bundle, log string) {
 	t.Helper()
 	dir := t.TempDir()
-	health := containerdHealth(t, dir)
+	health, _, _ := kubetest.ContainerdHealth(t, dir)
 	log = filepath.Join(dir, "log")
 	bin := filepath.Join(dir, "bin")
 	run := filepath.Join(dir, "run")

@@ -14,42 +14,12 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/process"
 )
-
-// healthServer serves the standard gRPC health service on a unix socket in
-// dir, standing in for containerd's, and counts the questions answered; it
-// stops when the test ends.
-func healthServer(t *testing.T, dir string) (socket string, h *health.Server, asked *atomic.Int64) {
-	t.Helper()
-	socket = filepath.Join(dir, "health.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked = new(atomic.Int64)
-	s := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		defer asked.Add(1)
-		return handler(ctx, req)
-	}))
-	h = health.NewServer()
-	healthpb.RegisterHealthServer(s, h)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	return socket, h, asked
-}
 
 // linkSocket makes link name socket, as a stand-in containerd does for
 // its socket in the run directory.
@@ -112,7 +82,7 @@ func waitResult(t *testing.T, ctx context.Context, socket string, p *process.Pro
 // there; one that is NOT_SERVING, or has no socket, is waited for.
 func TestWaitContainerdServing(t *testing.T) {
 	dir := t.TempDir()
-	target, h, asked := healthServer(t, dir)
+	target, h, asked := kubetest.ContainerdHealth(t, dir)
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	socket := filepath.Join(dir, "containerd.sock")
 	done := waitResult(t, context.Background(), socket, standIn(t), waitTimeout)
@@ -145,7 +115,7 @@ func TestWaitContainerdDeadline(t *testing.T) {
 		want string
 	}{
 		{"not serving", func(t *testing.T, socket string) {
-			target, h, _ := healthServer(t, t.TempDir())
+			target, h, _ := kubetest.ContainerdHealth(t, t.TempDir())
 			h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 			linkSocket(t, target, socket)
 		}, "containerd's health is NOT_SERVING"},
@@ -174,7 +144,7 @@ func TestWaitContainerdDeadline(t *testing.T) {
 // A containerd that ends before it answers ends the wait at once, saying
 // so.
 func TestWaitContainerdExited(t *testing.T) {
-	target, h, asked := healthServer(t, t.TempDir())
+	target, h, asked := kubetest.ContainerdHealth(t, t.TempDir())
 	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	socket := filepath.Join(t.TempDir(), "containerd.sock")
 	linkSocket(t, target, socket)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -135,7 +136,7 @@ func asNodeOne(t *testing.T, cfg *Config, c *pki.Cluster, apiServer netip.AddrPo
 // the link before it starts containerd, and the stand-in makes it anew.
 func fakeRuntime(t *testing.T, dir string) (cfg Config, log string) {
 	t.Helper()
-	health, _, _ := healthServer(t, dir)
+	health, _, _ := kubetest.ContainerdHealth(t, dir)
 	log = filepath.Join(dir, "log")
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
