@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -119,6 +120,13 @@ func TestRunnerInCgroup(t *testing.T) {
 	want := "0::/" + filepath.Base(parent) + "/svc"
 	if !strings.Contains(string(procCgroup), want+"\n") {
 		t.Errorf("pid %d's cgroups:\n%s\nwant it in %s (%s)", st.PID, procCgroup, dir, want)
+	}
+	// Where the cpu controller is delegated (not on a host that keeps it
+	// for cgroup v1), the parent has the services' weight.
+	if enabled, _ := os.ReadFile(filepath.Join(mount, "cgroup.subtree_control")); slices.Contains(strings.Fields(string(enabled)), "cpu") {
+		if w, err := os.ReadFile(filepath.Join(parent, "cpu.weight")); err != nil || strings.TrimSpace(string(w)) != strconv.Itoa(CPUWeight) {
+			t.Errorf("%s/cpu.weight: %q (%v), want %d", parent, w, err, CPUWeight)
+		}
 	}
 	cancel()
 	waitStatus(t, r, "stopped", func(s *Status) bool { return !s.Running })

@@ -31,10 +31,11 @@
 // the services' all the same. Not below kubernetes/: the kubelet's runner
 // waits for that whole tree to be empty when it stops, and the services
 // are not its to stop; not below polis/: there they would take the CPU
-// from the agent alone. Without the cpu controller enabled for the parent
-// (a host where PID 1 did not delegate it), the process runs in its
-// cgroup unweighted and the run logs why, once; a cgroup that cannot be
-// made fails the run, whose status says so.
+// from the agent alone. A run logs WeightedMessage with its cgroup.
+// Without the cpu controller enabled for the parent (a host where PID 1
+// did not delegate it), the process runs in its cgroup unweighted and the
+// run logs why instead, once; a cgroup that cannot be made fails the run,
+// whose status says so.
 //
 // # What it does not do
 //

@@ -48,6 +48,11 @@ type Spec struct {
 	Cgroup string
 }
 
+// WeightedMessage is logged when a run has placed its service in its
+// cgroup and given the parent CPUWeight; a run without the weight logs
+// why instead (once).
+const WeightedMessage = "running in its cgroup, its parent weighted"
+
 // StatusName is the name of the status value of the service name (event
 // Info), by which the role server's graph knows it.
 func StatusName(name string) string { return "kube." + name + ".status" }
@@ -139,7 +144,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		supervisor.Cleanup(ctx, func() { cg.close(log) })
 		cmd.CgroupFD = int(cg.fd.Fd())
 		if noWeight == "" {
-			log.Info("running in its cgroup", zap.String("cgroup", cg.dir), zap.Int("parentCPUWeight", CPUWeight))
+			log.Info(WeightedMessage, zap.String("cgroup", cg.dir), zap.Int("parentCPUWeight", CPUWeight))
 		} else {
 			r.noWeightLogged.Do(func() {
 				log.Warn("running in its cgroup without a CPU weight", zap.String("cgroup", cg.dir), zap.String("because", noWeight))
