@@ -508,7 +508,8 @@ func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) []*cpb.Cu
 // binaries and the pause image from the tree at cfg.KubernetesRuntime (the
 // system disk), laid out as node/pid1 says; containerd's and the kubelet's
 // state on the data disk; sockets and generated files on the ephemeral
-// storage; and a cgroup of their own. Nil without a runtime.
+// storage; a cgroup of their own, and beside it one for the node services
+// (kube-proxy, the DNS server), weighted below it. Nil without a runtime.
 func (n *Node) kubernetesRuntime() *roleserve.KubernetesRuntime {
 	root := n.cfg.KubernetesRuntime
 	if root == "" {
@@ -524,6 +525,9 @@ func (n *Node) kubernetesRuntime() *roleserve.KubernetesRuntime {
 		StateDir:   filepath.Join(n.root.Data.Path, "kubernetes"),
 		RunDir:     filepath.Join(n.root.Ephemeral.Path, "kubelet"),
 		Cgroup:     filepath.Join(kubelet.CgroupMount, "kubernetes"),
-		Registries: n.cfg.KubernetesRegistries,
+		// A sibling of Cgroup and of the agent's polis/: cgroup v2
+		// weights only share the CPU among siblings.
+		ServicesCgroup: filepath.Join(kubelet.CgroupMount, "kube-services"),
+		Registries:     n.cfg.KubernetesRegistries,
 	}
 }

@@ -152,7 +152,11 @@
 // node holds KubernetesWorker, the node agent was given a container
 // runtime (KubernetesConfig.Runtime: the system disk, in a VM) and the
 // machine has cgroup v2; it asks the curator for their certificates
-// (keys made on the node) and renews them at half their life. Each
+// (keys made on the node) and renews them at half their life. On a VM
+// node kube-proxy and the DNS server run in cgroups of their own below
+// KubernetesRuntime.ServicesCgroup, a sibling of the kubelet's cgroup
+// weighted below it (kube/nodeservice says why), so that the kubelet
+// starts first when the CPU is short. Each
 // status tells what runs (and whether the apiserver is ready, whether the
 // Node is Ready) and why a held role is not run: no bundle, no runtime
 // (process mode), no cgroup v2, waiting for a curator or for the node's

@@ -54,6 +54,13 @@ type KubernetesRuntime struct {
 	// Cgroup is the cgroup v2 directory the runtime, the kubelet and the
 	// pods run below (kubelet.Config.Cgroup); empty only in tests.
 	Cgroup string
+	// ServicesCgroup is the cgroup v2 directory the node services
+	// (kube-proxy, the DNS server) run below, each in a cgroup of its
+	// own: a sibling of Cgroup, given a low CPU weight
+	// (nodeservice.CPUWeight) so that the kubelet and containerd come
+	// first when the CPU is short. Empty: they run in the node agent's
+	// cgroup (tests, process clusters).
+	ServicesCgroup string
 	// CgroupMount is where cgroup v2 is expected; kubelet.CgroupMount if
 	// empty. The worker runs only if it holds cgroup.controllers.
 	CgroupMount string
@@ -556,6 +563,10 @@ func (w *workerKubernetesWorker) nodeServiceSpecs(issued *issuedCredentials) (pr
 		Binary: filepath.Join(rt.BinDir, "polis-coredns"), Dir: filepath.Join(rt.RunDir, dns.Name), NodeIP: w.address,
 		Server: server, CA: issued.creds.CA, Cert: issued.dns.Cert, Key: issued.dns.Key,
 	}.Spec()
+	if rt.ServicesCgroup != "" {
+		proxySpec.Cgroup = filepath.Join(rt.ServicesCgroup, proxySpec.Name)
+		dnsSpec.Cgroup = filepath.Join(rt.ServicesCgroup, dnsSpec.Name)
+	}
 	return proxySpec, dnsSpec, err
 }
 

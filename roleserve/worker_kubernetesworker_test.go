@@ -23,10 +23,12 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
+	"github.com/polis-os/polis/kube/dns"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/nodeservice"
 	"github.com/polis-os/polis/kube/pki"
+	"github.com/polis-os/polis/kube/proxy"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -522,5 +524,36 @@ func TestKubernetesWorkerStatusEqual(t *testing.T) {
 	var nilStatus *KubernetesWorkerStatus
 	if !nilStatus.equal(nil) || nilStatus.equal(&base) || base.equal(nil) {
 		t.Error("nil statuses compared wrongly")
+	}
+}
+
+// Given ServicesCgroup, kube-proxy and the DNS server each run in a
+// cgroup of their own below it; without it, in the agent's.
+func TestNodeServicesCgroups(t *testing.T) {
+	for _, services := range []string{"", "/sys/fs/cgroup/kube-services"} {
+		rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r", ServicesCgroup: services}
+		var g Graph
+		w := newWorkerKubernetesWorker(&g, NewValues(), KubernetesConfig{Bundle: "/b/polis-kube", Runtime: rt}, kubeAddr, "/k")
+		w.runningPodRange = testPodRange
+		// What the credentials hold does not matter here.
+		pair := pki.Pair{Cert: []byte("cert"), Key: []byte("key")}
+		issued := &issuedCredentials{nodeName: "node-a", creds: kubelet.Credentials{CA: []byte("ca")}, proxy: pair, dns: pair}
+		proxySpec, dnsSpec, err := w.nodeServiceSpecs(issued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProxy, wantDNS := "", ""
+		if services != "" {
+			wantProxy, wantDNS = services+"/"+proxy.Name, services+"/"+dns.Name
+		}
+		if proxySpec.Cgroup != wantProxy || dnsSpec.Cgroup != wantDNS {
+			t.Errorf("ServicesCgroup %q: kube-proxy's cgroup %q, the DNS server's %q; want %q, %q", services, proxySpec.Cgroup, dnsSpec.Cgroup, wantProxy, wantDNS)
+		}
+		// The runners take them.
+		for _, spec := range []nodeservice.Spec{proxySpec, dnsSpec} {
+			if _, err := nodeservice.New(spec); err != nil {
+				t.Errorf("ServicesCgroup %q: %s: %v", services, spec.Name, err)
+			}
+		}
 	}
 }

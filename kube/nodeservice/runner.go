@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
@@ -37,7 +40,18 @@ type Spec struct {
 	Command process.Command
 	// StopGrace: DefaultStopGrace if 0.
 	StopGrace time.Duration
+	// Cgroup, if set, is the cgroup v2 directory the process runs in:
+	// made at the start of a run, with its parent if missing, and removed
+	// at its end. Its parent, which the node's services share, gets
+	// CPUWeight when the cpu controller is enabled for it. Empty: the
+	// process runs in the node agent's cgroup.
+	Cgroup string
 }
+
+// WeightedMessage is logged when a run has placed its service in its
+// cgroup and given the parent CPUWeight; a run without the weight logs
+// why instead (once).
+const WeightedMessage = "running in its cgroup, its parent weighted"
 
 // StatusName is the name of the status value of the service name (event
 // Info), by which the role server's graph knows it.
@@ -63,6 +77,10 @@ type Runner struct {
 	mu    sync.Mutex
 	files []File
 	cur   Status
+
+	// noWeightLogged: why a run has no CPU weight is logged once, not at
+	// every run.
+	noWeightLogged sync.Once
 }
 
 // New checks spec and returns a Runner ready to Run.
@@ -75,6 +93,10 @@ func New(spec Spec) (*Runner, error) {
 	}
 	if err := checkFiles(spec.Files); err != nil {
 		return nil, fmt.Errorf("nodeservice %s: %w", spec.Name, err)
+	}
+	// A cgroup and its parent, both below a mount.
+	if c := spec.Cgroup; c != "" && (!filepath.IsAbs(c) || filepath.Clean(c) != c || strings.Count(c, "/") < 2) {
+		return nil, fmt.Errorf("nodeservice %s: cgroup %q is not a clean absolute path with a parent", spec.Name, c)
 	}
 	if spec.StopGrace == 0 {
 		spec.StopGrace = DefaultStopGrace
@@ -109,7 +131,27 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.update(func(s *Status) { s.Note = "failed, restarting: " + err.Error() })
 		return err
 	}
-	if err := supervisor.Run(ctx, "process", process.Runnable(r.spec.Command, r.spec.StopGrace, process.StatusHooks(r.update,
+	cmd := r.spec.Command
+	if r.spec.Cgroup != "" {
+		cg, noWeight, err := openCgroup(r.spec.Cgroup)
+		if err != nil {
+			r.update(func(s *Status) { s.Note = "failed, restarting: " + err.Error() })
+			return err
+		}
+		log := supervisor.Logger(ctx)
+		// The process runnable starts processes into it until the run's
+		// subtree has stopped.
+		supervisor.Cleanup(ctx, func() { cg.close(log) })
+		cmd.CgroupFD = int(cg.fd.Fd())
+		if noWeight == "" {
+			log.Info(WeightedMessage, zap.String("cgroup", cg.dir), zap.Int("parentCPUWeight", CPUWeight))
+		} else {
+			r.noWeightLogged.Do(func() {
+				log.Warn("running in its cgroup without a CPU weight", zap.String("cgroup", cg.dir), zap.String("because", noWeight))
+			})
+		}
+	}
+	if err := supervisor.Run(ctx, "process", process.Runnable(cmd, r.spec.StopGrace, process.StatusHooks(r.update,
 		func(s *Status, pid int) { s.Running, s.PID, s.Note = true, pid, ""; s.Starts++ },
 		func(s *Status, how string) { s.Running, s.PID, s.Note = false, 0, "ended: "+how },
 	))); err != nil {

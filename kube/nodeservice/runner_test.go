@@ -90,9 +90,12 @@ func TestNewRefusesBadSpecs(t *testing.T) {
 		spec Spec
 		says string
 	}{
-		"no name":       {Spec{Command: process.Command{Path: "/bin/true"}}, "no name"},
-		"relative path": {Spec{Name: "x", Command: process.Command{Path: "true"}}, `command "true" is not an absolute path`},
-		"relative file": {Spec{Name: "x", Command: process.Command{Path: "/bin/true"}, Files: []File{{Path: "conf"}}}, `file "conf" is not an absolute path`},
+		"no name":         {Spec{Command: process.Command{Path: "/bin/true"}}, "no name"},
+		"relative path":   {Spec{Name: "x", Command: process.Command{Path: "true"}}, `command "true" is not an absolute path`},
+		"relative file":   {Spec{Name: "x", Command: process.Command{Path: "/bin/true"}, Files: []File{{Path: "conf"}}}, `file "conf" is not an absolute path`},
+		"relative cgroup": {Spec{Name: "x", Command: process.Command{Path: "/bin/true"}, Cgroup: "kube-services/x"}, `cgroup "kube-services/x" is not a clean absolute path with a parent`},
+		"unclean cgroup":  {Spec{Name: "x", Command: process.Command{Path: "/bin/true"}, Cgroup: "/sys/fs/cgroup/../x"}, `cgroup "/sys/fs/cgroup/../x"`},
+		"cgroup at /":     {Spec{Name: "x", Command: process.Command{Path: "/bin/true"}, Cgroup: "/x"}, `cgroup "/x"`},
 	} {
 		if _, err := New(tc.spec); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want it to say %q", name, err, tc.says)

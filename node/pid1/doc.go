@@ -33,7 +33,10 @@
 //     CgroupAgentDir, then enables cpu, cpuset, io, memory, pids (and
 //     hugetlb) for the children of the root and of CgroupNodeDir. The
 //     services the agent runs get cgroups beside its own (ServiceCgroup);
-//     kubelet puts the pods in its own subtree of the root;
+//     on a worker, the agent makes two more children of the root, with
+//     the controllers enabled here: kubernetes/ (containerd, the kubelet
+//     and the pods: kube/kubelet) and kube-services/ (kube-proxy and the
+//     DNS server, given a low cpu.weight: kube/nodeservice);
 //  5. read the machine's settings from the kernel command line
 //     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
 //     as polis.lease-ttl=5s; AgentFlags says why there), set the host
