@@ -235,6 +235,9 @@ func TestVMClusterRunsPods(t *testing.T) {
 	}
 
 	c := &vmCluster{dir: dir, bin: bin, config: config, owner: owner, proxy: proxy, cs: cs, ids: ids, workers: []string{"node2", "node3"}, tryKubectl: tryKubectl, kubectl: kubectl}
+	for _, w := range c.workers {
+		c.checkServicesWeighted(t, w)
+	}
 	// Round trips and throughput between the workers, over WireGuard
 	// and in clear.
 	c.measurePodNetwork(ctx, t, "node2", "node3")

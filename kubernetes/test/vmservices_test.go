@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/polis-os/polis/kube/nodeservice"
 	"github.com/polis-os/polis/launch/demoimage"
 )
 
@@ -110,4 +111,23 @@ func allSeen(m map[string]bool) bool {
 		}
 	}
 	return len(m) > 0
+}
+
+// checkServicesWeighted checks, on worker vm's console, that kube-proxy
+// and the DNS server each run in their cgroup under kube-services, whose
+// CPU weight is below the kubelet's (kube/nodeservice): the kernel took
+// the cgroup, and the cpu controller was there to weigh it.
+func (c *vmCluster) checkServicesWeighted(t *testing.T, vm string) {
+	t.Helper()
+	for _, svc := range []string{"proxy", "dns"} {
+		cgroup := `"/sys/fs/cgroup/kube-services/` + svc + `"`
+		if _, ok := c.consoleLine(t, vm, time.Time{}, nodeservice.WeightedMessage, cgroup); ok {
+			continue
+		}
+		if _, unweighted := c.consoleLine(t, vm, time.Time{}, "running in its cgroup without a CPU weight", cgroup); unweighted {
+			t.Errorf("%s: the %s service runs in %s without a CPU weight (its console says why)", vm, svc, cgroup)
+		} else {
+			t.Errorf("%s: no %q line for %s on its console", vm, nodeservice.WeightedMessage, cgroup)
+		}
+	}
 }
