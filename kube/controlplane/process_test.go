@@ -140,22 +140,30 @@ exec sleep 600
 // the runner retries.
 func serveReadyz(t *testing.T, l net.Listener, files pki.Files) *atomic.Bool {
 	t.Helper()
+	ready := new(atomic.Bool)
+	serveAPIServer(t, l, files, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch {
+		case req.URL.Path != "/readyz":
+			http.NotFound(w, req)
+		case ready.Load():
+			io.WriteString(w, "ok")
+		default:
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+		}
+	}))
+	return ready
+}
+
+// serveAPIServer serves h on l over TLS with the apiserver's serving
+// certificate from files, a stand-in apiserver, until the test ends.
+func serveAPIServer(t *testing.T, l net.Listener, files pki.Files, h http.Handler) {
+	t.Helper()
 	cert, err := tls.X509KeyPair(files[pki.FileServingCert], files[pki.FileServingKey])
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := new(atomic.Bool)
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			switch {
-			case req.URL.Path != "/readyz":
-				http.NotFound(w, req)
-			case ready.Load():
-				io.WriteString(w, "ok")
-			default:
-				http.Error(w, "not yet", http.StatusServiceUnavailable)
-			}
-		}),
+		Handler:   h,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 	}
 	done := make(chan struct{})
@@ -167,7 +175,6 @@ func serveReadyz(t *testing.T, l net.Listener, files pki.Files) *atomic.Bool {
 		srv.Close()
 		<-done
 	})
-	return ready
 }
 
 // waitLog waits for a log entry of logger name containing text at level.

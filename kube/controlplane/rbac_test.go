@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/http"
@@ -43,36 +42,20 @@ func TestRBACRetriedWhileReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(files[pki.FileServingCert], files[pki.FileServingKey])
-	if err != nil {
-		t.Fatal(err)
-	}
 	const failures = 3
 	var mu sync.Mutex
 	calls := 0
 	applied := map[string]bool{}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			mu.Lock()
-			defer mu.Unlock()
-			calls++
-			if req.Method != http.MethodPatch || calls <= failures {
-				http.Error(w, "etcd request timed out", http.StatusServiceUnavailable)
-				return
-			}
-			applied[req.URL.Path] = true
-		}),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.ServeTLS(l, "", "")
-	}()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
+	serveAPIServer(t, l, files, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if req.Method != http.MethodPatch || calls <= failures {
+			http.Error(w, "etcd request timed out", http.StatusServiceUnavailable)
+			return
+		}
+		applied[req.URL.Path] = true
+	}))
 
 	dir := t.TempDir()
 	r, err := New(Config{
