@@ -53,6 +53,10 @@ type Spec struct {
 // why instead (once).
 const WeightedMessage = "running in its cgroup, its parent weighted"
 
+// UnweightedMessage is logged, once, when a run has placed its service in
+// its cgroup but could not weight the parent; its "because" field says why.
+const UnweightedMessage = "running in its cgroup without a CPU weight"
+
 // StatusName is the name of the status value of the service name (event
 // Info), by which the role server's graph knows it.
 func StatusName(name string) string { return "kube." + name + ".status" }
@@ -147,7 +151,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			log.Info(WeightedMessage, zap.String("cgroup", cg.dir), zap.Int("parentCPUWeight", CPUWeight))
 		} else {
 			r.noWeightLogged.Do(func() {
-				log.Warn("running in its cgroup without a CPU weight", zap.String("cgroup", cg.dir), zap.String("because", noWeight))
+				log.Warn(UnweightedMessage, zap.String("cgroup", cg.dir), zap.String("because", noWeight))
 			})
 		}
 	}

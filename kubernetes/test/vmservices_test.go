@@ -124,7 +124,7 @@ func (c *vmCluster) checkServicesWeighted(t *testing.T, vm string) {
 		if _, ok := c.consoleLine(t, vm, time.Time{}, nodeservice.WeightedMessage, cgroup); ok {
 			continue
 		}
-		if _, unweighted := c.consoleLine(t, vm, time.Time{}, "running in its cgroup without a CPU weight", cgroup); unweighted {
+		if _, unweighted := c.consoleLine(t, vm, time.Time{}, nodeservice.UnweightedMessage, cgroup); unweighted {
 			t.Errorf("%s: the %s service runs in %s without a CPU weight (its console says why)", vm, svc, cgroup)
 		} else {
 			t.Errorf("%s: no %q line for %s on its console", vm, nodeservice.WeightedMessage, cgroup)
