@@ -38,6 +38,8 @@
 // restarts, the rbac runnable applies (server-side apply, so every
 // controller node may) a ClusterRole polis:dns that lists and watches
 // Services, EndpointSlices and Namespaces, bound to the user pki.DNSUser.
+// A failed apply is tried again until it succeeds, ready or not: without
+// it every node DNS server is refused.
 //
 // Status is a value telling the truth: which components run (with their
 // pids and how often each started) and whether the apiserver's /readyz

@@ -1,6 +1,7 @@
 // Package kubetest holds what the tests of the kube packages, and of the
 // kubernetes module, need alike: a real embedded etcd member to confine,
-// and the Kubernetes bundle built once for all of them.
+// the Kubernetes bundle built once for all of them, and a gRPC health
+// server standing in for containerd's (ContainerdHealth).
 package kubetest
 
 import (
