@@ -223,7 +223,12 @@ func (c *Config) args() []string {
 	// romfile=: no iPXE option ROM; the kernel is given to qemu, never
 	// fetched over the network, and SeaBIOS then skips loading and
 	// running the ROM on every boot.
-	a = append(a, "-device", "virtio-net-pci,netdev=net0,romfile=,mac="+c.MAC)
+	nic := "virtio-net-pci,netdev=net0,romfile=,mac=" + c.MAC
+	if c.SwitchSocket != "" {
+		// The guest's driver takes the MTU the device offers.
+		nic += ",host_mtu=" + strconv.Itoa(SwitchMTU)
+	}
+	a = append(a, "-device", nic)
 	if !c.NoTPM {
 		a = append(a, c.tpmArgs()...)
 	}
