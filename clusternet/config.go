@@ -23,13 +23,27 @@ const (
 	ModePlain Mode = "plain"
 )
 
+// Overhead is what WireGuard adds to each packet it carries, at most:
+// an outer IPv6 header (40 bytes), UDP (8), WireGuard's own header (16)
+// and its authentication tag (16). The tunnel's MTU is the cluster link's
+// less this (TunnelMTU).
+const Overhead = 80
+
+// TunnelMTU is the largest packet the tunnel carries whole over a cluster
+// link whose MTU is linkMTU: the WireGuard device's MTU, and the one Pods
+// should use so that nothing they send is fragmented or refused on the
+// way to another node. It is never below IPv6's minimum of 1280.
+func TunnelMTU(linkMTU int) int {
+	return max(linkMTU-Overhead, 1280)
+}
+
 // Defaults of Config's optional fields.
 const (
 	DefaultDevice     = "polis-wg"
 	DefaultListenPort = 51820
-	// DefaultMTU leaves room for WireGuard's 80 bytes of headers (IPv6
-	// outer header) inside a 1500-byte frame.
-	DefaultMTU    = 1420
+	// DefaultMTU leaves room for WireGuard's headers (Overhead) inside
+	// a 1500-byte frame: the MTU when the cluster link's is unknown.
+	DefaultMTU    = 1500 - Overhead
 	DefaultResync = time.Minute
 )
 
@@ -50,7 +64,9 @@ type Config struct {
 	ListenPort int
 	// Device is the WireGuard link's name.
 	Device string
-	// MTU is the WireGuard link's MTU, used when the link is created.
+	// MTU is the WireGuard link's MTU (DefaultMTU if 0): given to the
+	// link when it is created, and set again when the link has another.
+	// TunnelMTU of the cluster link's MTU is the one to give.
 	MTU int
 	// Peers are the other nodes, as the curator publishes them.
 	Peers event.ValueWatch[[]Peer]

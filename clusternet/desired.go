@@ -34,7 +34,7 @@ type desired struct {
 func decide(c Config, peers []Peer) desired {
 	d := desired{routes: make(map[netip.Prefix]route, len(peers))}
 	if c.Mode == ModeWireGuard {
-		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, Up: true, Peers: make(map[Key]wgPeer, len(peers))}
+		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, MTU: c.MTU, Up: true, Peers: make(map[Key]wgPeer, len(peers))}
 	}
 	skip := func(p Peer, reason string) {
 		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})

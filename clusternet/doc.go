@@ -42,6 +42,12 @@
 // each pod range is routed through the peer's address, in clear: for
 // measuring what encryption costs, and where the kernel has no WireGuard.
 //
+// The device's MTU is Config.MTU: the role server gives it the cluster
+// link's MTU less WireGuard's Overhead (LinkMTU, TunnelMTU), and gives
+// every Pod the same (kube/kubelet's PodMTU), so that what a Pod sends to
+// another node fits the tunnel whole: no fragments, no reliance on path
+// MTU discovery. A device found with another MTU gets it set in place.
+//
 // The routes carry their own protocol number (158: "proto 158" in `ip
 // route`), which is how the reconciler finds its routes after a restart
 // and why it never touches a route it did not add. A failed step leaves

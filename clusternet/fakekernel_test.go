@@ -60,7 +60,18 @@ func (k *fakeKernel) CreateDevice(name string, mtu int) error {
 		return fmt.Errorf("link %s exists", k.devName)
 	}
 	k.changes++
-	k.dev, k.devName = &device{Peers: make(map[Key]wgPeer)}, name
+	k.dev, k.devName = &device{MTU: mtu, Peers: make(map[Key]wgPeer)}, name
+	return nil
+}
+
+func (k *fakeKernel) SetMTU(name string, mtu int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dev == nil || k.devName != name {
+		return errors.New("no such device")
+	}
+	k.changes++
+	k.dev.MTU = mtu
 	return nil
 }
 

@@ -15,6 +15,8 @@ type kernel interface {
 	Device(name string) (*device, error)
 	// CreateDevice adds a WireGuard link called name with the given MTU.
 	CreateDevice(name string, mtu int) error
+	// SetMTU changes the MTU of the link called name.
+	SetMTU(name string, mtu int) error
 	// DeleteDevice removes the link called name.
 	DeleteDevice(name string) error
 	// SetUp brings the link called name up.
@@ -41,6 +43,7 @@ const routeProtocol = 158
 type device struct {
 	PrivateKey Key
 	ListenPort int
+	MTU        int
 	Up         bool
 	// Peers by public key.
 	Peers map[Key]wgPeer

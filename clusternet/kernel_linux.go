@@ -58,6 +58,7 @@ func (k *netlinkKernel) Device(name string) (*device, error) {
 	dev := &device{
 		PrivateKey: Key(d.PrivateKey),
 		ListenPort: d.ListenPort,
+		MTU:        l.Attrs().MTU,
 		Up:         l.Attrs().Flags&net.FlagUp != 0,
 		Peers:      make(map[Key]wgPeer, len(d.Peers)),
 	}
@@ -85,6 +86,14 @@ func (k *netlinkKernel) CreateDevice(name string, mtu int) error {
 		return fmt.Errorf("the kernel has no WireGuard (module wireguard not loaded?): %w", err)
 	}
 	return err
+}
+
+func (k *netlinkKernel) SetMTU(name string, mtu int) error {
+	l, err := k.nl.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	return k.nl.LinkSetMTU(l, mtu)
 }
 
 func (k *netlinkKernel) DeleteDevice(name string) error {
@@ -224,4 +233,24 @@ func prefixOf(n net.IPNet) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(a, ones).Masked(), true
+}
+
+// LinkMTU is the MTU of the link that holds the address a in this
+// network namespace: the cluster link, when a is the node's cluster
+// address, whose MTU less Overhead is the tunnel's (TunnelMTU).
+func LinkMTU(a netip.Addr) (int, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return 0, fmt.Errorf("listing addresses to find %v's link: %w", a, err)
+	}
+	for _, ad := range addrs {
+		if got, ok := netip.AddrFromSlice(ad.IP); ok && got.Unmap() == a.Unmap() {
+			l, err := netlink.LinkByIndex(ad.LinkIndex)
+			if err != nil {
+				return 0, fmt.Errorf("finding %v's link (index %d): %w", a, ad.LinkIndex, err)
+			}
+			return l.Attrs().MTU, nil
+		}
+	}
+	return 0, fmt.Errorf("no link holds address %v", a)
 }

@@ -2,7 +2,10 @@
 
 package clusternet
 
-import "errors"
+import (
+	"errors"
+	"net/netip"
+)
 
 // netlinkKernel exists on Linux only.
 type netlinkKernel struct{ kernel }
@@ -12,3 +15,8 @@ func newNetlinkKernel() (*netlinkKernel, error) {
 }
 
 func (k *netlinkKernel) Close() error { return nil }
+
+// LinkMTU exists on Linux only.
+func LinkMTU(a netip.Addr) (int, error) {
+	return 0, errors.New("clusternet: the node's network is configured on Linux only")
+}

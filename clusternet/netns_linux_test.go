@@ -340,8 +340,16 @@ func testNetns(t *testing.T, mode Mode) {
 		t.Errorf("routes left after node-b left: %v, %v", routes, err)
 	}
 	if mode == ModeWireGuard {
-		if dev, err := k.Device(DefaultDevice); err != nil || dev == nil || len(dev.Peers) != 0 {
-			t.Errorf("WireGuard device after node-b left: %+v, %v", dev, err)
+		if dev, err := k.Device(DefaultDevice); err != nil || dev == nil || len(dev.Peers) != 0 || dev.MTU != DefaultMTU {
+			t.Errorf("WireGuard device after node-b left: %+v, %v (want MTU %d, no peers)", dev, err, DefaultMTU)
+		}
+		// The link's MTU is changed in place, as when the cluster link's
+		// changed: the device stays.
+		if err := k.SetMTU(DefaultDevice, TunnelMTU(9000)); err != nil {
+			t.Fatal(err)
+		}
+		if dev, err := k.Device(DefaultDevice); err != nil || dev == nil || dev.MTU != 8920 {
+			t.Errorf("WireGuard device after SetMTU(8920): %+v, %v", dev, err)
 		}
 	}
 

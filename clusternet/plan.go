@@ -13,20 +13,24 @@ import (
 type plan struct {
 	deleteDevice bool
 	createDevice bool
-	configure    deviceChange
-	setUp        bool
-	replace      []route // sorted by destination
-	delete       []route // sorted by destination
+	// mtu is the MTU of a device created, or of one whose MTU is wrong
+	// (setMTU).
+	mtu       int
+	setMTU    bool
+	configure deviceChange
+	setUp     bool
+	replace   []route // sorted by destination
+	delete    []route // sorted by destination
 }
 
 func (p plan) empty() bool {
-	return !p.deleteDevice && !p.createDevice && p.configure.empty() && !p.setUp &&
+	return !p.deleteDevice && !p.createDevice && !p.setMTU && p.configure.empty() && !p.setUp &&
 		len(p.replace) == 0 && len(p.delete) == 0
 }
 
 func (p plan) String() string {
-	return fmt.Sprintf("delete device %v, create device %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, replace %d routes, delete %d routes",
-		p.deleteDevice, p.createDevice, p.configure.PrivateKey != nil, p.configure.ListenPort != nil,
+	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, replace %d routes, delete %d routes",
+		p.deleteDevice, p.createDevice, p.setMTU, p.configure.PrivateKey != nil, p.configure.ListenPort != nil,
 		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.replace), len(p.delete))
 }
 
@@ -40,12 +44,16 @@ func diff(want desired, dev *device, routes []route) plan {
 		p.deleteDevice = dev != nil
 	case dev == nil:
 		p.createDevice = true
+		p.mtu = want.device.MTU
 		p.setUp = true
 		p.configure = deviceChange{PrivateKey: &want.device.PrivateKey, ListenPort: &want.device.ListenPort}
 		for _, k := range sortedKeys(want.device.Peers) {
 			p.configure.Set = append(p.configure.Set, want.device.Peers[k])
 		}
 	default:
+		if dev.MTU != want.device.MTU {
+			p.setMTU, p.mtu = true, want.device.MTU
+		}
 		if dev.PrivateKey != want.device.PrivateKey {
 			p.configure.PrivateKey = &want.device.PrivateKey
 		}
@@ -86,17 +94,22 @@ func diff(want desired, dev *device, routes []route) plan {
 }
 
 // apply carries p out on k, for the device called name, in an order that
-// keeps traffic flowing (a new device gets MTU mtu): the device is ready before routes point at it, and
+// keeps traffic flowing: the device is ready before routes point at it, and
 // routes are replaced in place (never deleted and added again).
-func (p plan) apply(k kernel, name string, mtu int) error {
+func (p plan) apply(k kernel, name string) error {
 	if p.deleteDevice {
 		if err := k.DeleteDevice(name); err != nil {
 			return fmt.Errorf("deleting WireGuard device %s: %w", name, err)
 		}
 	}
 	if p.createDevice {
-		if err := k.CreateDevice(name, mtu); err != nil {
+		if err := k.CreateDevice(name, p.mtu); err != nil {
 			return fmt.Errorf("creating WireGuard device %s: %w", name, err)
+		}
+	}
+	if p.setMTU {
+		if err := k.SetMTU(name, p.mtu); err != nil {
+			return fmt.Errorf("setting WireGuard device %s's MTU to %d: %w", name, p.mtu, err)
 		}
 	}
 	if !p.configure.empty() {

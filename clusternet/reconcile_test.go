@@ -371,3 +371,44 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A device whose MTU is not the configured one (a link with another MTU
+// since the device was made) gets it set in place, keeping its peers and
+// routes; once it matches, nothing changes.
+func TestReconcileSetsMTU(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if dev, _ := k.state(); dev.MTU != DefaultMTU {
+		t.Fatalf("a new device has MTU %d, want %d", dev.MTU, DefaultMTU)
+	}
+	c.MTU = TunnelMTU(9000)
+	before := k.changeCount()
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if dev, _ := k.state(); dev.MTU != 8920 {
+		t.Errorf("after the MTU changed, the device has %d, want 8920", dev.MTU)
+	}
+	if n := k.changeCount() - before; n != 1 {
+		t.Errorf("changing the MTU took %d kernel changes, want 1 (the device kept, its peers and routes untouched)", n)
+	}
+	checkKernel(t, c, k, 2)
+	before = k.changeCount()
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.changeCount() - before; n != 0 {
+		t.Errorf("a device in line took %d kernel changes", n)
+	}
+}
+
+func TestTunnelMTU(t *testing.T) {
+	for link, want := range map[int]int{1500: 1420, 9000: 8920, 65536: 65456, 1300: 1280} {
+		if got := TunnelMTU(link); got != want {
+			t.Errorf("TunnelMTU(%d) = %d, want %d", link, got, want)
+		}
+	}
+}

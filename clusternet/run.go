@@ -106,7 +106,7 @@ func Clear(c Config) error {
 	}
 	// No device and no routes: the desired state of plain mode with no peers.
 	nothing := desired{}
-	if err := diff(nothing, dev, routes).apply(k, c.Device, 0); err != nil {
+	if err := diff(nothing, dev, routes).apply(k, c.Device); err != nil {
 		return fmt.Errorf("clusternet: %w", err)
 	}
 	return nil
@@ -193,7 +193,7 @@ func (r *reconciler) reconcile(peers []Peer, why string) error {
 	}
 	p, err := r.plan(want)
 	if err == nil && !p.empty() {
-		err = p.apply(r.k, r.c.Device, r.c.MTU)
+		err = p.apply(r.k, r.c.Device)
 		r.status.Changed = time.Now()
 		if err == nil {
 			r.log.Info("kernel changed", zap.String("because", why), zap.Stringer("plan", p), zap.Int("peers", len(want.peers)))

@@ -63,9 +63,9 @@
 // With Options.Kubernetes too (kubernetes.go), the image gets a system
 // disk made from the node's system tree (launch/systembuild, built once
 // into systembuild.OutDirForTests, or VMOptions.SystemDir), every VM gets
-// vm.KubernetesMemoryMB, the first node KubernetesController and the
-// others KubernetesWorker; Launch returns once the workers' Nodes are
-// Ready. Options.Images (polis-launch --image REF=PATH) are served from a
+// vm.KubernetesMemoryMB and vm.KubernetesCPUs, the first node
+// KubernetesController and the others KubernetesWorker; Launch returns
+// once the workers' Nodes are Ready. Options.Images (polis-launch --image REF=PATH) are served from a
 // registry inside the launcher on its address on the switch (registry.go),
 // and every node is told, on its kernel command line, to pull their
 // registry hosts from it. launch/demoimage builds the demo image

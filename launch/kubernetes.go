@@ -86,11 +86,14 @@ func (c *Cluster) kubernetesBundle(ctx context.Context) (string, error) {
 // launch/systembuild builds, or finds up to date, in
 // systembuild.OutDirForTests, under that directory's lock so that a
 // launch and a test never write it at once), the bundle beside it for the
-// operator's kubectl, and the memory a Kubernetes node needs.
+// operator's kubectl, and the memory and CPUs a Kubernetes node needs.
 func (c *Cluster) kubernetesSystem(ctx context.Context) error {
 	o := c.opts.VM
 	if o.MemoryMB == 0 {
 		o.MemoryMB = vm.KubernetesMemoryMB
+	}
+	if o.CPUs == 0 {
+		o.CPUs = vm.KubernetesCPUs
 	}
 	if o.Image != nil {
 		// The caller's image: its system disk is its own affair.

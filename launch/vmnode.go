@@ -39,6 +39,9 @@ type VMOptions struct {
 	// for a plain cluster. VMs that run Kubernetes need
 	// vm.KubernetesMemoryMB.
 	MemoryMB int
+	// CPUs is each VM's vCPUs; default vm.DefaultCPUs. VMs that run
+	// Kubernetes get vm.KubernetesCPUs.
+	CPUs int
 	// Accel is qemu's accelerator: tcg (the default), kvm, or auto, which
 	// boots a probe VM under KVM and uses KVM only if it runs (see
 	// vm.ProbeKVM).
@@ -266,6 +269,7 @@ func (c *Cluster) vmConfig(n *Node, img *image.Image) vm.Config {
 		MAC:          vm.DefaultMAC(n.Address),
 		SwitchSocket: c.vmnet.sw.Socket(),
 		MemoryMB:     o.MemoryMB,
+		CPUs:         o.CPUs,
 		Accel:        o.Accel,
 		AgentFlags:   c.agentFlags(),
 	}

@@ -137,6 +137,8 @@ type workerKubernetesWorker struct {
 	// test seams, since the real ones program the machine's network.
 	runPodNetwork   func(ctx context.Context, c clusternet.Config) error
 	clearPodNetwork func() error
+	// linkMTU is clusternet.LinkMTU, a test seam.
+	linkMTU func(netip.Addr) (int, error)
 	// runningPodRange is the pod range the running node was started
 	// with (runNode); a change ends the run.
 	runningPodRange netip.Prefix
@@ -164,6 +166,7 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 		keyFile:         keyFile,
 		runPodNetwork:   clusternet.Run,
 		clearPodNetwork: func() error { return clusternet.Clear(clusternet.Config{}) },
+		linkMTU:         clusternet.LinkMTU,
 		peers:           Reads[[]clusternet.Peer](h, &v.NetworkPeers),
 		localRoles:      Reads[*cpb.Roles](h, &v.LocalRoles),
 		membership:      Reads[*ClusterMembership](h, &v.Membership),
@@ -237,6 +240,22 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 	return ""
 }
 
+// podMTU is the MTU of the WireGuard device and of every Pod on this node:
+// the cluster link's less WireGuard's overhead, so that a Pod's packet to
+// another node crosses the tunnel whole, and a larger link (jumbo frames)
+// carries larger packets. clusternet's default (a 1500-byte link's) when
+// the link is not found.
+func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
+	link, err := w.linkMTU(w.address)
+	if err != nil {
+		log.Warn("the cluster link's MTU is unknown: the pod network takes the default", zap.Int("mtu", clusternet.DefaultMTU), zap.Error(err))
+		return clusternet.DefaultMTU
+	}
+	mtu := clusternet.TunnelMTU(link)
+	log.Info("pod network MTU", zap.Int("mtu", mtu), zap.Int("clusterLinkMTU", link))
+	return mtu
+}
+
 // runNode asks the curator for credentials, runs the Kubernetes node as a
 // child ("node") and reports its status until the role goes; it then
 // returns errKubernetesWorkerStop.
@@ -254,6 +273,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		return err
 	}
 	rt := w.cfg.Runtime
+	podMTU := w.podMTU(log)
 	runner, err := kubelet.New(kubelet.Config{
 		Bundle:        w.cfg.Bundle,
 		BinDir:        rt.BinDir,
@@ -266,6 +286,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		NodeName:      issued.nodeName,
 		NodeIP:        w.address,
 		PodCIDR:       podRange,
+		PodMTU:        podMTU,
 		Labels:        kubelet.NodeLabels(labels),
 		ClusterDNS:    []netip.Addr{w.address},
 		Credentials:   issued.creds,
@@ -305,7 +326,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
 	netStatus.Set(nil) // nil until the pod network's first attempt
-	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, Peers: w.peers, Status: netStatus}
+	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, MTU: podMTU, Peers: w.peers, Status: netStatus}
 	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
 	}

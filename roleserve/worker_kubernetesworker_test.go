@@ -232,6 +232,14 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		return ctx.Err()
 	}
 	w.clearPodNetwork = func() error { cleared.Add(1); return nil }
+	// The cluster link has jumbo frames: the tunnel and the Pods get
+	// them less WireGuard's overhead.
+	w.linkMTU = func(a netip.Addr) (int, error) {
+		if a != kubeAddr {
+			return 0, fmt.Errorf("no link holds %v", a)
+		}
+		return 9000, nil
+	}
 	supervisor.TestHarness(t, w.run)
 	v.Membership.Set(m)
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
@@ -294,6 +302,15 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		if c := netCfg; c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey != key || c.Peers == nil || c.Status == nil {
 			t.Errorf("the pod network runs with range %v, address %v, key from the key file: %v, peers given: %v, status: %v; want %v, %v, true, true, true",
 				c.PodCIDR, c.Address, c.PrivateKey == key, c.Peers != nil, c.Status != nil, testPodRange, kubeAddr)
+		}
+		if want := 9000 - clusternet.Overhead; netCfg.MTU != want {
+			t.Errorf("the pod network's MTU is %d, want %d (the cluster link's less WireGuard's overhead)", netCfg.MTU, want)
+		}
+		confs, _ := filepath.Glob(filepath.Join(rt.RunDir, "cni", "*.conflist"))
+		if len(confs) != 1 {
+			t.Errorf("CNI configurations %v, want one", confs)
+		} else if data, err := os.ReadFile(confs[0]); err != nil || !strings.Contains(string(data), fmt.Sprintf(`"mtu": %d`, 9000-clusternet.Overhead)) {
+			t.Errorf("the CNI configuration (err %v) gives Pods no MTU of %d:\n%s", err, 9000-clusternet.Overhead, data)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the pod network was never started beside the kubelet")

@@ -44,3 +44,31 @@ func TestCNIConfigUsesNodeRange(t *testing.T) {
 		t.Errorf("the kubelet configuration does not name the node's range:\n%s", kc)
 	}
 }
+
+// The bridge carries PodMTU when it is given (Pods then fit the tunnel
+// to other nodes), and the kernel's default when not; an MTU IPv6 cannot
+// use is refused with its name.
+func TestCNIConfigPodMTU(t *testing.T) {
+	bridgeMTU := func(c Config) (int, bool) {
+		var conf struct {
+			Plugins []map[string]any `json:"plugins"`
+		}
+		if err := json.Unmarshal(c.cniConfig(), &conf); err != nil {
+			t.Fatalf("the CNI configuration is not JSON: %v", err)
+		}
+		m, ok := conf.Plugins[0]["mtu"].(float64)
+		return int(m), ok
+	}
+	if m, ok := bridgeMTU(Config{PodMTU: 8920}); !ok || m != 8920 {
+		t.Errorf("bridge mtu %d (set %v), want 8920", m, ok)
+	}
+	if m, ok := bridgeMTU(Config{}); ok {
+		t.Errorf("bridge mtu %d with no PodMTU, want none (the kernel's default)", m)
+	}
+	for _, bad := range []int{-1, 576, 70000} {
+		_, err := Config{PodMTU: bad}.withDefaults()
+		if err == nil || !strings.Contains(err.Error(), "PodMTU") {
+			t.Errorf("PodMTU %d: error %v, want one naming PodMTU", bad, err)
+		}
+	}
+}

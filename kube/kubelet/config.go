@@ -91,6 +91,11 @@ type Config struct {
 	// curator gives each worker node its own. DefaultPodCIDR if invalid
 	// (zero).
 	PodCIDR netip.Prefix
+	// PodMTU is the MTU of every Pod's interface and of the node's
+	// bridge: the pod network's tunnel's (clusternet.TunnelMTU), so that
+	// what a Pod sends to another node fits it whole. 0: the kernel's
+	// default (1500).
+	PodMTU int
 	// ResolvConf is the resolv.conf the kubelet gives pods with the
 	// Default DNS policy; empty: none.
 	ResolvConf string
@@ -174,6 +179,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = DefaultStopGrace
+	}
+	if c.PodMTU != 0 && (c.PodMTU < 1280 || c.PodMTU > 65535) {
+		errs = append(errs, fmt.Errorf("PodMTU %d: want 1280 (IPv6's minimum) to 65535", c.PodMTU))
 	}
 	if s := c.containerdSocket(); len(s) > maxSocketPath {
 		errs = append(errs, fmt.Errorf("RunDir %q: containerd's socket %s would be longer than %d bytes", c.RunDir, s, maxSocketPath))

@@ -145,20 +145,25 @@ func hostsTOML(endpoint string) []byte {
 // range to it (package clusternet). portmap passes a Pod without host
 // ports through untouched; one with host ports needs the nft binary,
 // which it names when missing. No masquerading: Pod addresses are
-// routed, not hidden.
+// routed, not hidden. The bridge and the Pods' interfaces get PodMTU,
+// when given.
 func (c Config) cniConfig() []byte {
+	bridge := map[string]any{
+		"type": "bridge", "bridge": "polis0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+		"ipam": map[string]any{
+			"type":   "host-local",
+			"ranges": [][]map[string]string{{{"subnet": c.PodCIDR.Masked().String()}}},
+			"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
+		},
+	}
+	if c.PodMTU > 0 {
+		bridge["mtu"] = c.PodMTU
+	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "polis",
 		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": "polis0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type":   "host-local",
-					"ranges": [][]map[string]string{{{"subnet": c.PodCIDR.Masked().String()}}},
-					"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
-				},
-			},
+			bridge,
 			map[string]any{"type": "loopback"},
 			map[string]any{"type": "portmap", "backend": "nftables", "capabilities": map[string]bool{"portMappings": true}},
 		},

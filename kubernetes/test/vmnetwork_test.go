@@ -175,8 +175,8 @@ func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b st
 		for i, p := range paths {
 			rtt, tput := measure(p.from, p.to)
 			mbs := tput["bytes"] / tput["seconds"] / 1e6
-			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s",
-				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs)
+			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s (the sender at the end: %.0f segments sent again, congestion window %.0f segments of %.0f bytes, smoothed round trip %.0f µs)",
+				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs, tput["retrans"], tput["cwnd"], tput["mss"], tput["srtt_us"])
 			results[i].rttMedians = append(results[i].rttMedians, rtt["median_us"])
 			results[i].throughputs = append(results[i].throughputs, mbs)
 		}

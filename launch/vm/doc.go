@@ -25,8 +25,9 @@
 // by their virtio serials. The image's system disk (Config.System), when
 // there is one, is attached read-only: qemu then takes a shared lock on
 // the file, so every machine of a launch attaches the same one.
-// Machines get DefaultMemoryMB unless told otherwise; those that run
-// Kubernetes need KubernetesMemoryMB.
+// Machines get DefaultMemoryMB and DefaultCPUs unless told otherwise;
+// those that run Kubernetes need KubernetesMemoryMB and are better off
+// with KubernetesCPUs. On a Switch, NICs offer SwitchMTU (jumbo frames).
 // PowerOff presses the ACPI power button through QMP: the agent stops,
 // PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
 //

@@ -35,6 +35,18 @@ const (
 	KubernetesMemoryMB = 1536
 )
 
+// Guest CPUs. One is enough for the agent alone. A node that runs
+// Kubernetes gets two: under TCG each vCPU is a host thread (qemu's
+// multi-threaded TCG), and with one the apiserver's, the kubelet's and the
+// Pods' work all waits on a single emulated CPU; with two the whole
+// Kubernetes VM suite runs in about three quarters of the time and the
+// network between Pods at twice the throughput, even on a 2-core host
+// (docs/benchmarks.md).
+const (
+	DefaultCPUs    = 1
+	KubernetesCPUs = 2
+)
+
 // Config describes one node machine.
 type Config struct {
 	// Name names the machine in logs and errors.
@@ -76,6 +88,9 @@ type Config struct {
 	// MemoryMB is the guest's memory; default DefaultMemoryMB. A node
 	// that runs Kubernetes needs KubernetesMemoryMB.
 	MemoryMB int
+	// CPUs is the guest's vCPUs; default DefaultCPUs. A node that runs
+	// Kubernetes is better off with KubernetesCPUs.
+	CPUs int
 	// Accel is qemu's accelerator; default "tcg" (see ProbeKVM).
 	Accel string
 	// QEMU is the qemu binary; default qemu-system-x86_64 from PATH.
@@ -153,6 +168,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.MemoryMB == 0 {
 		o.MemoryMB = DefaultMemoryMB
 	}
+	if o.CPUs == 0 {
+		o.CPUs = DefaultCPUs
+	}
+	if o.CPUs < 0 || o.CPUs > 64 {
+		return o, fmt.Errorf("vm %s: %d CPUs: want 1 to 64", o.Name, o.CPUs)
+	}
 	if o.Accel == "" {
 		o.Accel = "tcg"
 	}
@@ -196,7 +217,7 @@ func (c *Config) args() []string {
 		// opcode there.
 		"-cpu", "Westmere",
 		"-m", strconv.Itoa(c.MemoryMB),
-		"-smp", "1",
+		"-smp", strconv.Itoa(c.CPUs),
 		"-kernel", c.Kernel,
 		"-initrd", c.Initramfs,
 		"-append", strings.Join(c.kernelCommandLine(), " "),
@@ -223,7 +244,12 @@ func (c *Config) args() []string {
 	// romfile=: no iPXE option ROM; the kernel is given to qemu, never
 	// fetched over the network, and SeaBIOS then skips loading and
 	// running the ROM on every boot.
-	a = append(a, "-device", "virtio-net-pci,netdev=net0,romfile=,mac="+c.MAC)
+	nic := "virtio-net-pci,netdev=net0,romfile=,mac=" + c.MAC
+	if c.SwitchSocket != "" {
+		// The guest's driver takes the MTU the device offers.
+		nic += ",host_mtu=" + strconv.Itoa(SwitchMTU)
+	}
+	a = append(a, "-device", nic)
 	if !c.NoTPM {
 		a = append(a, c.tpmArgs()...)
 	}

@@ -183,3 +183,38 @@ func TestRestoreSnapshotArgs(t *testing.T) {
 		t.Errorf("a snapshot path with a comma: %v, want it refused", err)
 	}
 }
+
+// TestCPUsAndNIC: a machine gets DefaultCPUs unless given more, and a
+// count qemu would refuse is refused here first; a NIC on a switch offers
+// SwitchMTU (the guest's driver takes it), one without a peer offers none.
+func TestCPUsAndNIC(t *testing.T) {
+	cfg := testConfig(t)
+	c, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := c.args()
+	if i := slices.Index(args, "-smp"); i < 0 || args[i+1] != "1" {
+		t.Errorf("qemu's arguments %q: want -smp 1 by default", args)
+	}
+	if a := strings.Join(args, " "); strings.Contains(a, "host_mtu") {
+		t.Errorf("a NIC with no switch offers an MTU: %s", a)
+	}
+	cfg.CPUs, cfg.SwitchSocket = KubernetesCPUs, "/run/switch.sock"
+	if c, err = cfg.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	args = c.args()
+	if i := slices.Index(args, "-smp"); i < 0 || args[i+1] != "2" {
+		t.Errorf("qemu's arguments %q: want -smp 2", args)
+	}
+	if a := strings.Join(args, " "); !strings.Contains(a, "virtio-net-pci,netdev=net0,romfile=,mac="+c.MAC+",host_mtu=9000") {
+		t.Errorf("a NIC on a switch does not offer MTU %d: %s", SwitchMTU, a)
+	}
+	for _, bad := range []int{-1, 65} {
+		cfg.CPUs = bad
+		if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "CPUs") {
+			t.Errorf("%d CPUs: %v, want it refused", bad, err)
+		}
+	}
+}

@@ -9,7 +9,10 @@
 //	                            "min_us":…,"median_us":…,"p90_us":…}
 //	netbench tput ADDR SECONDS  send for SECONDS on one connection, the
 //	                            bytes counted by the receiver:
-//	                            {"kind":"tput","bytes":…,"seconds":…}
+//	                            {"kind":"tput","bytes":…,"seconds":…}, and
+//	                            the sender's TCP state at the end (Linux):
+//	                            "retrans" (segments sent again), "cwnd"
+//	                            (segments), "mss", "srtt_us"
 //	netbench both ADDR N SECONDS  rtt, then tput: two lines
 //	netbench route DST GATEWAY  route address DST through GATEWAY (needs
 //	                            CAP_NET_ADMIN; route.go says why)
@@ -29,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -217,6 +221,7 @@ func tput(addr string, d time.Duration) error {
 			return err
 		}
 	}
+	info := senderInfo(c)
 	if err := c.CloseWrite(); err != nil {
 		return err
 	}
@@ -224,7 +229,7 @@ func tput(addr string, d time.Duration) error {
 	if _, err := io.ReadFull(c, count[:]); err != nil {
 		return fmt.Errorf("the receiver's count: %w", err)
 	}
-	return json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"kind": "tput", "bytes": binary.BigEndian.Uint64(count[:]), "seconds": time.Since(start).Seconds(),
-	})
+	line := map[string]any{"kind": "tput", "bytes": binary.BigEndian.Uint64(count[:]), "seconds": time.Since(start).Seconds()}
+	maps.Copy(line, info)
+	return json.NewEncoder(os.Stdout).Encode(line)
 }
