@@ -55,11 +55,12 @@ type port struct {
 const portQueue = 512
 
 // SwitchMTU is the MTU of the machines' NICs on a Switch: jumbo frames, as
-// a data centre's or a cloud's network offers them. Under TCG every frame
-// costs the emulated CPU an interrupt and the host a trip through qemu and
-// this switch, so six times fewer frames for the same bytes speed every
-// path between machines, the pod network's tunnel most (its per-packet
-// work is the larger). The frames fit maxFrame.
+// a data centre's or a cloud's network offers them, and six times fewer
+// frames through qemu and this switch for the same bytes. The pod
+// network takes its MTU from the link (clusternet.LinkMTU), so the VM
+// suites run it at one other than a 1500-byte link's. It did not change
+// the paths' throughput under TCG, which the emulated CPUs bound, not the
+// frames (docs/benchmarks.md). The frames fit maxFrame.
 const SwitchMTU = 9000
 
 // maxFrame bounds a frame (jumbo frames included); a longer length is a
