@@ -69,6 +69,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	})
 	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+")")
 	fs.StringVar(&o.RestoreBackup, "restore-backup", "", "restore a cluster from this backup (polisctl cluster backup) instead of bootstrapping one: the first node becomes its single consensus member, the others join it; --config must be the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup; with --vm, the launcher decrypts it and gives the first VM the snapshot alone)")
+	cpus := fs.Int("cpus", 0, "with --vm: each VM's vCPUs, 1 to 64 (0: 1, or 2 with --kubernetes); under TCG each is a host thread")
 	capture := fs.String("capture", "", "with --vm: write every frame that crosses the cluster switch to this file, as pcap (for tcpdump or Wireshark; mode 0600, since it holds whatever the nodes send in clear)")
 	vmMode := fs.Bool("vm", false, "boot every node as a qemu VM from the node image (built on first use) instead of a process; polisctl reaches the VMs through a proxy saved in its configuration")
 	if err := fs.Parse(args); err != nil {
@@ -88,9 +89,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
 		}
-		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture} // addresses from its network
+		if *cpus < 0 || *cpus > 64 {
+			return fmt.Errorf("--cpus %d: want 1 to 64 (or 0 for the default)", *cpus)
+		}
+		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture, CPUs: *cpus} // addresses from its network
 	} else {
-		for _, f := range []string{"accel", "capture"} {
+		for _, f := range []string{"accel", "capture", "cpus"} {
 			if set[f] {
 				return fmt.Errorf("--%s is for --vm only", f)
 			}

@@ -24,6 +24,9 @@ func TestFlagsOfTheOtherMode(t *testing.T) {
 	}{
 		{[]string{"--vm", "--first-address", "127.80.0.1"}, "--first-address is for process nodes"},
 		{[]string{"--accel", "kvm"}, "--accel is for --vm only"},
+		{[]string{"--cpus", "2"}, "--cpus is for --vm only"},
+		{[]string{"--vm", "--cpus", "65"}, "--cpus 65: want 1 to 64"},
+		{[]string{"--vm", "--cpus", "-1"}, "--cpus -1: want 1 to 64"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(ctx, c.args, &out, &errOut)
