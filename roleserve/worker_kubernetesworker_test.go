@@ -30,6 +30,8 @@ import (
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/kube/proxy"
 	"github.com/polis-os/polis/supervisor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // kubeletIssuer is the fake curator's IssueKubeletCredentials: it signs
@@ -572,5 +574,24 @@ func TestNodeServicesCgroups(t *testing.T) {
 				t.Errorf("ServicesCgroup %q: %s: %v", services, spec.Name, err)
 			}
 		}
+	}
+}
+
+// The pod network's MTU is the cluster link's less WireGuard's overhead;
+// with no link found for the node's address (a node whose address moved,
+// a test machine), clusternet's default, and a warning that says why.
+func TestPodMTUFromClusterLink(t *testing.T) {
+	w := &workerKubernetesWorker{address: kubeAddr}
+	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	if got := w.podMTU(zap.NewNop()); got != 1420 {
+		t.Errorf("a 1500-byte link gives the pod network %d, want 1420", got)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	w.linkMTU = func(a netip.Addr) (int, error) { return 0, fmt.Errorf("no link holds address %v", a) }
+	if got := w.podMTU(zap.New(core)); got != clusternet.DefaultMTU {
+		t.Errorf("with no link found, the pod network gets %d, want the default %d", got, clusternet.DefaultMTU)
+	}
+	if logs.FilterMessageSnippet("MTU is unknown").Len() != 1 {
+		t.Errorf("no warning says the link's MTU is unknown: %v", logs.All())
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/internal/cmdmain"
 	"github.com/polis-os/polis/launch"
+	"github.com/polis-os/polis/launch/vm"
 )
 
 func main() { cmdmain.Run("polis-launch", run) }
@@ -89,8 +90,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if set["first-address"] {
 			return errors.New("--first-address is for process nodes: with --vm the VMs take their addresses from their own network (polis-launch prints them, and polisctl reaches them through the launcher's proxy)")
 		}
-		if *cpus < 0 || *cpus > 64 {
-			return fmt.Errorf("--cpus %d: want 1 to 64 (or 0 for the default)", *cpus)
+		if *cpus < 0 || *cpus > vm.MaxCPUs {
+			return fmt.Errorf("--cpus %d: want 1 to %d (or 0 for the default)", *cpus, vm.MaxCPUs)
 		}
 		o.VM = &launch.VMOptions{Accel: *accel, SystemDir: *systemDir, CaptureFile: *capture, CPUs: *cpus} // addresses from its network
 	} else {

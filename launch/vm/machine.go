@@ -45,6 +45,8 @@ const (
 const (
 	DefaultCPUs    = 1
 	KubernetesCPUs = 2
+	// MaxCPUs bounds Config.CPUs: more is an operator's typo.
+	MaxCPUs = 64
 )
 
 // Config describes one node machine.
@@ -171,8 +173,8 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.CPUs == 0 {
 		o.CPUs = DefaultCPUs
 	}
-	if o.CPUs < 0 || o.CPUs > 64 {
-		return o, fmt.Errorf("vm %s: %d CPUs: want 1 to 64", o.Name, o.CPUs)
+	if o.CPUs < 0 || o.CPUs > MaxCPUs {
+		return o, fmt.Errorf("vm %s: %d CPUs: want 1 to %d", o.Name, o.CPUs, MaxCPUs)
 	}
 	if o.Accel == "" {
 		o.Accel = "tcg"
