@@ -264,19 +264,34 @@ func (c *Config) args() []string {
 	return a
 }
 
-// tcgClearCPUID hides SSSE3 from the guest kernel (not from its
-// programs: they ask the CPU, which still has it) under TCG, so that
-// WireGuard's ChaCha20 runs as the kernel's generic C code rather than its
-// SSSE3 code. TCG turns plain integer instructions into about as many host
+// tcgParameters are given to the guest kernel under TCG only, where its
+// CPU is qemu's emulation; under KVM the guest runs on the host's CPU and
+// keeps the kernel's defaults.
+//
+// clearcpuid=ssse3 hides SSSE3 from the guest kernel (not from its
+// programs: they ask the CPU, which still has it), so that WireGuard's
+// ChaCha20 runs as the kernel's generic C code rather than its SSSE3 code.
+// TCG turns plain integer instructions into about as many host
 // instructions, while it runs the SSE shuffles and vector rotates that the
 // SSSE3 code is made of much more slowly: pod traffic through WireGuard
 // went from 6.2 to 9.5 MB/s in TestNetworkNamespacesInVM with it, the clear
 // path unchanged (docs/benchmarks.md, issue 20). dm-crypt's AES-XTS keeps
 // its AES-NI driver (xts-aes-aesni, seen in such a guest's /proc/crypto):
-// aesni_intel asks for the AES bit, which stays. On a machine with KVM the
-// guest runs the host's vector code natively, much faster than any C, so
-// the parameter is for TCG only.
-const tcgClearCPUID = "clearcpuid=ssse3"
+// aesni_intel asks for the AES bit, which stays.
+//
+// mitigations=off: TCG executes the guest's instructions one translated
+// block at a time and never speculates, so none of the side channels the
+// kernel's mitigations guard against (Meltdown, Spectre, MDS, ...) exist
+// on the emulated CPU. The kernel cannot tell: the CPU model (Westmere)
+// says it is an Intel CPU of an affected generation, so by default it
+// turns on page-table isolation, whose page-table switch on every system
+// call and interrupt makes qemu flush its whole software TLB, and
+// retpolines and buffer clearing besides. All of that cost and no
+// protection: without it a system call in the guest took 0.76 instead of
+// 14 µs, plain routing between two namespaces in one VM went from 35-51
+// to 100-325 MB/s, and a worker's Node Ready after its role came back
+// from 13-37 to 7 s (docs/benchmarks.md).
+var tcgParameters = []string{"clearcpuid=ssse3", "mitigations=off"}
 
 // kernelCommandLine is the kernel's command line: the console, reboot on
 // panic, no timer check, and the settings PID 1 reads (pid1.AgentFlags
@@ -287,7 +302,7 @@ const tcgClearCPUID = "clearcpuid=ssse3"
 func (c *Config) kernelCommandLine() []string {
 	l := []string{"console=ttyS0", "panic=-1", "quiet", "no_timer_check", pid1.AddressParameter + "=" + c.Address.String()}
 	if c.Accel == "tcg" {
-		l = append(l, tcgClearCPUID)
+		l = append(l, tcgParameters...)
 	}
 	for _, f := range c.AgentFlags {
 		l = append(l, pid1.ParameterPrefix+f)
