@@ -44,6 +44,10 @@
 // # What it does not do (yet)
 //
 // TCG is the accelerator used by default; KVM is a Config option, and
-// ProbeKVM checks with a short boot that a KVM guest runs. Package launch
+// ProbeKVM checks with a short boot that a KVM guest runs. Under TCG the
+// guest kernel is told what suits an emulated CPU (tcgParameters: its
+// generic ChaCha20, and no speculation mitigations, which guard nothing
+// on a CPU that does not speculate and cost a software-TLB flush per
+// system call). Package launch
 // drives these machines as the nodes of a VM cluster (Options.VM).
 package vm
