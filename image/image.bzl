@@ -4,11 +4,11 @@ The rule runs cmd/polis-image (package launch/image) as one Bazel action,
 with the node agent Bazel built and the kernel package Bazel fetched
 (pinned by its checksum in WORKSPACE and MODULE.bazel), so that every
 input of the image is a Bazel input. The outputs are what qemu boots:
-vmlinux (uncompressed, booted through its PVH entry) and initramfs.cpio.gz.
+vmlinuz and initramfs.cpio.gz.
 """
 
 def _polis_node_image_impl(ctx):
-    kernel = ctx.actions.declare_file(ctx.label.name + "/vmlinux")
+    kernel = ctx.actions.declare_file(ctx.label.name + "/vmlinuz")
     initramfs = ctx.actions.declare_file(ctx.label.name + "/initramfs.cpio.gz")
     deb = ctx.file.kernel_deb
 

@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		cfg     image.Config
 		modules string
 	)
-	fs.StringVar(&cfg.OutDir, "out", "", "where to write vmlinux and initramfs.cpio.gz (default: CACHE/out)")
+	fs.StringVar(&cfg.OutDir, "out", "", "where to write vmlinuz and initramfs.cpio.gz (default: CACHE/out)")
 	fs.StringVar(&cfg.CacheDir, "cache", "", "the cache for the kernel package and the agent (default: the user's cache directory + polis/image)")
 	fs.StringVar(&cfg.Agent, "agent", "", "a prebuilt static polis-node (default: built from this repository)")
 	fs.StringVar(&cfg.KernelDeb, "kernel-deb", "", "the kernel package's .deb, already fetched (default: apt-get download, once, into the cache)")

@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/polis-os/polis/internal/atomicfile"
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -161,10 +160,6 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	progress("kernel %s", k.Release)
-	vmlinux, err := kernelELF(k, kernelDir, progress)
-	if err != nil {
-		return nil, fmt.Errorf("image: %w", err)
-	}
 
 	agent := cfg.Agent
 	if agent == "" {
@@ -197,7 +192,7 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	img := &Image{
-		Kernel:    filepath.Join(cfg.OutDir, "vmlinux"),
+		Kernel:    filepath.Join(cfg.OutDir, "vmlinuz"),
 		Initramfs: filepath.Join(cfg.OutDir, "initramfs.cpio.gz"),
 		Release:   k.Release,
 	}
@@ -239,12 +234,9 @@ func Build(ctx context.Context, cfg Config) (*Image, error) {
 	if err := writeInitramfs(img.Initramfs, agentBytes, k.ModulesDir, mods); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	if err := linkOrCopyFile(vmlinux, img.Kernel); err != nil {
+	if err := copyFile(k.Image, img.Kernel); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	// An output directory of an older builder also holds the bzImage,
-	// which nothing boots any more.
-	os.Remove(filepath.Join(cfg.OutDir, "vmlinuz"))
 	if err := os.WriteFile(keyFile, []byte(key), 0o644); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
@@ -389,48 +381,6 @@ func writeInitramfs(out string, agent []byte, modulesDir string, mods []*Module)
 		return fmt.Errorf("writing the initramfs: %w", err)
 	}
 	return nil
-}
-
-// kernelELF returns the path of k's uncompressed kernel (vmlinux.go),
-// taken out of its bzImage the first time and kept beside the unpacked
-// package.
-func kernelELF(k *Kernel, dir string, progress func(string, ...any)) (string, error) {
-	p := filepath.Join(dir, "vmlinux-"+k.Release)
-	if _, err := os.Stat(p); err == nil {
-		return p, nil
-	}
-	t := time.Now()
-	bz, err := os.ReadFile(k.Image)
-	if err != nil {
-		return "", fmt.Errorf("reading the kernel: %w", err)
-	}
-	v, err := vmlinuxFromBzImage(bz)
-	if err != nil {
-		return "", fmt.Errorf("kernel %s: %w", k.Image, err)
-	}
-	if err := atomicfile.Write(p, ".vmlinux-*", 0o644, func(w io.Writer) error {
-		_, err := w.Write(v)
-		return err
-	}); err != nil {
-		return "", fmt.Errorf("writing the uncompressed kernel: %w", err)
-	}
-	progress("decompressed the kernel to %s (%.1f MB) in %v", p, float64(len(v))/1e6, time.Since(t).Round(10*time.Millisecond))
-	return p, nil
-}
-
-// linkOrCopyFile puts src at dst: a hard link where the file system
-// allows one (the kernel is 66 MB, and every image output directory has
-// it), a copy otherwise. Either way dst is replaced whole.
-func linkOrCopyFile(src, dst string) error {
-	tmp := dst + ".tmp"
-	os.Remove(tmp)
-	if err := os.Link(src, tmp); err == nil {
-		if err := os.Rename(tmp, dst); err != nil {
-			return fmt.Errorf("linking %s: %w", src, err)
-		}
-		return nil
-	}
-	return copyFile(src, dst)
 }
 
 // copyFile copies src to dst through a temporary file.

@@ -9,7 +9,7 @@
 // node agent (CGO_ENABLED=0, so /init needs no loader or libc), the list
 // of wanted kernel modules (DefaultModules), and the system tree
 // (Config.SystemDir: a host directory laid out like the node's /system,
-// see pid1.SystemRoot). The outputs are the kernel (vmlinux), the
+// see pid1.SystemRoot). The outputs are the kernel (vmlinuz), the
 // initramfs (a gzip'd newc archive, written by NewcWriter: no cpio binary
 // involved), and the system disk (system.squashfs).
 //
@@ -35,16 +35,9 @@
 // list of them in load order (pid1.ModuleListPath), which the agent, as
 // PID 1, loads one by one (node/pid1).
 //
-// The kernel is the package's bzImage decompressed once, here, to the
-// ELF vmlinux inside it, which qemu boots through its PVH entry point:
-// a bzImage decompresses itself at every boot, and under TCG that
-// emulated XZ decoder cost each boot about 3 s (vmlinux.go says how the
-// payload is read and checked).
-//
 // # Caching
 //
-// The unpacked kernel, and the vmlinux taken out of it, stay in the cache
-// directory; go build's own cache
+// The unpacked kernel stays in the cache directory; go build's own cache
 // makes an unchanged agent quick to "rebuild"; and the initramfs and the
 // system disk are only rewritten when the hash of their inputs changed
 // (the system tree's: every path, mode and file content, read in full;

@@ -16,7 +16,7 @@ import (
 )
 
 // bazelImageEnv names the directory of a node image Bazel built
-// (bazel-bin/image/node_image: vmlinux and initramfs.cpio.gz).
+// (bazel-bin/image/node_image: vmlinuz and initramfs.cpio.gz).
 // scripts/bazel-test builds //image:node_image and runs
 // TestBazelBuiltImageBoots with it set.
 const bazelImageEnv = "POLIS_BAZEL_IMAGE"
@@ -32,7 +32,7 @@ func TestBazelBuiltImageBoots(t *testing.T) {
 		t.Skipf("%s is not set: scripts/bazel-test sets it to the image bazel build //image:node_image made", bazelImageEnv)
 	}
 	qemu := needQEMU(t)
-	kernel, initramfs := filepath.Join(dir, "vmlinux"), filepath.Join(dir, "initramfs.cpio.gz")
+	kernel, initramfs := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initramfs.cpio.gz")
 	for _, f := range []string{kernel, initramfs} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%s=%s: %v", bazelImageEnv, dir, err)

@@ -15,9 +15,7 @@
 // host's time. Booting a node again is calling Start again with the same
 // Config.
 //
-// qemu runs with qboot as its firmware (it boots the kernel it is given:
-// the image's uncompressed vmlinux, through its PVH entry; args says why
-// not SeaBIOS), with -nodefaults (no device we did not ask for, in particular
+// qemu runs with -nodefaults (no device we did not ask for, in particular
 // no NIC with outbound NAT) and -no-reboot with panic=-1 (a guest reboot or
 // panic ends qemu instead of looping or hanging, so the caller sees it and
 // decides: GuestRebooted tells a reboot from a power-off; once PID 1 has

@@ -207,18 +207,6 @@ func (c *Config) withDefaults() (Config, error) {
 func (c *Config) args() []string {
 	a := []string{
 		"-nodefaults", "-no-reboot", "-nographic",
-		// qboot, the minimal firmware qemu ships beside SeaBIOS: the
-		// machines boot only the kernel qemu is given, which is all it
-		// does. Booting the image's vmlinux through its PVH entry
-		// (launch/image) needs it: SeaBIOS keeps its ACPI tables in
-		// the top 228 KB of RAM, while qemu 7.2 puts a PVH kernel's
-		// initrd to end 160 KB below the top, over them, and the
-		// kernel then finds no ACPI (no fw_cfg, no power button);
-		// qboot keeps its tables below 1 MB. It also starts the kernel
-		// sooner under TCG (a node's boot to its agent: 10.5 and 8.4 s
-		// against 13-14 and 10.5 s from the bzImage with SeaBIOS,
-		// docs/benchmarks.md).
-		"-bios", "qboot.rom",
 		"-name", c.Name,
 		"-accel", c.Accel,
 		// Westmere: the oldest CPU model with AES-NI (and the SSSE3 and

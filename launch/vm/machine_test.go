@@ -15,7 +15,7 @@ import (
 func testConfig(t *testing.T) Config {
 	return Config{
 		Name:      "t",
-		Kernel:    "vmlinux",
+		Kernel:    "vmlinuz",
 		Initramfs: "initramfs",
 		Dir:       shortTempDir(t),
 		Address:   netip.MustParsePrefix("10.77.0.2/24"),
