@@ -65,7 +65,11 @@
 // list and watch its own Node so, as the kubelet's informer does; a Node
 // not registered yet is an empty list, whose registration the watch then
 // sees), and watches it from the list's resourceVersion, with bookmarks,
-// publishing NodeReady and NodeNote at each change. A watch the apiserver
+// publishing NodeReady and NodeNote at each change. Ready counts only if a
+// kubelet of this run posted it (its heartbeat is not older than the
+// run): after a reboot the Node keeps the last boot's Ready until the
+// node controller sees the lease go stale, and that is not this node's
+// word. A watch the apiserver
 // ends (after watchSeconds) is resumed from the last resourceVersion; one
 // that expired (410 Gone) is followed by a new list at once, one that
 // failed by a new list after a backoff of at most 2 s (the interval of

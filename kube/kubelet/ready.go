@@ -46,13 +46,26 @@ type node struct {
 	Status struct {
 		Conditions []struct {
 			Type, Status, Reason, Message string
+			// LastHeartbeatTime is when the kubelet last posted the
+			// condition, by the node's clock (to the second).
+			LastHeartbeatTime time.Time
 		}
 	}
 }
 
-// readiness says whether n (nil: not registered) has Ready=True: nil if
-// so, otherwise an error saying why not.
-func readiness(n *node) error {
+// readiness says whether n (nil: not registered) has Ready=True, posted
+// by a kubelet of this run, begun at since: nil if so, otherwise an error
+// saying why not.
+//
+// A Ready=True posted before since is what a kubelet of an earlier run or
+// boot said: after a reboot the Node says Ready until the node controller
+// finds its lease gone stale (tens of seconds) and marks it Unknown, and
+// a node that took that for its own word said Ready before its kubelet
+// had said anything (and went back to not Ready once the controller
+// caught up). A kubelet posts its Node's status at once when it starts,
+// with a fresh heartbeat, so its own word comes soon. The API's times are
+// whole seconds: since is compared truncated to the second.
+func readiness(n *node, since time.Time) error {
 	if n == nil {
 		return errors.New("the Node is not registered yet")
 	}
@@ -61,6 +74,10 @@ func readiness(n *node) error {
 			continue
 		}
 		if c.Status == "True" {
+			if hb := c.LastHeartbeatTime; hb.Before(since.Truncate(time.Second)) {
+				return fmt.Errorf("the Node's Ready was posted at %s, before this kubelet's run began (%s): waiting for the kubelet's own word",
+					hb.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+			}
 			return nil
 		}
 		return fmt.Errorf("the Node is not Ready: %s: %s", c.Reason, c.Message)
@@ -120,10 +137,10 @@ func listNode(ctx context.Context, hc *http.Client, server, name string) (n *nod
 var errWatchExpired = errors.New("the Node's watch expired (410 Gone)")
 
 // watchNode watches the Node named name from resourceVersion and calls
-// seen with its readiness at every change, until the apiserver ends the
+// seen with its readiness (since as for readiness) at every change, until the apiserver ends the
 // watch (watchSeconds; nil error) or it fails. It returns the last
 // resourceVersion it saw, from which the next watch starts.
-func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersion string, seen func(error)) (string, error) {
+func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersion string, since time.Time, seen func(error)) (string, error) {
 	q := nodeQuery(name)
 	q.Set("watch", "1")
 	q.Set("resourceVersion", resourceVersion)
@@ -172,7 +189,7 @@ func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersi
 			}
 			switch ev.Type {
 			case "ADDED", "MODIFIED":
-				seen(readiness(&n))
+				seen(readiness(&n, since))
 			case "DELETED":
 				seen(errors.New("the Node was deleted"))
 			}
@@ -194,7 +211,8 @@ func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersi
 	}
 }
 
-// followNode keeps seen told of the Node's readiness until ctx ends: it
+// followNode keeps seen told of the Node's readiness (since as for
+// readiness) until ctx ends: it
 // reads the Node (listNode), then watches it (watchNode), again and again
 // from the last resourceVersion while the watches end cleanly (after a
 // pause if one saw nothing, so that a server ending them at once is not
@@ -204,7 +222,7 @@ func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersi
 // which the status keeps what was last seen. client gives the client of
 // now at every read and watch (Renew may replace the credentials).
 // failed is told of each failure, for the log.
-func followNode(ctx context.Context, client func() (*http.Client, error), server, name string, seen func(error), failed func(error)) error {
+func followNode(ctx context.Context, client func() (*http.Client, error), server, name string, since time.Time, seen func(error), failed func(error)) error {
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval = watchRetryFirst, watchRetryMax
 	for {
@@ -219,13 +237,13 @@ func followNode(ctx context.Context, client func() (*http.Client, error), server
 		if err != nil {
 			seen(err) // which says why
 		} else {
-			seen(readiness(n))
+			seen(readiness(n, since))
 			for err == nil {
 				if hc, err = client(); err != nil {
 					return err
 				}
 				before := rv
-				if rv, err = watchNode(ctx, hc, server, name, rv, seen); err != nil {
+				if rv, err = watchNode(ctx, hc, server, name, rv, since, seen); err != nil {
 					break
 				}
 				if rv != before {
@@ -266,9 +284,10 @@ func pause(ctx context.Context, d time.Duration) bool {
 }
 
 // probe is the runnable that keeps the status told whether the Node is
-// Ready (followNode), until ctx ends. It logs when that changes, and
+// Ready (followNode), by a kubelet of the run begun at since, until ctx
+// ends. It logs when that changes, and
 // failures to read or watch the Node when they differ from the last.
-func (r *Runner) probe() supervisor.Runnable {
+func (r *Runner) probe(since time.Time) supervisor.Runnable {
 	return func(ctx context.Context) error {
 		log := supervisor.Logger(ctx)
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -294,7 +313,7 @@ func (r *Runner) probe() supervisor.Runnable {
 				lastFailure = err.Error()
 			}
 		}
-		return followNode(ctx, r.apiClient, r.cfg.server(), r.cfg.NodeName, seen, failed)
+		return followNode(ctx, r.apiClient, r.cfg.server(), r.cfg.NodeName, since, seen, failed)
 	}
 }
 

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -105,7 +106,7 @@ func TestFollowNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ended := make(chan error, 1)
 	go func() {
-		ended <- followNode(ctx, func() (*http.Client, error) { return hc, nil }, "https://"+addr.String(), "node-1",
+		ended <- followNode(ctx, func() (*http.Client, error) { return hc, nil }, "https://"+addr.String(), "node-1", time.Time{},
 			func(err error) { seen <- err }, func(err error) { failed <- err })
 	}()
 	t.Cleanup(func() {
@@ -197,12 +198,40 @@ func TestFollowNode(t *testing.T) {
 	want("the fourth read, refused", "403 Forbidden")
 }
 
+// readiness: Ready only if the condition says True and was posted in
+// this run (a reboot's Node keeps the last boot's Ready until the node
+// controller marks it Unknown); otherwise it says why not.
 func TestReadiness(t *testing.T) {
-	var n node
-	if err := readiness(nil); err == nil || !strings.Contains(err.Error(), "not registered") {
-		t.Errorf("no Node: %v", err)
+	since := time.Date(2026, 11, 28, 10, 0, 0, 600e6, time.UTC)
+	nodeWith := func(ready, heartbeat string) *node {
+		var n node
+		js := `{"status":{"conditions":[{"type":"MemoryPressure","status":"False","lastHeartbeatTime":"2026-11-28T10:00:05Z"},{"type":"Ready","status":"` + ready + `","reason":"KubeletNotReady","message":"PLEG is not healthy","lastHeartbeatTime":"` + heartbeat + `"}]}}`
+		if err := json.Unmarshal([]byte(js), &n); err != nil {
+			t.Fatal(err)
+		}
+		return &n
 	}
-	if err := readiness(&n); err == nil || !strings.Contains(err.Error(), "no Ready condition") {
-		t.Errorf("no condition: %v", err)
+	for _, c := range []struct {
+		name string
+		n    *node
+		want string // "" for Ready
+	}{
+		{"not registered", nil, "not registered"},
+		{"no condition", &node{}, "no Ready condition"},
+		{"Ready, posted in this run", nodeWith("True", "2026-11-28T10:00:07Z"), ""},
+		// The API's times are whole seconds: a post in since's second
+		// reads as before since.
+		{"Ready, posted in the run's first second", nodeWith("True", "2026-11-28T10:00:00Z"), ""},
+		{"Ready, posted before this run (the last boot's)", nodeWith("True", "2026-11-28T09:59:59Z"), "posted at 2026-11-28T09:59:59Z, before this kubelet's run began (2026-11-28T10:00:00Z)"},
+		{"not Ready", nodeWith("False", "2026-11-28T10:00:07Z"), "not Ready: KubeletNotReady: PLEG is not healthy"},
+		{"not Ready, before this run", nodeWith("Unknown", "2026-11-28T09:59:00Z"), "not Ready: KubeletNotReady"},
+	} {
+		err := readiness(c.n, since)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want Ready", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -127,6 +127,8 @@ func (r *Runner) Status() event.ValueWatch[*Status] { return &r.status }
 // supervisor.Runnable.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	log := supervisor.Logger(ctx)
+	// Only a Ready posted since is this run's kubelet's (readiness).
+	began := time.Now()
 	// The status says why a run failed until the next one gets further.
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -194,7 +196,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	))); err != nil {
 		return err
 	}
-	if err := supervisor.Run(ctx, "nodeready", r.probe()); err != nil {
+	if err := supervisor.Run(ctx, "nodeready", r.probe(began)); err != nil {
 		return err
 	}
 	if err := supervisor.Run(ctx, "nodelabels", r.labeller()); err != nil {

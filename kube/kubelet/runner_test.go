@@ -39,6 +39,9 @@ type readyNode struct {
 	ready   bool
 	rv      int
 	changed chan struct{} // closed, and replaced, at every change
+	// heartbeat is when Store was last called, posted with the condition
+	// as a kubelet's lastHeartbeatTime.
+	heartbeat time.Time
 }
 
 // Store sets whether the Node is Ready.
@@ -46,6 +49,7 @@ func (n *readyNode) Store(ready bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ready = ready
+	n.heartbeat = time.Now()
 	n.rv++
 	if n.changed != nil {
 		close(n.changed)
@@ -63,7 +67,8 @@ func (n *readyNode) state() (object string, rv int, changed <-chan struct{}) {
 	if n.ready {
 		status = "True"
 	}
-	return fmt.Sprintf(`{"metadata":{"name":"node","resourceVersion":"%d"},"status":{"conditions":[{"type":"Ready","status":"%s","reason":"KubeletNotReady","message":"testing"}]}}`, n.rv, status), n.rv, n.changed
+	return fmt.Sprintf(`{"metadata":{"name":"node","resourceVersion":"%d"},"status":{"conditions":[{"type":"Ready","status":"%s","reason":"KubeletNotReady","message":"testing","lastHeartbeatTime":"%s"}]}}`,
+		n.rv, status, n.heartbeat.UTC().Format(time.RFC3339)), n.rv, n.changed
 }
 
 // fakeAPIServer serves the Node named name to the node whose certificate
