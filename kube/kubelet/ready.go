@@ -137,8 +137,8 @@ func listNode(ctx context.Context, hc *http.Client, server, name string) (n *nod
 var errWatchExpired = errors.New("the Node's watch expired (410 Gone)")
 
 // watchNode watches the Node named name from resourceVersion and calls
-// seen with its readiness (since as for readiness) at every change, until the apiserver ends the
-// watch (watchSeconds; nil error) or it fails. It returns the last
+// seen with its readiness (since as for readiness) at every change, until
+// the apiserver ends the watch (watchSeconds; nil error) or it fails. It returns the last
 // resourceVersion it saw, from which the next watch starts.
 func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersion string, since time.Time, seen func(error)) (string, error) {
 	q := nodeQuery(name)
@@ -212,16 +212,15 @@ func watchNode(ctx context.Context, hc *http.Client, server, name, resourceVersi
 }
 
 // followNode keeps seen told of the Node's readiness (since as for
-// readiness) until ctx ends: it
-// reads the Node (listNode), then watches it (watchNode), again and again
-// from the last resourceVersion while the watches end cleanly (after a
-// pause if one saw nothing, so that a server ending them at once is not
-// asked in a loop); after a
-// failure it reads the Node afresh, at once if the watch only expired,
-// otherwise after a backoff (watchRetryFirst to watchRetryMax), during
-// which the status keeps what was last seen. client gives the client of
-// now at every read and watch (Renew may replace the credentials).
-// failed is told of each failure, for the log.
+// readiness) until ctx ends: it reads the Node (listNode), then watches it
+// (watchNode), again and again from the last resourceVersion while the
+// watches end cleanly (after a pause if one saw nothing, so that a server
+// ending them at once is not asked in a loop); after a failure it reads
+// the Node afresh, at once if the watch only expired, otherwise after a
+// backoff (watchRetryFirst to watchRetryMax), during which the status
+// keeps what was last seen. client gives the client of now at every read
+// and watch (Renew may replace the credentials). failed is told of each
+// failure, for the log.
 func followNode(ctx context.Context, client func() (*http.Client, error), server, name string, since time.Time, seen func(error), failed func(error)) error {
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval = watchRetryFirst, watchRetryMax
@@ -285,8 +284,8 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // probe is the runnable that keeps the status told whether the Node is
 // Ready (followNode), by a kubelet of the run begun at since, until ctx
-// ends. It logs when that changes, and
-// failures to read or watch the Node when they differ from the last.
+// ends. It logs when that changes, and failures to read or watch the Node
+// when they differ from the last.
 func (r *Runner) probe(since time.Time) supervisor.Runnable {
 	return func(ctx context.Context) error {
 		log := supervisor.Logger(ctx)

@@ -219,8 +219,8 @@ func TestReadiness(t *testing.T) {
 		{"not registered", nil, "not registered"},
 		{"no condition", &node{}, "no Ready condition"},
 		{"Ready, posted in this run", nodeWith("True", "2026-11-28T10:00:07Z"), ""},
-		// The API's times are whole seconds: a post in since's second
-		// reads as before since.
+		// The API's times are whole seconds: a post in since's own
+		// second counts as this run's.
 		{"Ready, posted in the run's first second", nodeWith("True", "2026-11-28T10:00:00Z"), ""},
 		{"Ready, posted before this run (the last boot's)", nodeWith("True", "2026-11-28T09:59:59Z"), "posted at 2026-11-28T09:59:59Z, before this kubelet's run began (2026-11-28T10:00:00Z)"},
 		{"not Ready", nodeWith("False", "2026-11-28T10:00:07Z"), "not Ready: KubeletNotReady: PLEG is not healthy"},

@@ -39,17 +39,20 @@ type readyNode struct {
 	ready   bool
 	rv      int
 	changed chan struct{} // closed, and replaced, at every change
-	// heartbeat is when Store was last called, posted with the condition
-	// as a kubelet's lastHeartbeatTime.
+	// heartbeat is when the condition was last posted (its
+	// lastHeartbeatTime).
 	heartbeat time.Time
 }
 
-// Store sets whether the Node is Ready.
-func (n *readyNode) Store(ready bool) {
+// Store sets whether the Node is Ready, posted now.
+func (n *readyNode) Store(ready bool) { n.StoreAt(ready, time.Now()) }
+
+// StoreAt sets whether the Node is Ready, posted at heartbeat.
+func (n *readyNode) StoreAt(ready bool, heartbeat time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ready = ready
-	n.heartbeat = time.Now()
+	n.heartbeat = heartbeat
 	n.rv++
 	if n.changed != nil {
 		close(n.changed)
@@ -229,7 +232,7 @@ func readLog(t *testing.T, path string) string {
 // The runner starts containerd, imports the pause image, then runs the
 // kubelet with the configuration Polis writes; the Node's readiness is
 // asked of the apiserver through the local proxy with the kubelet's own
-// certificate; a killed kubelet comes back alone, renewed credentials
+// certificate, and the last boot's Ready is not taken for this run's; a killed kubelet comes back alone, renewed credentials
 // restart it; a stop ends the kubelet before containerd and leaves no
 // process.
 func TestRunner(t *testing.T) {
@@ -237,7 +240,10 @@ func TestRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As after a reboot: the Node still says Ready, posted by the last
+	// boot's kubelet, until the node controller marks it Unknown.
 	var ready readyNode
+	ready.StoreAt(true, time.Now().Add(-time.Hour))
 	api := fakeAPIServer(t, c, "node-1", &ready)
 	cfg, logPath := fakeRuntime(t, t.TempDir())
 	cfg.NodeName = "node-1"
@@ -257,8 +263,12 @@ func TestRunner(t *testing.T) {
 
 	running := waitStatus(t, r, "containerd and kubelet running", func(s *Status) bool { return s.ContainerdRunning && s.KubeletRunning })
 	if running.NodeReady {
-		t.Error("the Node is Ready before the apiserver says so")
+		t.Error("the Node is Ready by the last boot's word, before this kubelet has posted anything")
 	}
+	waitStatus(t, r, "the last boot's Ready refused, with the reason", func(s *Status) bool {
+		return !s.NodeReady && strings.Contains(s.NodeNote, "before this kubelet's run began")
+	})
+	ready.Store(false)
 	waitStatus(t, r, "the Node not Ready, with the reason", func(s *Status) bool { return strings.Contains(s.NodeNote, "KubeletNotReady") })
 	ready.Store(true)
 	waitStatus(t, r, "the Node Ready", func(s *Status) bool { return s.NodeReady && s.NodeNote == "" })
