@@ -3,7 +3,7 @@
 //
 //	go run ./cmd/polis-kube-build [-o DIR]
 //
-// The first build on a machine takes about 15 minutes on two idle cores (it
+// The first build on a machine takes about 7 minutes on two idle cores (it
 // reports progress every half minute); later ones come from Go's build
 // cache in seconds. Without -o the bundle goes where the tests look for it
 // (bundle.OutDirForTests), which is what scripts/test does before running

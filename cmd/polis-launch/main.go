@@ -49,9 +49,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.DurationVar(&o.ConsensusElectionTimeout, "consensus-election-timeout", 0, "every consensus member's raft election timeout, at least five heartbeats (0: etcd's 1s; with --vm under TCG 5s)")
 	fs.StringVar(&o.LogFormat, "log-format", "console", "the nodes' log format: console or json")
 	accel := fs.String("accel", "tcg", "with --vm: qemu's accelerator: tcg, kvm, or auto (KVM if a probe VM boots under it within seconds)")
-	fs.BoolVar(&o.Kubernetes, "kubernetes", false, "run Kubernetes: give every node the Kubernetes bundle (built on first use: about 15 minutes on two cores, seconds afterwards) and the first node the kubernetes-controller role")
+	fs.BoolVar(&o.Kubernetes, "kubernetes", false, "run Kubernetes: give every node the Kubernetes bundle (built on first use: about 7 minutes on two idle cores, seconds afterwards) and the first node the kubernetes-controller role")
 	fs.StringVar(&o.KubernetesBundle, "kubernetes-bundle", "", "with --kubernetes: the polis-kube binary (default: one next to this program, else built from the repository's kubernetes/ module)")
-	systemDir := fs.String("system-dir", "", "with --vm --kubernetes: the node's system tree for the system disk (default: built by launch/systembuild on first use, about 15 minutes on two cores, seconds afterwards)")
+	systemDir := fs.String("system-dir", "", "with --vm --kubernetes: the node's system tree for the system disk (default: built by launch/systembuild on first use, about 9 minutes on two idle cores with the bundle, seconds afterwards)")
 	fs.Func("image", "with --vm --kubernetes: REF=PATH, an image (PATH an OCI image layout directory, an OCI archive or a docker archive) the launcher serves from its own registry; Pods name it as REF (e.g. demo); repeatable", func(v string) error {
 		im, err := launch.ParseImage(v)
 		if err != nil {

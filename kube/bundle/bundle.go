@@ -125,7 +125,7 @@ func (b Builder) Build(ctx context.Context, outDir string) (string, error) {
 		return "", err
 	}
 	start := time.Now()
-	fmt.Fprintf(progress, "bundle: building Kubernetes %s into %s (the first build takes about 15 minutes on two idle cores, longer on a busy machine; later ones seconds)\n", Version, out)
+	fmt.Fprintf(progress, "bundle: building Kubernetes %s into %s (the first build takes about 7 minutes on two idle cores, longer on a busy machine; later ones seconds)\n", Version, out)
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("bundle: starting go build: %w", err)
 	}
