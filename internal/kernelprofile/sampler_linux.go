@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -35,8 +34,12 @@ func Start(rate int) (*Sampler, error) {
 	if _, err := loadSymbols(); err != nil {
 		return nil, fmt.Errorf("kernelprofile: reading the kernel's symbols: %w", err)
 	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("kernelprofile: the online CPUs: %w", err)
+	}
 	s := &Sampler{}
-	for cpu := range runtime.NumCPU() {
+	for _, cpu := range cpus {
 		if err := s.open(cpu, rate); err != nil {
 			s.close()
 			return nil, err
@@ -45,7 +48,7 @@ func Start(rate int) (*Sampler, error) {
 	for i, fd := range s.fds {
 		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 			s.close()
-			return nil, fmt.Errorf("kernelprofile: enabling CPU %d's event: %w", i, err)
+			return nil, fmt.Errorf("kernelprofile: enabling CPU %d's event: %w", cpus[i], err)
 		}
 	}
 	return s, nil
