@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/internal/kernelprofile"
 	"go.uber.org/zap"
 )
 
@@ -96,11 +98,29 @@ func BenchmarkDecideDiff(b *testing.B) {
 // BenchmarkPodToPod is TCP throughput from pod-a to pod-b through both
 // nodes' reconciled kernels (the lab of netns_linux_test.go): plain routes
 // against WireGuard, in one kernel, so it measures what the tunnel costs
-// in CPU rather than a wire.
+// in CPU rather than a wire. The plain and wireguard cases have the lab's
+// default link, a veth with every offload, over which plain routing moves
+// 64 KiB segments and computes no checksum; the jumbo- cases have the VM
+// clusters' link (jumboLink), where the kernel cuts and checksums every
+// packet on both paths, as it does between the nodes' VMs.
+//
+// Inside the VM (vm_linux_test.go) each case is also profiled: it reports
+// the share of the CPU's time in the cipher (ChaCha20 and Poly1305) and in
+// checksums, and logs the busiest kernel functions.
 func BenchmarkPodToPod(b *testing.B) {
-	for _, mode := range []Mode{ModePlain, ModeWireGuard} {
-		b.Run(string(mode), func(b *testing.B) {
-			l := newLab(b)
+	for _, c := range []struct {
+		name  string
+		mode  Mode
+		shape labShape
+	}{
+		{"plain", ModePlain, labShape{}},
+		{"wireguard", ModeWireGuard, labShape{}},
+		{"jumbo-plain", ModePlain, jumboLink},
+		{"jumbo-wireguard", ModeWireGuard, jumboLink},
+	} {
+		mode := c.mode
+		b.Run(c.name, func(b *testing.B) {
+			l := newShapedLab(b, c.shape)
 			if mode == ModeWireGuard && !l.hasWireGuard("node-a") {
 				b.Skip("the host kernel has no WireGuard")
 			}
@@ -139,13 +159,55 @@ func BenchmarkPodToPod(b *testing.B) {
 			})
 			buf := make([]byte, 64<<10)
 			b.SetBytes(int64(len(buf)))
+			stopProfile := profileBenchmark(b)
 			for b.Loop() {
 				if _, err := conn.Write(buf); err != nil {
 					b.Fatal(err)
 				}
 			}
+			stopProfile()
 			conn.Close()
 			<-done
 		})
 	}
 }
+
+// profileKernel makes profileBenchmark profile: set in the VM, whose test
+// binary is PID 1 and may profile the whole machine.
+var profileKernel bool
+
+// profileBenchmark starts a profile of the machine when profileKernel is
+// set; the function it returns stops it, reports the shares of the
+// cipher's and the checksums' functions as the benchmark's metrics
+// (cipher-%, csum-%) and logs the busiest functions.
+func profileBenchmark(b *testing.B) (stop func()) {
+	if !profileKernel {
+		return func() {}
+	}
+	s, err := kernelprofile.Start(250)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		p, err := s.Stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(100*p.Share(isCipher), "cipher-%")
+		b.ReportMetric(100*p.Share(isChecksum), "csum-%")
+		var top strings.Builder
+		p.Print(&top, "  ", 12)
+		b.Logf("the machine's profile:\n%s", top.String())
+	}
+}
+
+// isCipher says whether a kernel function is WireGuard's cipher:
+// ChaCha20's (chacha_permute, chacha_crypt_generic [libchacha], ...),
+// Poly1305's, or the two's glue (chacha20poly1305_crypt_sg_inplace).
+func isCipher(name string) bool {
+	return strings.HasPrefix(name, "chacha") || strings.HasPrefix(name, "hchacha") || strings.HasPrefix(name, "poly1305")
+}
+
+// isChecksum says whether a kernel function computes the Internet
+// checksum (csum_partial, csum_partial_copy_generic).
+func isChecksum(name string) bool { return strings.HasPrefix(name, "csum_partial") }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -35,18 +36,42 @@ import (
 // only (no iproute2), so that the same tests run inside a VM whose init is
 // this test binary (vm_linux_test.go).
 type lab struct {
-	t  testing.TB
-	ns map[string]netns.NsHandle
+	t     testing.TB
+	ns    map[string]netns.NsHandle
+	shape labShape
 }
+
+// labShape is the cluster link's kind. The default (zero) is a veth pair
+// as the kernel makes it: MTU 1500, with every offload, so that TCP's
+// 64 KiB segments cross it whole and no checksum is computed. jumboLink
+// is the VM cluster's link instead.
+type labShape struct {
+	// linkMTU is the cluster link's MTU (1500 if 0); the Pods' links and
+	// the tunnel get TunnelMTU of it, as the node gives them.
+	linkMTU int
+	// noOffloads turns the cluster link's checksum, scatter-gather and
+	// segmentation offloads off: every packet is cut to the MTU and
+	// checksummed by the CPU, as a VM's virtio-net NIC makes the kernel
+	// do when qemu's backend (the launcher's switch socket) offers no
+	// offloads.
+	noOffloads bool
+}
+
+// jumboLink is the link of the VM clusters' nodes: the switch's jumbo
+// frames, no offloads (launch/vm).
+var jumboLink = labShape{linkMTU: 9000, noOffloads: true}
 
 // newLab makes the namespaces and links above, or skips t when this is not
 // root or the host cannot make them.
-func newLab(t testing.TB) *lab {
+func newLab(t testing.TB) *lab { return newShapedLab(t, labShape{}) }
+
+// newShapedLab is newLab with the cluster link of shape.
+func newShapedLab(t testing.TB, shape labShape) *lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
 	}
-	l := &lab{t: t, ns: make(map[string]netns.NsHandle)}
+	l := &lab{t: t, ns: make(map[string]netns.NsHandle), shape: shape}
 	for _, name := range []string{"node-a", "node-b", "pod-a", "pod-b"} {
 		h, err := newNetns()
 		if err != nil {
@@ -60,10 +85,14 @@ func newLab(t testing.TB) *lab {
 		}
 		l.check(name, "setting lo up", l.handle(name).LinkSetUp(lo))
 	}
-	l.veth("node-a", "ca", "192.168.0.1/16", "node-b", "cb", "192.168.0.2/16")
+	l.veth("node-a", "ca", "192.168.0.1/16", "node-b", "cb", "192.168.0.2/16", shape.linkMTU)
+	if shape.noOffloads {
+		l.in("node-a", func() error { return offloadsOff("ca") })
+		l.in("node-b", func() error { return offloadsOff("cb") })
+	}
 	for n, side := range []string{"a", "b"} {
 		node, pod := "node-"+side, "pod-"+side
-		l.veth(node, "p"+side, fmt.Sprintf("10.77.%d.1/24", n+1), pod, "eth0", fmt.Sprintf("10.77.%d.2/24", n+1))
+		l.veth(node, "p"+side, fmt.Sprintf("10.77.%d.1/24", n+1), pod, "eth0", fmt.Sprintf("10.77.%d.2/24", n+1), l.tunnelMTU())
 		eth0, err := l.handle(pod).LinkByName("eth0")
 		l.check(pod, "finding eth0", err)
 		gw := net.IPv4(10, 77, byte(n+1), 1)
@@ -113,9 +142,19 @@ func (l *lab) handle(ns string) *netlink.Handle {
 	return h
 }
 
+// tunnelMTU is the MTU of the tunnel and the Pods' links: TunnelMTU of
+// the cluster link's, or 0 for the defaults when the link has 1500.
+func (l *lab) tunnelMTU() int {
+	if l.shape.linkMTU == 0 {
+		return 0
+	}
+	return TunnelMTU(l.shape.linkMTU)
+}
+
 // veth joins namespaces a and b with a veth pair, its ends named nameA and
-// nameB, addressed addrA and addrB, and up.
-func (l *lab) veth(a, nameA, addrA, b, nameB, addrB string) {
+// nameB, addressed addrA and addrB, with MTU mtu (the kernel's default if
+// 0), and up.
+func (l *lab) veth(a, nameA, addrA, b, nameB, addrB string, mtu int) {
 	l.t.Helper()
 	ha, hb := l.handle(a), l.handle(b)
 	link := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: nameA}, PeerName: nameB, PeerNamespace: netlink.NsFd(l.ns[b])}
@@ -130,8 +169,45 @@ func (l *lab) veth(a, nameA, addrA, b, nameB, addrB string) {
 		addr, err := netlink.ParseAddr(end.addr)
 		l.check(end.ns, "parsing "+end.addr, err)
 		l.check(end.ns, "addressing "+end.name, end.h.AddrAdd(ln, addr))
+		if mtu != 0 {
+			l.check(end.ns, fmt.Sprintf("setting %s's MTU to %d", end.name, mtu), end.h.LinkSetMTU(ln, mtu))
+		}
 		l.check(end.ns, "setting "+end.name+" up", end.h.LinkSetUp(ln))
 	}
+}
+
+// offloadsOff turns off link name's offloads that a VM's NIC lacks
+// (labShape.noOffloads), through the ethtool ioctl's one-feature commands,
+// in the calling thread's namespace.
+func offloadsOff(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for _, cmd := range []struct {
+		code uint32
+		what string
+	}{
+		{unix.ETHTOOL_STSO, "segmentation offload"},
+		{unix.ETHTOOL_SGSO, "generic segmentation offload"},
+		{unix.ETHTOOL_SSG, "scatter-gather"},
+		{unix.ETHTOOL_STXCSUM, "transmit checksums"},
+		{unix.ETHTOOL_SRXCSUM, "receive checksums"},
+	} {
+		// struct ethtool_value {cmd, data}, pointed to by the ifreq's
+		// union after the 16-byte name.
+		value := [2]uint32{cmd.code, 0}
+		var ifr [40]byte
+		copy(ifr[:unix.IFNAMSIZ-1], name)
+		*(*unsafe.Pointer)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unsafe.Pointer(&value)
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr[0])))
+		runtime.KeepAlive(&value)
+		if errno != 0 {
+			return fmt.Errorf("turning %s's %s off: %w", name, cmd.what, errno)
+		}
+	}
+	return nil
 }
 
 // in runs f on a thread inside namespace ns. Sockets f opens stay in ns.
@@ -205,7 +281,7 @@ func (l *lab) runNode(mode Mode, side string, key Key, peers *memory.Value[[]Pee
 	self := labNode(side, key)
 	c := Config{
 		Mode: mode, PrivateKey: key, Address: self.Address, PodCIDR: self.PodCIDR,
-		Peers: peers, Status: status, kernel: l.kernel("node-" + side),
+		Peers: peers, Status: status, kernel: l.kernel("node-" + side), MTU: l.tunnelMTU(),
 	}
 	supervisor.TestHarness(l.t, func(ctx context.Context) error { return Run(ctx, c) })
 	return status

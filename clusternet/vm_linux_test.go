@@ -48,6 +48,7 @@ func guestMain(m *testing.M) {
 		fmt.Println(err)
 	} else {
 		requireWireGuard = true
+		profileKernel = true
 		flag.Set("test.run", "^TestNetns")
 		flag.Set("test.v", "true")
 		// The WireGuard figures, which only a kernel with WireGuard gives

@@ -45,9 +45,11 @@ const tunnelDevice = "polis-wg"
 //   - node to node: two host-network Pods, by the nodes' addresses, in
 //     clear over the switch (neither tunnel nor bridges).
 //
-// It logs the figures; nothing is asserted of them (docs/benchmarks.md
-// keeps them). It checks that the plain path's routes take it out of the
-// cluster interface, not the tunnel, and removes them when done.
+// It logs the figures, each with how busy the host's CPUs and each
+// machine's qemu were meanwhile (sampleCPU); nothing is asserted of them
+// (docs/benchmarks.md keeps them). It checks that the plain path's routes
+// take it out of the cluster interface, not the tunnel, and removes them
+// when done.
 func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b string) {
 	t.Helper()
 	type benchPod struct {
@@ -171,12 +173,30 @@ func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b st
 		}
 		return rtt, tput
 	}
+	// How busy the host and each machine were during each measurement:
+	// all three machines share the host's CPUs, the controller's too,
+	// though it carries none of the traffic (docs/benchmarks.md).
+	var vms []string // every machine of the cluster, the controller's too
+	consoles, _ := filepath.Glob(filepath.Join(c.dir, "*", "console.log"))
+	for _, f := range consoles {
+		vms = append(vms, filepath.Base(filepath.Dir(f)))
+	}
+	cpuDuring := func(f func()) string {
+		before, err := sampleCPU(c.dir, vms)
+		f()
+		after, aerr := sampleCPU(c.dir, vms)
+		if err != nil || aerr != nil {
+			return fmt.Sprintf("not read (%v, %v)", err, aerr)
+		}
+		return after.since(before, vms)
+	}
 	for r := range rounds {
 		for i, p := range paths {
-			rtt, tput := measure(p.from, p.to)
+			var rtt, tput map[string]float64
+			cpu := cpuDuring(func() { rtt, tput = measure(p.from, p.to) })
 			mbs := tput["bytes"] / tput["seconds"] / 1e6
-			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s (the sender at the end: %.0f segments sent again, congestion window %.0f segments of %.0f bytes, smoothed round trip %.0f µs)",
-				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs, tput["retrans"], tput["cwnd"], tput["mss"], tput["srtt_us"])
+			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s (the sender at the end: %.0f segments sent again, congestion window %.0f segments of %.0f bytes, smoothed round trip %.0f µs); CPU meanwhile: %s",
+				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs, tput["retrans"], tput["cwnd"], tput["mss"], tput["srtt_us"], cpu)
 			results[i].rttMedians = append(results[i].rttMedians, rtt["median_us"])
 			results[i].throughputs = append(results[i].throughputs, mbs)
 		}
