@@ -22,10 +22,10 @@ type Sampler struct {
 }
 
 // Start samples every online CPU rate times a second. Each sample is an
-// interrupt, which costs the profiled work some CPU, a lot of it on an
-// emulated CPU: clusternet's lab in a VM under TCG moved 89-102 MB/s on
-// its clear path at 2,000 samples a second against 158-166 at 250. The
-// kernel lowers a rate it cannot keep up with.
+// interrupt, which costs the profiled work some CPU, more of it on an
+// emulated CPU; at 250 a second clusternet's lab in a VM under TCG was
+// no slower than without a profile, run for run (docs/benchmarks.md).
+// The kernel lowers a rate it cannot keep up with.
 func Start(rate int) (*Sampler, error) {
 	if rate <= 0 {
 		return nil, fmt.Errorf("kernelprofile: rate %d: want samples per second above 0", rate)
