@@ -176,38 +176,51 @@ func (l *lab) veth(a, nameA, addrA, b, nameB, addrB string, mtu int) {
 	}
 }
 
-// offloadsOff turns off link name's offloads that a VM's NIC lacks
-// (labShape.noOffloads), through the ethtool ioctl's one-feature commands,
-// in the calling thread's namespace.
+// offloads are the link features a VM's NIC lacks behind the switch
+// (labShape.noOffloads), each as the ethtool ioctl's one-feature commands
+// to read and to set it.
+var offloads = []struct {
+	get, set uint32
+	what     string
+}{
+	{unix.ETHTOOL_GTSO, unix.ETHTOOL_STSO, "segmentation offload"},
+	{unix.ETHTOOL_GGSO, unix.ETHTOOL_SGSO, "generic segmentation offload"},
+	{unix.ETHTOOL_GSG, unix.ETHTOOL_SSG, "scatter-gather"},
+	{unix.ETHTOOL_GTXCSUM, unix.ETHTOOL_STXCSUM, "transmit checksums"},
+	{unix.ETHTOOL_GRXCSUM, unix.ETHTOOL_SRXCSUM, "receive checksums"},
+}
+
+// offloadsOff turns link name's offloads off, in the calling thread's
+// namespace.
 func offloadsOff(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	for _, cmd := range []struct {
-		code uint32
-		what string
-	}{
-		{unix.ETHTOOL_STSO, "segmentation offload"},
-		{unix.ETHTOOL_SGSO, "generic segmentation offload"},
-		{unix.ETHTOOL_SSG, "scatter-gather"},
-		{unix.ETHTOOL_STXCSUM, "transmit checksums"},
-		{unix.ETHTOOL_SRXCSUM, "receive checksums"},
-	} {
-		// struct ethtool_value {cmd, data}, pointed to by the ifreq's
-		// union after the 16-byte name.
-		value := [2]uint32{cmd.code, 0}
-		var ifr [40]byte
-		copy(ifr[:unix.IFNAMSIZ-1], name)
-		*(*unsafe.Pointer)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unsafe.Pointer(&value)
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr[0])))
-		runtime.KeepAlive(&value)
-		if errno != 0 {
-			return fmt.Errorf("turning %s's %s off: %w", name, cmd.what, errno)
+	for _, o := range offloads {
+		if _, err := ethtoolValue(name, o.set, 0); err != nil {
+			return fmt.Errorf("turning %s's %s off: %w", name, o.what, err)
 		}
 	}
 	return nil
+}
+
+// ethtoolValue runs one of the ethtool ioctl's commands that take a
+// struct ethtool_value {cmd, data} on link name, in the calling thread's
+// namespace, and returns the data the kernel left in it.
+func ethtoolValue(name string, cmd, data uint32) (uint32, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	value := [2]uint32{cmd, data}
+	// The ifreq: the name, then a pointer to the value in its union.
+	var ifr [40]byte
+	copy(ifr[:unix.IFNAMSIZ-1], name)
+	*(*unsafe.Pointer)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unsafe.Pointer(&value)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr[0])))
+	runtime.KeepAlive(&value)
+	if errno != 0 {
+		return 0, errno
+	}
+	return value[1], nil
 }
 
 // in runs f on a thread inside namespace ns. Sockets f opens stay in ns.
@@ -353,6 +366,40 @@ func (l *lab) capture(ns, link string) func() []byte {
 			all = append(all, buf[:n]...)
 		}
 	}
+}
+
+// TestNetnsJumboLink checks the lab's VM-shaped link (jumboLink), which
+// BenchmarkPodToPod's jumbo- cases measure: the MTUs the node gives, the
+// offloads off, and a Pod's 64 KiB crossing it in segments plainly routed.
+func TestNetnsJumboLink(t *testing.T) {
+	l := newShapedLab(t, jumboLink)
+	for _, want := range []struct {
+		ns, link string
+		mtu      int
+	}{{"node-a", "ca", 9000}, {"node-b", "cb", 9000}, {"pod-a", "eth0", 8920}, {"node-b", "pb", 8920}} {
+		ln, err := l.handle(want.ns).LinkByName(want.link)
+		if err != nil || ln.Attrs().MTU != want.mtu {
+			t.Errorf("%s in %s: %v, MTU %v; want MTU %d", want.link, want.ns, err, ln, want.mtu)
+		}
+	}
+	l.in("node-a", func() error {
+		for _, o := range offloads {
+			if on, err := ethtoolValue("ca", o.get, 0); err != nil || on != 0 {
+				t.Errorf("ca's %s: %d, %v; want off", o.what, on, err)
+			}
+		}
+		return nil
+	})
+	keyA, _ := newPrivateKey()
+	keyB, _ := newPrivateKey()
+	peers := &memory.Value[[]Peer]{}
+	statusA := l.runNode(ModePlain, "a", keyA, peers)
+	statusB := l.runNode(ModePlain, "b", keyB, peers)
+	peers.Set([]Peer{labNode("a", keyA), labNode("b", keyB)})
+	for _, s := range []*memory.Value[*Status]{statusA, statusB} {
+		waitStatus(t, s, func(s *Status) bool { return s.InSync })
+	}
+	l.checkPodToPod(t, bytes.Repeat([]byte("jumbo "), 64<<10/6))
 }
 
 func TestNetnsPlain(t *testing.T)     { testNetns(t, ModePlain) }

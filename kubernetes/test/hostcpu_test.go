@@ -74,8 +74,10 @@ func sampleCPU(dir string, names []string) (cpuSample, error) {
 	return s, nil
 }
 
-// cpuSince says how busy the host's CPUs and each VM's qemu were between
-// before and s, in percent of one core: "host 196%, node1 55%, ...".
+// since says how busy the host's CPUs and each VM's qemu were between
+// before and s, in percent of one core: "host 196% of 2 cores, node1 55%,
+// ...". A machine missing from either sample, or whose qemu was started
+// again between them (its time went back), is "not running throughout".
 func (s cpuSample) since(before cpuSample, names []string) string {
 	secs := s.at.Sub(before.at).Seconds()
 	if secs <= 0 || s.host <= before.host {
@@ -84,7 +86,13 @@ func (s cpuSample) since(before cpuSample, names []string) string {
 	cores := float64(s.host-before.host) / userHZ / secs
 	parts := []string{fmt.Sprintf("host %.0f%% of %.0f cores", 100*cores*float64(s.busy-before.busy)/float64(s.host-before.host), cores)}
 	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*float64(s.vms[name]-before.vms[name])/userHZ/secs))
+		a, okA := before.vms[name]
+		b, okB := s.vms[name]
+		if !okA || !okB || b < a {
+			parts = append(parts, name+" not running throughout")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, 100*float64(b-a)/userHZ/secs))
 	}
 	return strings.Join(parts, ", ")
 }
