@@ -90,6 +90,12 @@ type Config struct {
 	// so while it holds KubernetesWorker. It needs KubernetesBundle (the
 	// bundle holds the kubelet) and cgroup v2.
 	KubernetesRuntime string
+	// Cgroups is the cgroup v2 tree node/pid1 laid out when the agent is
+	// PID 1 of a node image (pid1.CgroupRoot): the control plane's
+	// components then run in cgroups of their own (kube-controlplane/...),
+	// and /metrics reports what each of the node's cgroups costs. Empty:
+	// neither (a development node, whose host owns the tree).
+	Cgroups string
 	// KubernetesRegistries maps image registry hosts (as in image
 	// references, host:port) to the endpoints containerd pulls from.
 	KubernetesRegistries map[string]string
@@ -337,6 +343,9 @@ func (n *Node) Run(ctx context.Context) error {
 			Dir:           filepath.Join(n.root.Ephemeral.Path, "kubernetes"),
 			APIServerPort: n.cfg.KubernetesAPIServerPort,
 			Runtime:       n.kubernetesRuntime(),
+			// Beside polis/ (the agent) and a worker's kubernetes/,
+			// at the top of the tree, where the node's metrics see it.
+			ControlPlaneCgroup: n.cgroup("kube-controlplane"),
 		},
 		RolesFile:     n.root.Data.Roles,
 		DirectoryFile: n.root.ESP.ClusterDirectory,
@@ -366,6 +375,7 @@ func (n *Node) Run(ctx context.Context) error {
 		Logs:              n.cfg.LogRing,
 		RoleServer:        &nodeapi.RoleServer{Edges: rs.Graph().Edges, Values: nodeapi.RoleServerValues(n.values), Reactions: rs.Graph().Workers},
 		Power:             n.cfg.Power,
+		Cgroups:           n.cfg.Cgroups,
 	})
 	if err != nil {
 		return err
@@ -502,6 +512,15 @@ func (n *Node) knownCurators(logger *zap.Logger, ca *x509.Certificate) []*cpb.Cu
 		logger.Error("could not save the rebuilt cluster directory: going on with it", zap.Error(err))
 	}
 	return curators
+}
+
+// cgroup is the path of the cgroup name at the top of the node's tree
+// (Config.Cgroups); "" without a tree.
+func (n *Node) cgroup(name string) string {
+	if n.cfg.Cgroups == "" {
+		return ""
+	}
+	return filepath.Join(n.cfg.Cgroups, name)
 }
 
 // kubernetesRuntime is the container runtime for KubernetesWorker: the

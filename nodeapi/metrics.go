@@ -37,7 +37,12 @@ const DefaultMetricsPort = 7837
 //     state, polis_supervisor_runnable_restarts per runnable) and, while
 //     this node runs a curator, every node's heartbeat age as that curator
 //     knows it (polis_curator_node_heartbeat_age_seconds; every curator
-//     knows every heartbeat, see the curator's package documentation).
+//     knows every heartbeat, see the curator's package documentation);
+//   - on a node image (Config.Cgroups), what each of the node's programs
+//     costs: the CPU and memory of the cgroup tree's top two levels
+//     (polis_cgroup_cpu_seconds_total, polis_cgroup_memory_bytes, by
+//     cgroup: polis/agent, kube-controlplane/apiserver, kubernetes/kubelet,
+//     ...; see cgroupmetrics.go).
 //
 // Where. On a loopback address (development mode, where every node of a
 // cluster is a process on one machine) /metrics is plain HTTP: only this
@@ -61,6 +66,9 @@ var processMetrics = sync.OnceValue(func() *prometheus.Registry {
 func (s *Service) gatherer(tree event.ValueWatch[supervisor.TreeState]) prometheus.Gatherer {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&nodeCollector{tree: tree, controlPlane: s.cfg.LocalControlPlane})
+	if s.cfg.Cgroups != "" {
+		reg.MustRegister(&cgroupCollector{root: s.cfg.Cgroups})
+	}
 	return prometheus.Gatherers{prometheus.DefaultGatherer, processMetrics(), reg}
 }
 

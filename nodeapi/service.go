@@ -71,6 +71,11 @@ type Config struct {
 	// Power reboots or powers off the node; without it Reboot and PowerOff
 	// answer UNIMPLEMENTED.
 	Power PowerFunc
+	// Cgroups is the cgroup v2 tree the node's programs run in, where the
+	// agent is PID 1 and laid it out (node/pid1): /metrics then reports
+	// the CPU and memory of its top two levels (cgroupmetrics.go). Empty:
+	// it does not (a development node shares its host's tree).
+	Cgroups string
 }
 
 // OwnerKeyFunc returns the cluster's current owner key.

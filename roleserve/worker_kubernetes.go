@@ -39,6 +39,10 @@ type KubernetesConfig struct {
 	// node agent runs no kubelet, and its status says so while the node
 	// holds KubernetesWorker.
 	Runtime *KubernetesRuntime
+	// ControlPlaneCgroup is a cgroup v2 directory below which each
+	// control-plane component runs in a cgroup of its own
+	// (controlplane.Config.Cgroup); empty: they share the agent's.
+	ControlPlaneCgroup string
 }
 
 func (c *KubernetesConfig) validate() error {
@@ -60,7 +64,8 @@ func (c *KubernetesConfig) validate() error {
 // address.
 func (c *KubernetesConfig) controller(address netip.Addr) controller.Config {
 	return controller.Config{Bundle: c.Bundle, Dir: c.Dir, Address: address, Port: c.APIServerPort,
-		PodRanges: controller.PodRangeSource{Prefix: curator.PodRangesPrefix, Range: curator.ParsePodRangeKey}}
+		PodRanges: controller.PodRangeSource{Prefix: curator.PodRangesPrefix, Range: curator.ParsePodRangeKey},
+		Cgroup:    c.ControlPlaneCgroup}
 }
 
 const (

@@ -59,6 +59,7 @@ func runAsInit() {
 		pid1.Fatal(console, err)
 	}
 	o.cfg.FWCfg = node.FWCfgParametersPath
+	o.cfg.Cgroups = pid1.CgroupRoot
 	// The node's configuration is sealed by the machine's TPM, as its
 	// data disk's key is; without a TPM, the agent's default (Unsealed).
 	if s := m.Sealer(); s != nil {

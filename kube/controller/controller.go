@@ -63,6 +63,9 @@ type Config struct {
 	// the Nodes' spec.podCIDR follow (podcidr.go); zero: no podCIDR is
 	// set.
 	PodRanges PodRangeSource
+	// Cgroup is where each component gets a cgroup v2 directory of its
+	// own (controlplane.Config.Cgroup); empty: none.
+	Cgroup string
 }
 
 // PodRangeSource is the curator's record of the nodes' pod ranges in its
@@ -82,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.Dir) {
 		return fmt.Errorf("controller: directory %q is not an absolute path", c.Dir)
+	}
+	if c.Cgroup != "" && !filepath.IsAbs(c.Cgroup) {
+		return fmt.Errorf("controller: cgroup %q is not an absolute path", c.Cgroup)
 	}
 	if sock := c.EtcdSocket(); len(sock) > MaxSocketPath {
 		return fmt.Errorf("controller: directory %q: the etcd socket %s would be longer than %d bytes, the limit for unix sockets", c.Dir, sock, MaxSocketPath)
@@ -150,6 +156,7 @@ func Start(ctx context.Context, cfg Config, st *consensus.Status) (*controlplane
 		Port:         int(port),
 		EtcdEndpoint: proxy.Endpoint(),
 		StopGrace:    cfg.StopGrace,
+		Cgroup:       cfg.Cgroup,
 	})
 	if err != nil {
 		return nil, err

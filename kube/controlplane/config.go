@@ -49,6 +49,13 @@ type Config struct {
 	// StopGrace is how long a component may take to stop after SIGTERM
 	// before it is killed; DefaultStopGrace if 0.
 	StopGrace time.Duration
+	// Cgroup, if set, is a cgroup v2 directory under which each component
+	// runs in a cgroup of its own, named after it (Cgroup/apiserver, ...),
+	// made when missing: the node then accounts each component's CPU and
+	// memory apart from the agent's (nodeapi's polis_cgroup_* metrics).
+	// Empty: the components share the node agent's cgroup (a node agent
+	// that is not PID 1 of a node image).
+	Cgroup string
 }
 
 // withDefaults validates c and fills in the defaults.
@@ -58,6 +65,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Dir == "" || !filepath.IsAbs(c.Dir) {
 		return c, fmt.Errorf("controlplane: directory %q is not absolute", c.Dir)
+	}
+	if c.Cgroup != "" && !filepath.IsAbs(c.Cgroup) {
+		return c, fmt.Errorf("controlplane: cgroup %q is not absolute", c.Cgroup)
 	}
 	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig, pki.FileKubeletClientCert, pki.FileKubeletClientKey} {
 		if len(c.Files[name]) == 0 {

@@ -32,6 +32,13 @@
 // returned, no component process is left. The processes are also killed by
 // the kernel if the node agent dies (Pdeathsig).
 //
+// With Config.Cgroup (on a node image, where the agent is PID 1 and owns
+// the cgroup tree), each component runs in a cgroup v2 directory of its
+// own below it, named after it: the apiserver is most of a controller's
+// idle CPU, and the node's metrics can only say so when its processes are
+// accounted apart from the agent's (and its embedded etcd's). The
+// cgroups set no limits.
+//
 // Kubernetes' bootstrap policy knows the components and kube-proxy
 // (system:kube-proxy), not the node DNS server that every worker runs
 // (kube/dns): once the apiserver is ready, and again after each of its

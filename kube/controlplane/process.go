@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 
+	"go.uber.org/zap"
+
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
@@ -20,13 +22,34 @@ type component struct {
 
 // runComponent is the runnable of one component (kube/process): it fails
 // when the process exits, so the supervisor restarts that component alone,
-// and stops it when its context ends; the status follows both.
+// and stops it when its context ends; the status follows both. With
+// Config.Cgroup, each start puts the process in the component's own
+// cgroup.
 func (r *Runner) runComponent(c component) supervisor.Runnable {
-	cmd := process.Command{Path: r.cfg.Bundle, Args: append([]string{c.name}, c.args...), Dir: r.cfg.Dir}
-	run := process.Runnable(cmd, r.cfg.StopGrace, process.Hooks{
+	hooks := process.Hooks{
 		Started: func(pid int) { r.setRunning(c.name, pid) },
 		Exited:  func(err error) { r.setExited(c.name, err) },
-	})
+	}
+	run := func(ctx context.Context) error {
+		cmd := process.Command{Path: r.cfg.Bundle, Args: append([]string{c.name}, c.args...), Dir: r.cfg.Dir}
+		if r.cfg.Cgroup != "" {
+			cg, not, err := openComponentCgroup(r.cfg.Cgroup, c.name)
+			if err != nil {
+				r.setExited(c.name, err)
+				return err
+			}
+			// The runnable returns once the process is gone: the
+			// directory is needed only to start it.
+			defer cg.Close()
+			if not != "" {
+				r.cgroupWarned.Do(func() {
+					supervisor.Logger(ctx).Warn("the components' cgroups are not fully accounted", zap.String("because", not))
+				})
+			}
+			cmd.CgroupFD = int(cg.Fd())
+		}
+		return process.Runnable(cmd, r.cfg.StopGrace, hooks)(ctx)
+	}
 	if !c.afterReady {
 		return run
 	}

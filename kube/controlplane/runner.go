@@ -98,6 +98,10 @@ type Runner struct {
 
 	mu  sync.Mutex
 	cur Status
+
+	// cgroupWarned logs once that the components' cgroups are not fully
+	// accounted (openComponentCgroup): it would be the same at every start.
+	cgroupWarned sync.Once
 }
 
 // New validates cfg and returns a Runner ready to Run.

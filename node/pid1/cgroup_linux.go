@@ -61,12 +61,16 @@ func subtreeControl(controllers []string) string {
 //	├── polis/                the node's own processes, controllers delegated
 //	│   ├── agent/            the agent, PID 1 (a leaf)
 //	│   └── containerd/, ...  the services the agent runs (ServiceCgroup)
+//	├── kube-controlplane/    a controller's apiserver, controller-manager and
+//	│                         scheduler, one cgroup each (kube/controlplane)
 //	├── kubernetes/           a worker's containerd, kubelet and pods (kube/kubelet)
 //	└── kube-services/        a worker's kube-proxy and DNS server, a low
 //	                          cpu.weight (kube/nodeservice)
 //
-// The last two are the agent's to make when it runs a Kubernetes node;
-// the controllers enabled here for the root's children are theirs too.
+// The last three are the agent's to make when it runs Kubernetes; the
+// controllers enabled here for the root's children are theirs too. The
+// node's metrics report the CPU and memory of the top two levels
+// (nodeapi).
 //
 // cgroup v2 lets a cgroup enable controllers for its children only while
 // it holds no processes itself (the root is exempt, but a process left in
