@@ -46,10 +46,11 @@ const tunnelDevice = "polis-wg"
 //     clear over the switch (neither tunnel nor bridges).
 //
 // It logs the figures, each with how busy the host's CPUs and each
-// machine's qemu were meanwhile (sampleCPU); nothing is asserted of them
-// (docs/benchmarks.md keeps them). It checks that the plain path's routes
-// take it out of the cluster interface, not the tunnel, and removes them
-// when done.
+// machine's qemu were meanwhile (sampleCPU) and what the controller spent
+// its CPU on, by cgroup (its /metrics, cgroupCPUDuring); nothing is
+// asserted of them (docs/benchmarks.md keeps them). It checks that the
+// plain path's routes take it out of the cluster interface, not the
+// tunnel, and removes them when done.
 func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b string) {
 	t.Helper()
 	type benchPod struct {
@@ -190,13 +191,23 @@ func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b st
 		}
 		return after.since(before, vms)
 	}
+	// And what the controller spent its share on, by cgroup (its
+	// agent with etcd, the apiserver, ...), from its /metrics: one
+	// client, whose connection the scrapes of every round share.
+	controller := controllerMetrics(nodes, c.config, c.proxy)
+	defer controller.close()
 	for r := range rounds {
 		for i, p := range paths {
 			var rtt, tput map[string]float64
-			cpu := cpuDuring(func() { rtt, tput = measure(p.from, p.to) })
+			var cpu string
+			// The scrapes outside the host's samples, which they
+			// would otherwise load.
+			byCgroup := cgroupCPUDuring(ctx, controller, func() {
+				cpu = cpuDuring(func() { rtt, tput = measure(p.from, p.to) })
+			})
 			mbs := tput["bytes"] / tput["seconds"] / 1e6
-			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s (the sender at the end: %.0f segments sent again, congestion window %.0f segments of %.0f bytes, smoothed round trip %.0f µs); CPU meanwhile: %s",
-				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs, tput["retrans"], tput["cwnd"], tput["mss"], tput["srtt_us"], cpu)
+			t.Logf("round %d, %s (%s → %s): round trip min %.0f µs, median %.0f µs, 90th percentile %.0f µs; throughput %.2f MB/s (the sender at the end: %.0f segments sent again, congestion window %.0f segments of %.0f bytes, smoothed round trip %.0f µs); CPU meanwhile: %s; controller by cgroup: %s",
+				r+1, p.name, p.from, p.to, rtt["min_us"], rtt["median_us"], rtt["p90_us"], mbs, tput["retrans"], tput["cwnd"], tput["mss"], tput["srtt_us"], cpu, byCgroup)
 			results[i].rttMedians = append(results[i].rttMedians, rtt["median_us"])
 			results[i].throughputs = append(results[i].throughputs, mbs)
 		}
