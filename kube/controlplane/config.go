@@ -69,7 +69,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Cgroup != "" && !filepath.IsAbs(c.Cgroup) {
 		return c, fmt.Errorf("controlplane: cgroup %q is not absolute", c.Cgroup)
 	}
-	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig, pki.FileKubeletClientCert, pki.FileKubeletClientKey} {
+	for _, name := range []string{pki.FileCA, pki.FileServingCert, pki.FileServingKey, pki.FileServiceAccountKey, pki.FileServiceAccountPub, pki.FileControllerManagerKubeconfig, pki.FileSchedulerKubeconfig, pki.FileKubeletClientCert, pki.FileKubeletClientKey, pki.FileReadyzProbeCert, pki.FileReadyzProbeKey} {
 		if len(c.Files[name]) == 0 {
 			return c, fmt.Errorf("controlplane: component file %s is missing", name)
 		}

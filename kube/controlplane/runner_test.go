@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,10 @@ func TestControlPlane(t *testing.T) {
 	if k8sKeys == 0 {
 		t.Error("the apiserver stored nothing")
 	}
+
+	// The probe's asks share one connection (one TLS handshake), which
+	// the apiserver would close after each ask of an anonymous client.
+	checkProbeKeepsConnection(t, runner, server)
 
 	// A killed apiserver is restarted, and is ready again.
 	api, _ := st.Component(APIServer)
@@ -264,5 +269,31 @@ func checkDNSRBAC(t *testing.T, files pki.Files, server string) {
 		if got != c.want {
 			t.Errorf("%s may %s %s/%s: %v, want %v", pki.DNSUser, c.verb, c.group, c.resource, got, c.want)
 		}
+	}
+}
+
+// checkProbeKeepsConnection asks /readyz three times with the probe's
+// client and fails unless the second and third asks reuse the first's
+// connection.
+func checkProbeKeepsConnection(t *testing.T, r *Runner, server string) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(r.cfg.Files[pki.FileCA])
+	hc, err := r.probeClient(roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.CloseIdleConnections()
+	var conns []string
+	for range 3 {
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+			conns = append(conns, ci.Conn.LocalAddr().String())
+		}})
+		if err := get(ctx, hc, server+"/readyz"); err != nil {
+			t.Fatalf("the probe's client asking /readyz: %v", err)
+		}
+	}
+	if len(conns) != 3 || conns[1] != conns[0] || conns[2] != conns[0] {
+		t.Errorf("the probe's three asks went out from %v: want one connection for all", conns)
 	}
 }

@@ -22,6 +22,11 @@ const (
 	// client certificate towards kubelets (logs, exec, port-forward).
 	FileKubeletClientCert = "apiserver-kubelet-client.crt"
 	FileKubeletClientKey  = "apiserver-kubelet-client.key"
+	// FileReadyzProbeCert and FileReadyzProbeKey are the node agent's
+	// client certificate for asking the apiserver's /readyz
+	// (ReadyzProbeUser).
+	FileReadyzProbeCert = "readyz-probe.crt"
+	FileReadyzProbeKey  = "readyz-probe.key"
 )
 
 // Files are the contents of a controller node's component files by name;
@@ -41,7 +46,9 @@ func Secret(name string) bool {
 // server (an https URL, normally this node's own apiserver), and the
 // apiserver's client certificate towards kubelets (APIServerKubeletUser in
 // system:masters: kubelets ask the apiserver whether a caller may reach
-// them, and this key is as guarded as the service-account key beside it).
+// them, and this key is as guarded as the service-account key beside it),
+// and the client certificate of the node agent's /readyz probe
+// (ReadyzProbeUser, no group).
 func (c *Cluster) ControlPlaneFiles(addrs []netip.Addr, serviceIP netip.Addr, server string, now time.Time) (Files, error) {
 	serving, err := c.IssueServing(addrs, serviceIP, []string{"localhost"}, now)
 	if err != nil {
@@ -55,9 +62,15 @@ func (c *Cluster) ControlPlaneFiles(addrs []netip.Addr, serviceIP netip.Addr, se
 	if err != nil {
 		return nil, err
 	}
+	probe, err := c.IssueClient(ReadyzProbeUser, nil, now)
+	if err != nil {
+		return nil, err
+	}
 	f := Files{
 		FileKubeletClientCert: kubeletClient.Cert,
 		FileKubeletClientKey:  kubeletClient.Key,
+		FileReadyzProbeCert:   probe.Cert,
+		FileReadyzProbeKey:    probe.Key,
 		FileCA:                c.CACert,
 		FileServingCert:       serving.Cert,
 		FileServingKey:        serving.Key,

@@ -34,6 +34,12 @@ const (
 	SchedulerUser         = "system:kube-scheduler"
 	// APIServerKubeletUser is the apiserver's user name towards kubelets.
 	APIServerKubeletUser = "polis:apiserver-kubelet-client"
+	// ReadyzProbeUser is the controller node's agent asking its apiserver's
+	// /readyz, in no group: Kubernetes lets every user read the health
+	// endpoints (system:public-info-viewer), and a named user keeps the
+	// probe's connection, which the apiserver closes after each request
+	// of an anonymous client.
+	ReadyzProbeUser = "polis:readyz-probe"
 	// NodeUserPrefix and NodesGroup name a kubelet: system:node:<node
 	// name> in system:nodes is whom the Node authorizer and the
 	// NodeRestriction admission plugin confine to its own Node and Pods.

@@ -150,13 +150,13 @@ func TestControlPlaneFiles(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{FileCA, FileServingCert, FileServingKey, FileControllerManagerKubeconfig, FileSchedulerKubeconfig, FileServiceAccountKey, FileServiceAccountPub, FileKubeletClientCert, FileKubeletClientKey}
+	want := []string{FileCA, FileServingCert, FileServingKey, FileControllerManagerKubeconfig, FileSchedulerKubeconfig, FileServiceAccountKey, FileServiceAccountPub, FileKubeletClientCert, FileKubeletClientKey, FileReadyzProbeCert, FileReadyzProbeKey}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("files %q, want %q", names, want)
 	}
 	for _, n := range names {
-		wantSecret := n == FileServingKey || n == FileServiceAccountKey || n == FileKubeletClientKey || strings.HasSuffix(n, ".kubeconfig")
+		wantSecret := n == FileServingKey || n == FileServiceAccountKey || n == FileKubeletClientKey || n == FileReadyzProbeKey || strings.HasSuffix(n, ".kubeconfig")
 		if Secret(n) != wantSecret {
 			t.Errorf("Secret(%q) = %v", n, Secret(n))
 		}
@@ -169,6 +169,12 @@ func TestControlPlaneFiles(t *testing.T) {
 	}
 	if kc, err := ParseCertificate(f[FileKubeletClientCert]); err != nil || kc.Subject.CommonName != APIServerKubeletUser {
 		t.Errorf("the apiserver's kubelet client certificate: %v, %v", kc.Subject, err)
+	}
+	if _, err := tls.X509KeyPair(f[FileReadyzProbeCert], f[FileReadyzProbeKey]); err != nil {
+		t.Errorf("the readyz probe's pair: %v", err)
+	}
+	if pc, err := ParseCertificate(f[FileReadyzProbeCert]); err != nil || pc.Subject.CommonName != ReadyzProbeUser || len(pc.Subject.Organization) != 0 {
+		t.Errorf("the readyz probe's certificate: %v, %v; want %s in no group", pc.Subject, err, ReadyzProbeUser)
 	}
 	// Each kubeconfig names its component and embeds a client certificate
 	// of that user, signed by the CA.
