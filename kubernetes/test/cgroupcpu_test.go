@@ -251,11 +251,12 @@ func parseCgroupSample(rest string) (cgroup string, value float64, err error) {
 }
 
 // since says what share of one CPU each cgroup used between before and s,
-// sorted by cgroup: "polis/agent 12%, polis/kube-apiserver 31%". Only the
+// sorted by cgroup: "kube-controlplane/apiserver 31%, polis/agent 12%". Only the
 // leaves of the tree the two samples show are listed: a cgroup with a
 // child in either is left out, as cgroup v2 keeps processes only in
 // leaves, so a parent's time is its children's sum and would count them
-// twice (on a controller, "polis" is left out and its services listed).
+// twice (on a controller, "polis" and "kube-controlplane" are left out
+// and their children listed).
 // A cgroup in one sample only "appeared meanwhile" or is "gone
 // meanwhile"; one whose counter went back was made again (its service
 // restarted), and says so rather than showing a negative figure.

@@ -19,17 +19,17 @@ import (
 func TestCgroupCPUSince(t *testing.T) {
 	t0 := time.Now()
 	before := cgroupCPUSample{at: t0, seconds: map[string]float64{
-		"polis": 100, "polis/agent": 40, "polis/kube-apiserver": 50, "polis/kube-scheduler": 4,
-		"polis/kube-controller-manager": 6, "kube-services": 10, "kube-services/dns": 10,
+		"polis": 40, "polis/agent": 40, "kube-controlplane": 60, "kube-controlplane/apiserver": 50,
+		"kube-controlplane/scheduler": 4, "kube-controlplane/controller-manager": 6, "kube-services": 10, "kube-services/dns": 10,
 	}}
 	after := cgroupCPUSample{at: t0.Add(4 * time.Second), seconds: map[string]float64{
-		"polis": 103, "polis/agent": 41, "polis/kube-apiserver": 51.25, "polis/kube-scheduler": 1,
-		"polis/kube-controller-manager": 6, "polis/new": 2, "kube-services": 0.5,
+		"polis": 43, "polis/agent": 41, "polis/new": 2, "kube-controlplane": 58.25, "kube-controlplane/apiserver": 51.25,
+		"kube-controlplane/scheduler": 1, "kube-controlplane/controller-manager": 6, "kube-services": 0.5,
 	}}
 	got := after.since(before)
-	want := "kube-services/dns gone meanwhile, " +
-		"polis/agent 25%, polis/kube-apiserver 31%, polis/kube-controller-manager 0%, " +
-		"polis/kube-scheduler restarted meanwhile (its CPU time went back), polis/new appeared meanwhile"
+	want := "kube-controlplane/apiserver 31%, kube-controlplane/controller-manager 0%, " +
+		"kube-controlplane/scheduler restarted meanwhile (its CPU time went back), kube-services/dns gone meanwhile, " +
+		"polis/agent 25%, polis/new appeared meanwhile"
 	if got != want {
 		t.Errorf("since = %q\nwant    %q", got, want)
 	}
