@@ -37,7 +37,8 @@
 // own below it, named after it: the apiserver is most of a controller's
 // idle CPU, and the node's metrics can only say so when its processes are
 // accounted apart from the agent's (and its embedded etcd's). The
-// cgroups set no limits.
+// cgroups set no limits, and stay, empty, when the components stop (the
+// next start uses them again).
 //
 // Kubernetes' bootstrap policy knows the components and kube-proxy
 // (system:kube-proxy), not the node DNS server that every worker runs
@@ -50,7 +51,9 @@
 //
 // Status is a value telling the truth: which components run (with their
 // pids and how often each started) and whether the apiserver's /readyz
-// answers ok (anonymously: Kubernetes lets everyone read its health).
+// answers ok (asked as pki.ReadyzProbeUser, in no group: Kubernetes lets
+// every user read its health; a named one keeps its connection, see
+// probeClient).
 //
 // # What it does not do
 //
