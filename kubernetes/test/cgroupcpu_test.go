@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -154,6 +156,40 @@ func (m *nodeMetrics) cgroupCPU(ctx context.Context) (cgroupCPUSample, error) {
 	}
 	return cgroupCPUSample{at: at, seconds: seconds}, nil
 }
+
+// accountedOnController are the cgroups a Kubernetes controller node
+// accounts its programs in (node/pid1, kube/controlplane), each of which
+// its /metrics must report.
+var accountedOnController = []string{"polis/agent", "kube-controlplane/apiserver", "kube-controlplane/controller-manager", "kube-controlplane/scheduler"}
+
+// checkControllerAccounting fails t unless the controller's /metrics
+// reports the CPU of each of accountedOnController: the figures the
+// rounds log are diagnostics, that they exist is a feature. A scrape that
+// fails is tried again until accountingTimeout (a loaded TCG host may
+// answer slowly), not taken as the answer.
+func checkControllerAccounting(ctx context.Context, t *testing.T, m *nodeMetrics) {
+	t.Helper()
+	deadline := time.Now().Add(accountingTimeout)
+	for {
+		s, err := m.cgroupCPU(ctx)
+		if err == nil {
+			for _, cg := range accountedOnController {
+				if _, ok := s.seconds[cg]; !ok {
+					t.Errorf("the controller's /metrics has no %s{cgroup=%q} (it has %v)", cgroupCPUMetric, cg, slices.Sorted(maps.Keys(s.seconds)))
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Errorf("reading the controller's /metrics for its cgroups: %v", err)
+			return
+		}
+		time.Sleep(2 * time.Second) // polling interval of a deadline-bounded wait
+	}
+}
+
+// accountingTimeout bounds checkControllerAccounting's tries.
+const accountingTimeout = 2 * time.Minute
 
 // close closes the kept connection.
 func (m *nodeMetrics) close() {

@@ -196,6 +196,7 @@ func (c *vmCluster) measurePodNetwork(ctx context.Context, t *testing.T, a, b st
 	// client, whose connection the scrapes of every round share.
 	controller := controllerMetrics(nodes, c.config, c.proxy)
 	defer controller.close()
+	checkControllerAccounting(ctx, t, controller)
 	for r := range rounds {
 		for i, p := range paths {
 			var rtt, tput map[string]float64
