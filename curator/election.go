@@ -163,10 +163,13 @@ func (e *Election) setLeader(leader []byte, lease clientv3.LeaseID) {
 }
 
 // resignTimeout bounds the revocation of the election lease when Run
-// ends. Revoking is a courtesy (the lease expires by itself): on a working
-// etcd it takes milliseconds, but when the whole node stops, the local
-// etcd member stops at the same moment, and the client would retry against
-// it for as long as it is allowed to.
+// ends. Revoking is a courtesy (the lease expires by itself, and the next
+// curator leads a lease later): on a working etcd it takes milliseconds,
+// but a local member that stops too, before the revocation went through,
+// would have the client retry against it for as long as it is allowed to.
+// The node's control plane stops its member only after the curator
+// (roleserve, memberusers.go), so that a planned reboot of the leader's
+// node hands the leadership over at once.
 const resignTimeout = time.Second
 
 // Run campaigns until this curator leads, holds the leadership while its

@@ -193,7 +193,10 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consensus: %w", err)
 	}
-	if err := supervisor.Run(ctx, "consensus", cons.Run); err != nil {
+	// The member stops after the curator, whose last act, revoking its
+	// election lease, goes through it (memberusers.go).
+	var users memberUsers
+	if err := supervisor.Run(ctx, "consensus", func(ctx context.Context) error { return cons.Run(users.outlive(ctx)) }); err != nil {
 		return err
 	}
 	consIn := w.Inputs()
@@ -253,7 +256,7 @@ func (w *workerControlPlane) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("curator: %w", err)
 	}
-	if err := supervisor.Run(ctx, "curator", cur.Run); err != nil {
+	if err := supervisor.Run(ctx, "curator", users.hold(cur.Run)); err != nil {
 		return err
 	}
 	// "The local curator serves" is true only while its Status says so.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
@@ -127,4 +128,29 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 	if st, err := event.Get(waitCtx(t), again.Curator.Status()); err != nil || st != nil {
 		t.Errorf("status of the stopped curator = %v, %v; want nil", st, err)
 	}
+	// The leading curator revoked its election lease before the member
+	// stopped, so that another curator would have led at once: the
+	// member's database keeps no lease (the election's is the only one
+	// granted here). When both stopped together, the revocation found
+	// the member's connection closed, and the lease stayed.
+	if n, err := storedLeases(filepath.Join(dataDir, "etcd", "etcd", "member", "snap", "db")); err != nil || n != 0 {
+		t.Errorf("the stopped member's database keeps %d leases (%v); want none: the curator did not revoke its election lease before the member stopped", n, err)
+	}
+}
+
+// storedLeases counts the leases in the etcd database at path, read-only.
+func storedLeases(path string) (int, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("lease")); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	return n, err
 }

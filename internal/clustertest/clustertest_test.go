@@ -83,6 +83,41 @@ func TestWriterNothingAcknowledged(t *testing.T) {
 	}
 }
 
+// A writer stuck on one write until it is stopped counts that time as a
+// gap (the last acknowledgement is not the end), and says what it is
+// stuck on.
+func TestWriterStuckGap(t *testing.T) {
+	stuck := make(chan struct{})
+	w := &Writer{Prefix: "k", Write: func(ctx context.Context, _, value string) error {
+		if value == "1" {
+			return nil
+		}
+		close(stuck)
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	begin := time.Now()
+	w.Start(context.Background())
+	<-stuck
+	if got := w.Doing(); !strings.Contains(got, "a write under way for") {
+		t.Errorf("Doing while a write hangs: %q", got)
+	}
+	w.WaitAcked(t, 1, time.Minute)
+	acked := time.Now()
+	// The writer is stopped at least this long after its only
+	// acknowledgement.
+	for time.Since(acked) < 50*time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	w.Stop()
+	if gap := w.LongestGap(begin); gap < 50*time.Millisecond {
+		t.Errorf("LongestGap = %v; want the time the last write hung until Stop, at least 50ms", gap)
+	}
+	if got := w.Doing(); !strings.Contains(got, "no write under way") {
+		t.Errorf("Doing after Stop: %q", got)
+	}
+}
+
 // Whole names every node still awaited.
 func TestWhole(t *testing.T) {
 	up := func(id, boot string, member bool) *cpb.Node {

@@ -106,7 +106,7 @@ func (m Mode) HA(ctx context.Context, t *testing.T, c *launch.Cluster) {
 		// Served while the node was away: the node's own agent was gone
 		// from when it went down until it rejoined.
 		if got := w.AcksBetween(down, up); got == 0 {
-			t.Errorf("no write was acknowledged while %v was down (%v to %v)", n, down.Format(time.TimeOnly), up.Format(time.TimeOnly))
+			t.Errorf("no write was acknowledged while %v was down (%v to %v); the writer: %s", n, down.Format(time.TimeOnly), up.Format(time.TimeOnly), w.Doing())
 		}
 	}
 	w.Stop()

@@ -42,6 +42,9 @@ type Writer struct {
 	ackAt   []time.Time             // when each acknowledgement came
 	failed  int
 	lastErr error
+	// writing is when the write under way began, zero between writes;
+	// stopped is when Stop was called.
+	writing, stopped time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -78,6 +81,11 @@ func (w *Writer) Wait() { <-w.done }
 // Stop stops the writer, cutting short the write under way (which counts
 // as failed), and waits until it has ended.
 func (w *Writer) Stop() {
+	w.mu.Lock()
+	if w.stopped.IsZero() {
+		w.stopped = time.Now()
+	}
+	w.mu.Unlock()
 	w.cancel()
 	<-w.done
 }
@@ -94,8 +102,12 @@ func (w *Writer) run(ctx context.Context) {
 		seq := w.seq
 		w.mu.Unlock()
 		key := w.key(seq)
+		w.mu.Lock()
+		w.writing = time.Now()
+		w.mu.Unlock()
 		err := w.Write(ctx, key, strconv.Itoa(seq))
 		w.mu.Lock()
+		w.writing = time.Time{}
 		if err == nil {
 			w.acked[key] = seq
 			w.ackAt = append(w.ackAt, time.Now())
@@ -182,7 +194,8 @@ func (w *Writer) Lost(labels map[string]string) error {
 }
 
 // LongestGap is the longest time without an acknowledgement, from from
-// to the last acknowledgement.
+// until the writer was stopped (until now if it was not): a writer stuck
+// on one write until it was stopped counts that time too.
 func (w *Writer) LongestGap(from time.Time) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -192,7 +205,23 @@ func (w *Writer) LongestGap(from time.Time) time.Duration {
 		longest = max(longest, at.Sub(prev))
 		prev = at
 	}
-	return longest
+	end := w.stopped
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return max(longest, end.Sub(prev))
+}
+
+// Doing says what the writer is doing at the moment, for a test that
+// found no acknowledgement where it wanted one: waiting on a write since
+// when, or between writes, with the last failure.
+func (w *Writer) Doing() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.writing.IsZero() {
+		return fmt.Sprintf("a write under way for %v (since %s), the last failure: %v", time.Since(w.writing).Round(10*time.Millisecond), w.writing.Format("15:04:05.000"), w.lastErr)
+	}
+	return fmt.Sprintf("no write under way, the last failure: %v", w.lastErr)
 }
 
 // String says how many writes were acknowledged and how many failed.

@@ -88,14 +88,22 @@ const (
 
 // tempDir is a short temporary directory (etcd's client socket lives deep
 // inside a node's storage, and Unix socket paths are limited to about 100
-// bytes), removed when the test ends.
+// bytes), removed when the test ends unless POLIS_KEEP is set.
 func tempDir(tb testing.TB) string {
 	tb.Helper()
 	d, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { os.RemoveAll(d) })
+	tb.Cleanup(func() {
+		// POLIS_KEEP=1 keeps the nodes' logs and data, as test/vm keeps
+		// its consoles.
+		if os.Getenv("POLIS_KEEP") != "" {
+			tb.Logf("POLIS_KEEP: keeping %s", d)
+			return
+		}
+		os.RemoveAll(d)
+	})
 	return d
 }
 
