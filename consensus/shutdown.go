@@ -16,28 +16,32 @@ const shutdownTransferWait = time.Second
 // etcd's own Close makes the same hand-over, and waits for it for up to
 // its request timeout (5 s plus two election timeouts). It picks the peer
 // to hand over to from the connections it had a moment ago: when a whole
-// cluster stops at once (polis-launch's Ctrl-C) that peer is stopping too,
-// and the leader waited the full 7 s for a successor that was gone.
-// Bounded here, the attempt either succeeds (a live peer takes over within
-// a few ticks, and Close skips its own attempt) or, by the time it gives
-// up, the stopped peers' connections are known to be dead and Close's own
-// attempt finds no peer to hand over to and stops at once. Once Close has
-// stopped the server, the attempt here ends too (its context is the
-// server's).
+// cluster stops at once (polis-launch's Ctrl-C) that peer may be stopping
+// too, and the leader waited the full 7 s for a successor that was gone.
+// Here the attempt is bounded; when it did not hand the leadership over
+// in time, the server is stopped without a second attempt (HardStop)
+// before Close, whose own attempt then ends at once: the other members
+// elect a leader after an election timeout, as they would after a crash.
+// Once the server has stopped, the attempt here ends too (its context is
+// the server's).
 func closeEtcd(e *embed.Etcd) {
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		// A failure only means that the next leader is elected after an
-		// election timeout instead of at once.
-		_ = e.Server.TryTransferLeadershipOnShutdown()
+		// Nil also when this member does not lead, or leads alone.
+		done <- e.Server.TryTransferLeadershipOnShutdown()
 	}()
 	t := time.NewTimer(shutdownTransferWait)
+	handedOver := false
 	select {
-	case <-done:
+	case err := <-done:
+		handedOver = err == nil
+		done <- err
 	case <-t.C:
 	}
 	t.Stop()
+	if !handedOver {
+		e.Server.HardStop()
+	}
 	e.Close()
 	<-done
 }

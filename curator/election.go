@@ -186,7 +186,18 @@ func (e *Election) Run(ctx context.Context) error {
 	// cancelled curator can still revoke its lease.
 	sessionCtx, cancelSession := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSession()
-	session, err := concurrency.NewSession(e.Client, concurrency.WithTTL(seconds), concurrency.WithContext(sessionCtx))
+	// A campaign cancelled while it waits deletes its key on its
+	// client's own context (etcd's concurrency.Election.Campaign), which
+	// for the node's client lasts as long as the local member. When the
+	// cluster has lost its quorum (every node stopping at once), that
+	// delete hangs until the member stops, and the member waits for this
+	// curator to stop first (roleserve): the election's client therefore
+	// ends with ctx; the lease's revocation below deletes the key anyway.
+	// It shares e.Client's KV, watcher and lessor and is never closed,
+	// which would close those.
+	client := clientv3.NewCtxClient(ctx, clientv3.WithZapLogger(e.Client.GetLogger()))
+	client.KV, client.Watcher, client.Lease = e.Client.KV, e.Client.Watcher, e.Client.Lease
+	session, err := concurrency.NewSession(client, concurrency.WithTTL(seconds), concurrency.WithContext(sessionCtx))
 	if err != nil {
 		return fmt.Errorf("creating election session: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/supervisor"
 )
 
@@ -131,4 +132,87 @@ func TestWaitOtherCandidates(t *testing.T) {
 	if _, err := first.WaitOtherCandidates(ctx, time.Minute); err == nil {
 		t.Fatal("a cancelled wait returned no error")
 	}
+}
+
+// A candidate that stops while it waits for its turn ends at once, even
+// when etcd cannot commit anything (the cluster has lost its quorum,
+// every node stopping at the same moment). etcd's Campaign, cancelled,
+// deletes its key on its client's own context, which for the node's
+// client lasts as long as the local member; the member, in turn, stops
+// only after the curator (roleserve), so the candidate waited for the
+// member and the member for the candidate until the member's grace ran
+// out. The lost quorum is played by a KV whose deletes wait for their
+// context to end.
+func TestCandidateStopsWithoutQuorum(t *testing.T) {
+	cli := startConsensus(t)
+	leader := &Election{Client: cli, Candidate: []byte("curator-0"), LeaseTTL: DefaultLeaseTTL}
+	supervisor.TestHarness(t, leader.Run)
+	if _, err := event.Get(ctxT(t), leader.Status(), event.Filter(leading)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Like the node's client (consensus.Status.ClientFor), its context
+	// outlives any one curator. (Closing it would close cli's watcher
+	// and lessor: its context is cancelled instead, before the harness
+	// waits for the candidate, so that a failing test ends.)
+	clientCtx, endClient := context.WithCancel(context.Background())
+	stuck := clientv3.NewCtxClient(clientCtx)
+	stuck.KV, stuck.Watcher, stuck.Lease = noQuorumDeletes{cli.KV}, cli.Watcher, cli.Lease
+	candidate := &Election{Client: stuck, Candidate: []byte("curator-1"), LeaseTTL: DefaultLeaseTTL}
+	sup, cancel := supervisor.TestHarnessTree(t, candidate.Run)
+	t.Cleanup(endClient)
+	// Its campaign waits once its key is in: two keys under the prefix.
+	testutil.Eventually(t, waitTimeout, "the candidate's key stored", func() error {
+		resp, err := cli.Get(ctxT(t), electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != 2 {
+			return fmt.Errorf("%v keys under %s/ (%v), want 2", resp.Count, electionPrefix, err)
+		}
+		return nil
+	})
+
+	cancel()
+	stopped := make(chan struct{})
+	go func() {
+		sup.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("the stopped candidate's run did not end: its campaign waits on a delete etcd cannot commit")
+	}
+}
+
+// noQuorumDeletes is a KV whose transactions that delete wait for their
+// context to end, as a write does on an etcd that lost its quorum.
+type noQuorumDeletes struct{ clientv3.KV }
+
+func (kv noQuorumDeletes) Txn(ctx context.Context) clientv3.Txn {
+	return &noQuorumTxn{Txn: kv.KV.Txn(ctx), ctx: ctx}
+}
+
+type noQuorumTxn struct {
+	clientv3.Txn
+	ctx     context.Context
+	deletes bool
+}
+
+func (t *noQuorumTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+
+func (t *noQuorumTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		t.deletes = t.deletes || op.IsDelete()
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *noQuorumTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *noQuorumTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.deletes {
+		<-t.ctx.Done()
+		return nil, t.ctx.Err()
+	}
+	return t.Txn.Commit()
 }
