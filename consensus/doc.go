@@ -67,6 +67,12 @@
 // a crash at any point leaves a directory that either restarts or starts
 // from scratch.
 //
+// A restart compares this member's data with every peer's before it
+// serves (etcd's initial corruption check) when every peer answers on its
+// peer port; a cluster starting whole, whose peers cannot answer until
+// their own starts are over, skips it and says so (initialcheck.go), and
+// etcd's leader compares the members after each compaction either way.
+//
 // # Membership
 //
 // [Status.AddLearner] issues the newcomer's certificate for the public key

@@ -107,7 +107,8 @@ func (s *Service) Run(ctx context.Context) (err error) {
 	}
 	id.InitialCluster = currentInitialCluster(ctx, layout(s.cfg.DataDir), id, logger)
 	var removed, closed atomic.Bool
-	ecfg, err := s.etcdConfig(id, logger, &removed, &closed)
+	initialCheck := initialCheckWanted(ctx, layout(s.cfg.DataDir), id, logger)
+	ecfg, err := s.etcdConfig(id, logger, &removed, &closed, initialCheck)
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func (s *Service) checkIDs(e *embed.Etcd, id *identity) error {
 // etcdConfig translates the member's configuration into etcd's.
 // removed is set when etcd reports that it stopped because the member was
 // removed (see removalSpotter).
-func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *atomic.Bool) (*embed.Config, error) {
+func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *atomic.Bool, initialCheck bool) (*embed.Config, error) {
 	l := layout(s.cfg.DataDir)
 	ec := embed.NewConfig()
 	ec.Name = s.cfg.Name
@@ -283,10 +284,11 @@ func (s *Service) etcdConfig(id *identity, logger *zap.Logger, removed, closed *
 	// The same floor for etcd's own check of the configuration.
 	ec.TlsMinVersion = string(tlsutil.TLSVersion13)
 	// Compare this member's data with the others' before serving (a
-	// member whose data diverged refuses to start), and let the leader
-	// compare the members' hashes after every compaction.
+	// member whose data diverged refuses to start) unless its peers do
+	// not serve yet (initialcheck.go), and let the leader compare the
+	// members' hashes after every compaction.
 	if err := ec.ServerFeatureGate.(featuregate.MutableFeatureGate).SetFromMap(map[string]bool{
-		string(features.InitialCorruptCheck): true,
+		string(features.InitialCorruptCheck): initialCheck,
 		string(features.CompactHashCheck):    true,
 	}); err != nil {
 		return nil, fmt.Errorf("enabling etcd's corruption checks: %w", err)
