@@ -8,6 +8,17 @@ import (
 	"github.com/polis-os/polis/supervisor"
 )
 
+// runMember is a member's run: it sends its context (from u.outlive) and
+// holds on until that ends.
+func runMember(u *memberUsers, memberCtx chan<- context.Context) supervisor.Runnable {
+	return func(ctx context.Context) error {
+		mctx := u.outlive(ctx)
+		memberCtx <- mctx
+		<-mctx.Done()
+		return mctx.Err()
+	}
+}
+
 // startMemberAndUser runs, under a supervisor, a "member" whose context
 // comes from u.outlive and a "user" held by u whose child ("election"),
 // once cancelled, calls stopping with the member's context and returns.
@@ -17,12 +28,7 @@ func startMemberAndUser(t *testing.T, u *memberUsers, stopping func(member conte
 	memberCtx := make(chan context.Context, 1)
 	userStarted := make(chan struct{})
 	sup, cancel := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
-		if err := supervisor.Run(ctx, "member", func(ctx context.Context) error {
-			mctx := u.outlive(ctx)
-			memberCtx <- mctx
-			<-mctx.Done()
-			return mctx.Err()
-		}); err != nil {
+		if err := supervisor.Run(ctx, "member", runMember(u, memberCtx)); err != nil {
 			return err
 		}
 		mctx := <-memberCtx
@@ -84,12 +90,7 @@ func TestMemberWithoutUsersStopsAtOnce(t *testing.T) {
 	u := &memberUsers{grace: time.Hour}
 	memberCtx := make(chan context.Context, 1)
 	sup, stop := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
-		if err := supervisor.Run(ctx, "member", func(ctx context.Context) error {
-			mctx := u.outlive(ctx)
-			memberCtx <- mctx
-			<-mctx.Done()
-			return mctx.Err()
-		}); err != nil {
+		if err := supervisor.Run(ctx, "member", runMember(u, memberCtx)); err != nil {
 			return err
 		}
 		<-ctx.Done()
