@@ -226,7 +226,10 @@ func ownershipTaken(err error) (bool, error) {
 	if errors.As(err, &mismatch) {
 		return false, fmt.Errorf("launch: taking ownership: %w", err)
 	}
-	return err == nil, nil
+	if err != nil {
+		return false, notYet{err}
+	}
+	return true, nil
 }
 
 // refreshCurators takes ownership again, which rewrites the curators in

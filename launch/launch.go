@@ -125,8 +125,12 @@ func (c *Cluster) pollWithin(ctx context.Context, timeout time.Duration, what st
 	defer cancel()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var last error // the condition's latest reason for not holding
 	for {
 		ok, err := cond(ctx)
+		if ny := (notYet{}); errors.As(err, &ny) {
+			ok, err, last = false, nil, ny.err
+		}
 		if err != nil {
 			return err
 		}
@@ -140,11 +144,21 @@ func (c *Cluster) pollWithin(ctx context.Context, timeout time.Duration, what st
 		}
 		select {
 		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("launch: waiting for %s: %w (the last attempt: %v)", what, context.Cause(ctx), last)
+			}
 			return fmt.Errorf("launch: waiting for %s: %w", what, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
 }
+
+// notYet is a poll condition's reason for not holding yet: polling goes
+// on, and the reason is reported if time runs out.
+type notYet struct{ err error }
+
+func (e notYet) Error() string { return e.err.Error() }
+func (e notYet) Unwrap() error { return e.err }
 
 // Close stops every node (SIGTERM, then SIGKILL after StopTimeout), closes
 // the owner's connection and removes BaseDir unless Options.Keep. It is

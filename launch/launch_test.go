@@ -188,3 +188,20 @@ func TestLaunchRefusesKeptDir(t *testing.T) {
 		t.Fatalf("Launch over a kept directory: %v", err)
 	}
 }
+
+// A step that runs out of time says what its condition last ran into,
+// not only that the time ran out.
+func TestPollReportsTheLastReason(t *testing.T) {
+	c := &Cluster{}
+	attempts := 0
+	err := c.pollWithin(context.Background(), 300*time.Millisecond, "node 1: curator serving", func(context.Context) (bool, error) {
+		attempts++
+		return false, notYet{fmt.Errorf("attempt %d: connection refused", attempts)}
+	})
+	if err == nil || !strings.Contains(err.Error(), "node 1: curator serving: context deadline exceeded (the last attempt: attempt ") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("pollWithin = %v; want the step, the deadline and the last attempt's reason", err)
+	}
+	if attempts < 2 {
+		t.Errorf("%d attempts; a reason that is not yet an error must not end the wait", attempts)
+	}
+}

@@ -107,6 +107,28 @@ func tempDir(tb testing.TB) string {
 	return d
 }
 
+// logNodeTails logs the end of each node's log in dir (a launcher's
+// BaseDir), leaving out debug lines: what a launch that failed on CI's
+// machine, whose directories are gone with it, leaves to go on.
+func logNodeTails(tb testing.TB, dir string) {
+	tb.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "node*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		var kept []string
+		for line := range strings.Lines(string(b)) {
+			if !strings.Contains(line, "\tDEBUG\t") {
+				kept = append(kept, strings.TrimRight(line, "\n"))
+			}
+		}
+		kept = kept[max(0, len(kept)-40):]
+		tb.Logf("the end of %s:\n%s", l, strings.Join(kept, "\n"))
+	}
+}
+
 // logWriter sends progress lines to the test log.
 type logWriter struct{ tb testing.TB }
 
@@ -123,10 +145,11 @@ func launchCluster(tb testing.TB, n int, consensusMembers bool, lease, heartbeat
 	if progress == nil {
 		progress = logWriter{tb}
 	}
+	base := tempDir(tb)
 	c, err := launch.Launch(context.Background(), launch.Options{
 		Nodes:             n,
 		ConsensusMembers:  consensusMembers,
-		BaseDir:           tempDir(tb),
+		BaseDir:           base,
 		Keep:              true, // tempDir removes it, after Close
 		Addresses:         subnets.Addrs(n),
 		NodeBinary:        bin.node,
@@ -136,6 +159,7 @@ func launchCluster(tb testing.TB, n int, consensusMembers bool, lease, heartbeat
 		Progress:          progress,
 	})
 	if err != nil {
+		logNodeTails(tb, base)
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {

@@ -120,10 +120,11 @@ func TestRestoreFromBackup(t *testing.T) {
 
 	// Restored onto fresh storage, on new addresses.
 	start := time.Now()
+	restoredBase := tempDir(t)
 	restored, err := launch.Launch(context.Background(), launch.Options{
 		Nodes:             3,
 		ConsensusMembers:  true,
-		BaseDir:           tempDir(t),
+		BaseDir:           restoredBase,
 		Keep:              true,
 		ConfigDir:         cfg,
 		Addresses:         []netip.Addr{old.Nodes[0].Address, old.Nodes[1].Address, old.Nodes[2].Address},
@@ -135,6 +136,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		RestoreBackup:     backup,
 	})
 	if err != nil {
+		logNodeTails(t, restoredBase)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
