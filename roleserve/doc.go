@@ -25,7 +25,9 @@
 // loop (the consensus member, the curator, the kubelet, the pod network)
 // runs as its supervised children (supervisor.Run), never as bare
 // goroutines, so that the supervisor stops them when the worker's run
-// ends. The Graph records each worker's last reaction (Graph.Workers).
+// ends; the one order among them is the control plane's, whose consensus
+// member outlives the curator that uses it (memberusers.go). The Graph
+// records each worker's last reaction (Graph.Workers).
 //
 // # Who provides data to whom
 //
