@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"syscall"
 	"time"
@@ -23,16 +24,29 @@ import (
 // election lease: left alone, the leadership would outlive it by the
 // lease's TTL, and by more when etcd's raft leader died with it, since a
 // new raft leader renews every lease to its full TTL. So each follower
-// looks, every deadLeaderProbe, for evidence that the leader's process is
-// gone (Election.LeaderGone), and revokes the leader's lease at once when
-// it finds it. Evidence is what only a live kernel with nothing listening
+// looks for evidence that the leader's process is gone
+// (Election.LeaderGone), and revokes the leader's lease at once when it
+// finds it. Evidence is what only a live kernel with nothing listening
 // answers: connections refused (a TCP RST), never a timeout, which a slow
 // or partitioned leader causes as well. doc.go ("Leadership") says why
 // acting on it is safe.
+//
+// When to look. A follower that can reach the leader holds one idle TCP
+// connection to it (Election.LeaderAddress), and looks when that
+// connection ends: the leader's kernel closes it the moment the process
+// dies, so the look comes at once and costs nothing while the leader
+// lives. Asking every deadLeaderProbe instead meant five connections a
+// second from every follower, each a TLS handshake begun on the leader:
+// the largest part of an idle follower's CPU that was Polis's own. The
+// connection can also end for a live leader (its server gives up on a
+// handshake that never comes, after minutes); the look then finds no
+// evidence, and the follower connects again. While no connection can be
+// held (the leader unreachable, or nothing listening but the process
+// maybe alive), the follower looks every deadLeaderProbe, as it does
+// without a LeaderAddress.
 
 // deadLeaderProbe is how often a follower looks for evidence that the
-// leader's process is gone. A probe costs a refused connection or, while
-// the leader lives, one TCP handshake.
+// leader's process is gone while it holds no connection to the leader.
 const deadLeaderProbe = 200 * time.Millisecond
 
 // probeTimeout bounds one probe. A dial that takes longer is no evidence
@@ -63,36 +77,89 @@ func (e *Election) watchLeaderGone(ctx context.Context) error {
 		supervisor.Signal(ctx, supervisor.SignalDone)
 		return nil
 	}
+	// A change of the leadership (who leads, under which lease) wakes
+	// every wait below; the fields are read under mu, the watcher only
+	// says that they changed.
+	changes := e.status.Watch()
+	defer changes.Close()
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	tick := time.NewTicker(deadLeaderProbe)
-	defer tick.Stop()
+	probe := time.NewTimer(0)
+	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-changes.Ready():
+			if _, err := changes.Get(ctx); err != nil {
+				return err
+			}
+		case <-probe.C:
 		}
 		e.mu.Lock()
 		leading, leader, lease := e.leading != nil, e.leader, e.leaderLease
 		e.mu.Unlock()
 		if leading || leader == nil || lease == clientv3.NoLease {
+			continue // until the leadership changes
+		}
+		if e.deposeIfGone(ctx, leader, lease) {
+			probe.Reset(deadLeaderProbe) // until the key's deletion is seen
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		gone, why := e.LeaderGone(pctx, leader)
-		if gone {
-			_, err := e.Client.Revoke(pctx, lease)
-			switch {
-			case err == nil:
-				supervisor.Logger(ctx).Info("the leader's process is gone: revoked its election lease", zap.String("evidence", why), zap.Int64("lease", int64(lease)))
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				// Another follower, or the lease's expiry, was first.
-			default:
-				supervisor.Logger(ctx).Warn("the leader's process is gone, but revoking its election lease failed; trying again", zap.String("evidence", why), zap.Error(err))
-			}
+		if e.LeaderAddress != nil && holdConnection(ctx, e.LeaderAddress(leader), changes.Ready()) {
+			probe.Reset(0) // it ended: look now
+			continue
 		}
-		cancel()
+		// Not held, or the leadership changed while it was.
+		probe.Reset(deadLeaderProbe)
 	}
+}
+
+// deposeIfGone asks LeaderGone about leader and, on evidence, revokes its
+// lease; it reports whether it found evidence.
+func (e *Election) deposeIfGone(ctx context.Context, leader []byte, lease clientv3.LeaseID) bool {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	gone, why := e.LeaderGone(pctx, leader)
+	if !gone {
+		return false
+	}
+	_, err := e.Client.Revoke(pctx, lease)
+	switch {
+	case err == nil:
+		supervisor.Logger(ctx).Info("the leader's process is gone: revoked its election lease", zap.String("evidence", why), zap.Int64("lease", int64(lease)))
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Another follower, or the lease's expiry, was first.
+	default:
+		supervisor.Logger(ctx).Warn("the leader's process is gone, but revoking its election lease failed; trying again", zap.String("evidence", why), zap.Error(err))
+	}
+	return true
+}
+
+// holdConnection connects to addr and holds the connection, reading and
+// dropping whatever comes, until it ends (closed by the other side, or
+// broken: true) or until changed is ready or ctx ends (false). It returns
+// false at once when no connection can be made. Nothing is sent: to the
+// curator's TLS server it is a client that has not said hello yet.
+func holdConnection(ctx context.Context, addr string, changed <-chan struct{}) (ended bool) {
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(io.Discard, c) //nolint:errcheck // any end is the answer
+	}()
+	select {
+	case <-done:
+		ended = true
+	case <-changed:
+	case <-ctx.Done():
+	}
+	c.Close()
+	<-done
+	return ended
 }
 
 // leaderGone is the curator's Election.LeaderGone: the leader's curator
@@ -105,7 +172,7 @@ func (s *Service) leaderGone(ctx context.Context, leader []byte) (bool, string) 
 	if err := proto.Unmarshal(leader, &ep); err != nil {
 		return false, ""
 	}
-	curatorAddr := net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPort()))
+	curatorAddr := curatorAddress(leader)
 	if !refusesConnections(ctx, curatorAddr) {
 		return false, ""
 	}
@@ -130,4 +197,14 @@ func (s *Service) leaderGone(ctx context.Context, leader []byte) (bool, string) 
 		return true, fmt.Sprintf("curator %s and consensus member %s refuse connections", curatorAddr, m.Address)
 	}
 	return false, ""
+}
+
+// curatorAddress is the curator's Election.LeaderAddress: the leader's
+// curator endpoint (IP:port) from its Candidate value.
+func curatorAddress(leader []byte) string {
+	var ep cpb.CuratorEndpoint
+	if err := proto.Unmarshal(leader, &ep); err != nil || ep.GetAddress() == "" {
+		return ""
+	}
+	return net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPort()))
 }

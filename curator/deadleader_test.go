@@ -18,7 +18,9 @@ import (
 // gone, its port closed: what SIGKILL leaves) is deposed by a follower that
 // finds its port refusing connections, long before the lease would expire;
 // while the leader lives, however slowly it answers, the follower's probes
-// depose nobody.
+// depose nobody. The follower holds a connection to the leader and looks
+// when it ends: a connection the live leader drops is followed by a look
+// that finds nothing and a new connection; the dead leader's ends it.
 //
 // The lease is far longer than the test's wait, so a follower that leads at
 // all proves that the dead leader's lease was revoked, not that it ran out.
@@ -37,10 +39,13 @@ func TestDeadLeaderDeposed(t *testing.T) {
 		return l
 	}
 
-	// The leader: its own etcd client, and a port that accepts
-	// connections (the kernel completes them) but never answers, as a
-	// live but stalled process would.
-	leaderPort := listen()
+	// The leader: its own etcd client, and two ports that accept
+	// connections (the kernel completes them) but never answer, as a
+	// live but stalled process would: one that the probes ask
+	// (leaderPort, the leader's Candidate) and one that the follower
+	// holds a connection to (holdPort), so that each accepted connection
+	// on the latter is one the follower holds.
+	leaderPort, holdPort := listen(), listen()
 	// Its etcd client has a connection of its own, which the kill below
 	// closes under it: the client's watches and keepalives then fail as a
 	// dead process's would, without Client.Close racing with the watch
@@ -78,20 +83,39 @@ func TestDeadLeaderDeposed(t *testing.T) {
 			}
 			return gone, "refused"
 		},
+		LeaderAddress: func([]byte) string { return holdPort.Addr().String() },
 	}
 	supervisor.TestHarness(t, follower.Run)
-
-	// Alive: several probes later, nothing changed.
-	for range 5 {
+	alive := func(what string) {
+		t.Helper()
 		select {
 		case gone := <-probes:
 			if gone {
-				t.Fatal("a live leader's port counted as refusing connections")
+				t.Fatalf("%s: a live leader's port counted as refusing connections", what)
 			}
 		case <-ctxT(t).Done():
-			t.Fatal("the follower never probed the leader")
+			t.Fatalf("%s: the follower never probed the leader", what)
 		}
 	}
+	// held is the follower's connection as the leader's kernel accepted
+	// it; the process, stalled, reads nothing.
+	held := func(what string) net.Conn {
+		t.Helper()
+		c, err := holdPort.Accept()
+		if err != nil {
+			t.Fatalf("%s: the follower holds no connection to the leader: %v", what, err)
+		}
+		return c
+	}
+
+	// Alive: the follower looked, and holds a connection.
+	alive("the leader elected")
+	c := held("the leader elected")
+	// The live leader drops it (its server gives up on the silent
+	// client): the follower looks again, finds nothing, and holds another.
+	c.Close()
+	alive("the connection dropped")
+	c = held("the connection dropped")
 	if err := old.Leading.Confirm(ctxT(t)); err != nil {
 		t.Fatalf("the live leader was deposed by a follower's probes: %v", err)
 	}
@@ -99,9 +123,11 @@ func TestDeadLeaderDeposed(t *testing.T) {
 		t.Fatalf("with the leader alive, the follower sees leading=%v, leader %q", st.Leading != nil, st.Leader)
 	}
 
-	// Killed: the port closes and the etcd client goes without a word;
-	// the lease would live on for ten minutes.
+	// Killed: its connections and port close and the etcd client goes
+	// without a word; the lease would live on for ten minutes.
+	c.Close()
 	leaderPort.Close()
+	holdPort.Close()
 	conn.Client.ActiveConnection().Close()
 	if _, err := event.Get(ctxT(t), follower.Status(), event.Filter(leading)); err != nil {
 		t.Fatalf("the follower never took over from the dead leader: %v", err)

@@ -46,6 +46,12 @@ type Election struct {
 	// false on anything short of evidence: a timeout is none. why names
 	// the evidence, for the log.
 	LeaderGone func(ctx context.Context, leader []byte) (gone bool, why string)
+	// LeaderAddress, if set, names an address (IP:port) the process of
+	// leader listens on, so that a follower can hold a connection to it
+	// and ask LeaderGone the moment that connection ends (deadleader.go);
+	// without it LeaderGone is asked every deadLeaderProbe. "" if leader
+	// names none.
+	LeaderAddress func(leader []byte) string
 
 	mu     sync.Mutex
 	status memory.Value[*LeaderStatus]

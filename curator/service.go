@@ -84,6 +84,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.election = &Election{Client: cfg.Client, LeaseTTL: cfg.LeaseTTL}
 	s.election.LeaderGone = s.leaderGone
+	s.election.LeaderAddress = curatorAddress
 	s.status.Name = StatusName
 	s.leader.Name = "curator-leader"
 	// Not leading until the election says so; set now so that reading it
