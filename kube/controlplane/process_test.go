@@ -117,6 +117,29 @@ exec sleep 600
 		t.Errorf("controller-manager's last exit %q does not say it was killed", c.LastExit)
 	}
 
+	// A killed apiserver is not ready from its exit: the exit is
+	// published not ready, and its successor is asked at once, not at the
+	// ready probe's slow pace. The runner's own record of the exit:
+	a, _ := after.Component(APIServer)
+	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	exited := waitStatus(t, r, "apiserver exited or restarted", func(s *Status) bool {
+		c, _ := s.Component(APIServer)
+		return c.PID != a.PID
+	})
+	if exited.Ready && exited.ReadyPID == a.PID {
+		t.Errorf("the killed apiserver (pid %d) is still counted ready: %+v", a.PID, exited)
+	}
+	again := waitStatus(t, r, "restarted apiserver ready", func(s *Status) bool {
+		c, _ := s.Component(APIServer)
+		return c.Starts == 2 && c.Running && s.Ready && s.ReadyPID == c.PID
+	})
+	if c, _ := again.Component(APIServer); !strings.Contains(c.LastExit, "killed") {
+		t.Errorf("apiserver's last exit %q does not say it was killed", c.LastExit)
+	}
+	after = again
+
 	// Stopping leaves no process, even the one that ignores SIGTERM.
 	cancel()
 	waitStatus(t, r, "stopped", func(s *Status) bool {

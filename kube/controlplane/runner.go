@@ -35,11 +35,20 @@ const (
 // the role server's graph knows it.
 const StatusName = "kube.controlplane.status"
 
-// probeEvery is how often the apiserver's /readyz is asked; probeTimeout
-// bounds one ask.
+// probeEvery is how often the apiserver's /readyz is asked until it
+// answers ok, probeEveryReady how often after that; probeTimeout bounds
+// one ask. What waits for readiness (the controller-manager, the
+// scheduler, the RBAC objects, the launcher) waits at most probeEvery
+// for it. Once ready, the ask is only there to notice a loss of
+// readiness while the process runs (etcd unreachable, say), which
+// nothing acts on at once; an apiserver that exits is not ready from that
+// moment (setExited) and its successor is asked at once. Asking twice a
+// second for ever cost an idle controller noticeably under TCG: each
+// /readyz runs every readiness check, etcd's read among them.
 const (
-	probeEvery   = 500 * time.Millisecond
-	probeTimeout = 5 * time.Second
+	probeEvery      = 500 * time.Millisecond
+	probeEveryReady = 5 * time.Second
+	probeTimeout    = 5 * time.Second
 )
 
 // Status is what runs and whether the apiserver is ready. Values are
@@ -99,6 +108,10 @@ type Runner struct {
 	mu  sync.Mutex
 	cur Status
 
+	// apiserverChanged wakes the probe when the apiserver's process
+	// starts or exits, so that a new process is asked at once.
+	apiserverChanged chan struct{}
+
 	// cgroupWarned logs once that the components' cgroups are not fully
 	// accounted (openComponentCgroup): it would be the same at every start.
 	cgroupWarned sync.Once
@@ -110,7 +123,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, apiserverChanged: make(chan struct{}, 1)}
 	r.status.Name = StatusName
 	r.cur.Server = cfg.Server()
 	r.cur.NotReady = "not started"
@@ -196,8 +209,8 @@ func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 		defer hc.CloseIdleConnections()
 		url := r.cfg.Server() + "/readyz"
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
-		tick := time.NewTicker(probeEvery)
-		defer tick.Stop()
+		next := time.NewTimer(0)
+		defer next.Stop()
 		wasReady := false
 		for {
 			pid := r.pid(APIServer)
@@ -221,10 +234,15 @@ func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 				why = err.Error()
 			}
 			r.setReady(err == nil, why, pid)
+			next.Reset(probeEvery)
+			if err == nil {
+				next.Reset(probeEveryReady)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-tick.C:
+			case <-next.C:
+			case <-r.apiserverChanged:
 			}
 		}
 	}
@@ -276,6 +294,9 @@ func (r *Runner) setExited(name string, err error) {
 	r.update(name, func(c *ComponentStatus) {
 		c.Running, c.PID = false, 0
 		c.LastExit = process.ExitString(err)
+		if name == APIServer && r.cur.Ready {
+			r.cur.Ready, r.cur.NotReady, r.cur.ReadyPID = false, "the apiserver exited: "+c.LastExit, 0
+		}
 	})
 }
 
@@ -288,6 +309,12 @@ func (r *Runner) update(name string, f func(*ComponentStatus)) {
 		}
 	}
 	r.publishLocked()
+	if name == APIServer {
+		select {
+		case r.apiserverChanged <- struct{}{}:
+		default: // the probe has yet to see an earlier change
+		}
+	}
 }
 
 func (r *Runner) setReady(ready bool, why string, pid int) {
