@@ -15,7 +15,7 @@ var Floors = []Floor{
 		Folders: []string{
 			"api/", "event", "identity", "logring",
 			"internal/atomicfile", "internal/cmdmain", "internal/failpoint", "internal/testutil",
-			"internal/devmapper", "internal/mountinfo", "internal/kernelprofile", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
+			"internal/devmapper", "internal/mountinfo", "internal/kernelprofile", "internal/cgroupdir", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
 			"launch/debpkg", "launch/demoimage", "curator/backup",
 		},
 	},

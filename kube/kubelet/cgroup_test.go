@@ -6,16 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // On a directory laid out as cgroup v2 presents one (this host has no
-// cgroup v2 to try it on): the children are made, every controller the
-// parent offers is enabled for them, and a kill writes cgroup.kill and
-// waits for cgroup.events to say the cgroup is empty.
-func TestCgroupFiles(t *testing.T) {
-	root := t.TempDir()
-	cg := filepath.Join(root, "kubernetes")
+// cgroup v2 to try it on): the children are made, and every controller
+// the parent offers is enabled for them.
+func TestMakeCgroups(t *testing.T) {
+	cg := filepath.Join(t.TempDir(), "kubernetes")
 	c := Config{Cgroup: cg}
 	for _, dir := range []string{cg, c.cgroup(cgroupPods)} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -39,26 +36,11 @@ func TestCgroupFiles(t *testing.T) {
 			t.Errorf("%s: subtree_control %q (%v)", dir, got, err)
 		}
 	}
-
-	pods := c.cgroup(cgroupPods)
-	events := filepath.Join(pods, "cgroup.events")
-	if err := os.WriteFile(events, []byte("populated 1\nfrozen 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := killCgroup(pods, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "still has processes") {
-		t.Errorf("a cgroup that stays populated: %v", err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(pods, "cgroup.kill")); string(got) != "1" {
-		t.Errorf("cgroup.kill holds %q", got)
-	}
-	if err := os.WriteFile(events, []byte("populated 0\nfrozen 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := killCgroup(pods, time.Minute); err != nil {
-		t.Errorf("an emptied cgroup: %v", err)
-	}
-	if err := killCgroup(filepath.Join(root, "gone"), time.Minute); err != nil {
-		t.Errorf("a cgroup that is not there: %v", err)
+	// A node without cgroupfs there: an error that names the kubelet and
+	// the cgroup.
+	c = Config{Cgroup: filepath.Join(t.TempDir(), "no-mount", "kubernetes")}
+	if err := c.makeCgroups(); err == nil || !strings.HasPrefix(err.Error(), "kubelet: creating cgroup "+c.Cgroup) {
+		t.Errorf("makeCgroups without its parent: %v", err)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/internal/cgroupdir"
 	"github.com/polis-os/polis/kube/apiproxy"
 	"github.com/polis-os/polis/kube/process"
 	"github.com/polis-os/polis/supervisor"
@@ -141,12 +142,12 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	cmd := process.Command{Path: r.cfg.bin("containerd"), Args: []string{"--config", r.cfg.file(fileContainerdConfig)}, Env: r.cfg.env(), Dir: r.cfg.RunDir}
 	var runtimeCgroup, kubeletCgroup *os.File
 	if r.cfg.Cgroup != "" {
-		if runtimeCgroup, err = openCgroup(r.cfg.cgroup(cgroupRuntime)); err != nil {
-			return err
+		if runtimeCgroup, err = cgroupdir.Open(r.cfg.cgroup(cgroupRuntime)); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
 		}
 		defer runtimeCgroup.Close()
-		if kubeletCgroup, err = openCgroup(r.cfg.cgroup(cgroupKubelet)); err != nil {
-			return err
+		if kubeletCgroup, err = cgroupdir.Open(r.cfg.cgroup(cgroupKubelet)); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
 		}
 		// The kubelet's runnable starts processes until the run's subtree
 		// has stopped.
@@ -315,7 +316,7 @@ func (r *Runner) ctr(ctx context.Context, log *zap.Logger, timeout time.Duration
 // empties the runtime's state (cleanRuntimeState).
 func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 	if r.cfg.Cgroup != "" {
-		if err := killCgroup(r.cfg.cgroup(cgroupPods), killTimeout); err != nil {
+		if err := cgroupdir.Kill(r.cfg.cgroup(cgroupPods), killTimeout); err != nil {
 			log.Error("killing the containers", zap.Error(err))
 		}
 	}
@@ -328,12 +329,12 @@ func (r *Runner) stopRuntime(log *zap.Logger, containerd *process.Process) {
 		}
 	})
 	if r.cfg.Cgroup != "" {
-		if err := killCgroup(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
+		if err := cgroupdir.Kill(r.cfg.cgroup(cgroupRuntime), killTimeout); err != nil {
 			log.Error("killing the shims", zap.Error(err))
 		}
 		// The kernel's word for it (and the VM test's check): nothing
 		// Kubernetes started is left, kubelet, containers or shims.
-		switch populated, err := cgroupPopulated(r.cfg.Cgroup); {
+		switch populated, err := cgroupdir.Populated(r.cfg.Cgroup); {
 		case err != nil:
 			log.Error("checking what is left of the Kubernetes node", zap.Error(err))
 		case populated:

@@ -1,18 +1,13 @@
 package nodeservice
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/polis-os/polis/internal/cgroupdir"
 )
 
 // CPUWeight is the cpu.weight given to the parent of the services'
@@ -41,35 +36,14 @@ type serviceCgroup struct {
 // weight the service runs unweighted, and noWeight says why.
 func openCgroup(dir string) (cg *serviceCgroup, noWeight string, err error) {
 	parent := filepath.Dir(dir)
-	for _, d := range []string{parent, dir} {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, "", fmt.Errorf("creating cgroup %s: %w", d, err)
-		}
+	if err := cgroupdir.Make(parent, dir); err != nil {
+		return nil, "", err
 	}
-	f, err := os.Open(dir)
+	f, err := cgroupdir.Open(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("opening cgroup %s: %w", dir, err)
+		return nil, "", err
 	}
-	return &serviceCgroup{dir: dir, fd: f}, setWeight(parent), nil
-}
-
-// setWeight gives the cgroup dir CPUWeight if its parent enables the cpu
-// controller for it (the controllers a cgroup enables for its children
-// are in its cgroup.subtree_control: "cpu io memory pids"); it returns
-// why not otherwise.
-func setWeight(dir string) (noWeight string) {
-	up := filepath.Dir(dir)
-	enabled, err := os.ReadFile(filepath.Join(up, "cgroup.subtree_control"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "reading the controllers of " + up + ": " + err.Error()
-	}
-	if !slices.Contains(strings.Fields(string(enabled)), "cpu") {
-		return fmt.Sprintf("the cpu controller is not enabled in %s (cgroup.subtree_control %q)", up, strings.TrimSpace(string(enabled)))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cpu.weight"), []byte(strconv.Itoa(CPUWeight)), 0o644); err != nil {
-		return "setting the CPU weight of " + dir + ": " + err.Error()
-	}
-	return ""
+	return &serviceCgroup{dir: dir, fd: f}, cgroupdir.SetCPUWeight(parent, CPUWeight), nil
 }
 
 // close closes the directory and removes it, which cgroup v2 allows once
@@ -78,16 +52,7 @@ func setWeight(dir string) (noWeight string) {
 // the next run uses it again.
 func (c *serviceCgroup) close(log *zap.Logger) {
 	c.fd.Close()
-	deadline := time.Now().Add(cgroupRemoveTimeout)
-	for {
-		err := syscall.Rmdir(c.dir)
-		if err == nil || errors.Is(err, syscall.ENOENT) {
-			return
-		}
-		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			log.Warn("could not remove the service's cgroup", zap.String("cgroup", c.dir), zap.Error(err))
-			return
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval of a deadline-bounded wait
+	if err := cgroupdir.Remove(c.dir, cgroupRemoveTimeout); err != nil {
+		log.Warn("could not remove the service's cgroup", zap.String("cgroup", c.dir), zap.Error(err))
 	}
 }

@@ -59,18 +59,17 @@ func subtreeControl(controllers []string) string {
 //
 //	/sys/fs/cgroup            the root: kernel threads only, controllers delegated
 //	├── polis/                the node's own processes, controllers delegated
-//	│   ├── agent/            the agent, PID 1 (a leaf)
-//	│   └── containerd/, ...  the services the agent runs (ServiceCgroup)
+//	│   └── agent/            the agent, PID 1 (a leaf)
 //	├── kube-controlplane/    a controller's apiserver, controller-manager and
 //	│                         scheduler, one cgroup each (kube/controlplane)
 //	├── kubernetes/           a worker's containerd, kubelet and pods (kube/kubelet)
 //	└── kube-services/        a worker's kube-proxy and DNS server, a low
 //	                          cpu.weight (kube/nodeservice)
 //
-// The last three are the agent's to make when it runs Kubernetes; the
-// controllers enabled here for the root's children are theirs too. The
-// node's metrics report the CPU and memory of the top two levels
-// (nodeapi).
+// PID 1 makes only polis/ and agent/. The last three are made by the
+// kube packages named, in the agent, when it runs Kubernetes; the
+// controllers enabled here for the root's children are theirs. The node's
+// metrics report the CPU and memory of the top two levels (nodeapi).
 //
 // cgroup v2 lets a cgroup enable controllers for its children only while
 // it holds no processes itself (the root is exempt, but a process left in
@@ -120,22 +119,4 @@ func parseProcCgroup(s string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no cgroup v2 entry (0::PATH) in %q", strings.TrimSpace(s))
-}
-
-// ServiceCgroup makes the cgroup for one of the node's services (such as
-// containerd or kubelet) beside the agent's, under CgroupNodeDir, with
-// the controllers that PID 1 delegated available to it, and returns its
-// path. A process started into it (syscall.SysProcAttr's UseCgroupFD and
-// CgroupFD, with the directory opened) is accounted and limited apart
-// from the agent and the pods. It works only on a machine PID 1 prepared
-// (the agent as PID 1 of a node image).
-func ServiceCgroup(name string) (string, error) {
-	if name == "" || name == "agent" || strings.ContainsAny(name, "/.") {
-		return "", fmt.Errorf("service cgroup %q: want a plain name other than agent", name)
-	}
-	p := filepath.Join(CgroupNodeDir, name)
-	if err := os.Mkdir(p, 0o755); err != nil && !os.IsExist(err) {
-		return "", fmt.Errorf("service cgroup %s: %w", name, err)
-	}
-	return p, nil
 }

@@ -54,13 +54,14 @@ const (
 
 	// CgroupRoot is where PID 1 mounts cgroup v2, with every controller a
 	// kubelet needs enabled for the tree below (CgroupNodeDir and the
-	// pods' cgroups beside it).
+	// Kubernetes cgroups beside it).
 	CgroupRoot = "/sys/fs/cgroup"
-	// CgroupNodeDir holds the node's own processes, each service in a
-	// cgroup of its own (ServiceCgroup): the agent in CgroupAgentDir,
-	// and the processes the agent runs (containerd, kubelet) beside it.
-	// The pods' cgroups (kubelet's kubepods) are CgroupRoot's other
-	// children.
+	// CgroupNodeDir holds the node's own processes: the agent, in
+	// CgroupAgentDir. What the agent runs for Kubernetes is in
+	// CgroupRoot's other children, which the kube packages make:
+	// kube-controlplane/ (kube/controlplane), kubernetes/ with containerd,
+	// the kubelet and the pods (kube/kubelet), and kube-services/
+	// (kube/nodeservice).
 	CgroupNodeDir = CgroupRoot + "/polis"
 	// CgroupAgentDir is the agent's own cgroup, a leaf: PID 1 moves
 	// itself there before it delegates the controllers.

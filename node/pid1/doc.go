@@ -31,12 +31,14 @@
 //     panic);
 //  4. build the cgroup tree: PID 1 moves itself into the leaf
 //     CgroupAgentDir, then enables cpu, cpuset, io, memory, pids (and
-//     hugetlb) for the children of the root and of CgroupNodeDir. The
-//     services the agent runs get cgroups beside its own (ServiceCgroup);
-//     on a worker, the agent makes two more children of the root, with
-//     the controllers enabled here: kubernetes/ (containerd, the kubelet
-//     and the pods: kube/kubelet) and kube-services/ (kube-proxy and the
-//     DNS server, given a low cpu.weight: kube/nodeservice);
+//     hugetlb) for the children of the root and of CgroupNodeDir. What
+//     the agent runs for Kubernetes gets children of the root, with the
+//     controllers enabled here, which the kube packages make: on a
+//     controller kube-controlplane/ (the apiserver, controller-manager
+//     and scheduler: kube/controlplane), on a worker kubernetes/
+//     (containerd, the kubelet and the pods: kube/kubelet) and
+//     kube-services/ (kube-proxy and the DNS server, given a low
+//     cpu.weight: kube/nodeservice);
 //  5. read the machine's settings from the kernel command line
 //     (polis.address=IP/PREFIX, and the agent's flags of AgentFlags, such
 //     as polis.lease-ttl=5s; AgentFlags says why there), set the host

@@ -82,11 +82,6 @@ func TestParseProcCgroup(t *testing.T) {
 	if _, err := parseProcCgroup("12:memory:/user.slice\n1:name=systemd:/init.scope\n"); err == nil {
 		t.Error("a v1-only file gave a cgroup v2 path")
 	}
-	for _, bad := range []string{"", "agent", "polis/x", "..", "a.b"} {
-		if _, err := ServiceCgroup(bad); err == nil {
-			t.Errorf("ServiceCgroup(%q) accepted", bad)
-		}
-	}
 }
 
 // TestSysctls: the settings a kubelet and bridged pod traffic need are
