@@ -44,6 +44,12 @@ const DefaultMetricsPort = 7837
 //     cgroup: polis/agent, kube-controlplane/apiserver, kubernetes/kubelet,
 //     ...; see cgroupmetrics.go).
 //
+// Profiles. Beside /metrics, /debug/pprof/ serves the agent's Go runtime
+// profiles (CPU, heap, goroutines, ...) to the same callers, for `go tool
+// pprof`: what a node's agent spends its CPU on is otherwise hard to see
+// on a VM or a machine without perf, and under TCG an idle agent's share
+// was large enough to ask (profiles.go).
+//
 // Where. On a loopback address (development mode, where every node of a
 // cluster is a process on one machine) /metrics is plain HTTP: only this
 // machine reaches it. On any other address it is HTTPS with the node API's
@@ -146,6 +152,7 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, sc *identity.Servin
 		log := supervisor.Logger(ctx)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gatherer(tree), promhttp.HandlerOpts{}))
+		handleProfiles(mux)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
 		// TLS is set up before the port is taken: a failure here must not
 		// leave the port bound, or every restart would find it in use.

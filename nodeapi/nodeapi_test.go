@@ -1,6 +1,7 @@
 package nodeapi_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -208,6 +209,30 @@ func TestNodeAPI(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// The agent's Go profiles are served beside /metrics (a goroutine
+	// dump here, as `go tool pprof` would ask for one).
+	t.Run("Profiles", func(t *testing.T) {
+		url := "http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/goroutine?debug=1"
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("goroutine profile: total")) {
+			t.Errorf("GET %s: %s, %.200q; want a goroutine profile", url, resp.Status, body)
+		}
+		if resp, err := http.Get("http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/cmdline"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("/debug/pprof/cmdline: %s, want 404 (a node's flags are not a profile's)", resp.Status)
+			}
+		}
 	})
 
 	t.Run("SupervisorTree", func(t *testing.T) {
