@@ -80,10 +80,14 @@ func (e *Election) watchLeaderGone(ctx context.Context) error {
 	// A change of the leadership (who leads, under which lease) wakes
 	// every wait below; the fields are read under mu, the watcher only
 	// says that they changed.
+	// The first pass comes with the first status (the watcher has not
+	// returned it yet); the timer only paces the looks while no
+	// connection is held.
 	changes := e.status.Watch()
 	defer changes.Close()
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	probe := time.NewTimer(0)
+	probe := time.NewTimer(deadLeaderProbe)
+	probe.Stop()
 	defer probe.Stop()
 	for {
 		select {
@@ -105,9 +109,15 @@ func (e *Election) watchLeaderGone(ctx context.Context) error {
 			probe.Reset(deadLeaderProbe) // until the key's deletion is seen
 			continue
 		}
-		if e.LeaderAddress != nil && holdConnection(ctx, e.LeaderAddress(leader), changes.Ready()) {
-			probe.Reset(0) // it ended: look now
-			continue
+		if e.LeaderAddress != nil {
+			held := time.Now()
+			if holdConnection(ctx, e.LeaderAddress(leader), changes.Ready()) {
+				// It ended: look now, unless it ended as soon as it
+				// was made (a server that takes connections and drops
+				// them), which would otherwise be a busy loop.
+				probe.Reset(max(0, deadLeaderProbe-time.Since(held)))
+				continue
+			}
 		}
 		// Not held, or the leadership changed while it was.
 		probe.Reset(deadLeaderProbe)

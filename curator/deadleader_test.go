@@ -101,9 +101,19 @@ func TestDeadLeaderDeposed(t *testing.T) {
 	// it; the process, stalled, reads nothing.
 	held := func(what string) net.Conn {
 		t.Helper()
+		if err := holdPort.(*net.TCPListener).SetDeadline(time.Now().Add(waitTimeout)); err != nil {
+			t.Fatal(err)
+		}
 		c, err := holdPort.Accept()
 		if err != nil {
 			t.Fatalf("%s: the follower holds no connection to the leader: %v", what, err)
+		}
+		// While it holds one, the follower does not probe: a probe now
+		// would be the old polling, five connections a second.
+		select {
+		case <-probes:
+			t.Fatalf("%s: the follower probed while it held a connection", what)
+		case <-time.After(3 * deadLeaderProbe):
 		}
 		return c
 	}

@@ -121,10 +121,11 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("loading the cluster CA: %w", err)
 	}
-	lis, err := net.Listen("tcp", s.cfg.ListenAddress)
+	l, err := net.Listen("tcp", s.cfg.ListenAddress)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.ListenAddress, err)
 	}
+	lis := newClosingListener(l)
 	defer lis.Close()
 	addr := netip.MustParseAddrPort(lis.Addr().String())
 
@@ -208,7 +209,9 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		// Health checkers see the stop before the connections go.
 		hs.Shutdown()
-		// Streams (Watch) never end by themselves: stop, do not drain.
+		// Streams (Watch) never end by themselves: stop, do not drain;
+		// and close the connections Stop would wait for (listener.go).
+		lis.closeAll()
 		srv.Stop()
 		<-served
 		return ctx.Err()

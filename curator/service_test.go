@@ -1,7 +1,11 @@
 package curator
 
 import (
+	"errors"
+	"net"
+	"os"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -11,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
+	"github.com/polis-os/polis/event"
 )
 
 func TestServeAndAuthorize(t *testing.T) {
@@ -79,5 +84,34 @@ func TestDeposedLeaderRefusesReads(t *testing.T) {
 	_, err := mgmt.GetRegisterTicket(ctxT(t), &cpb.GetRegisterTicketRequest{})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("GetRegisterTicket from a deposed leader: %v, want Unavailable", err)
+	}
+}
+
+// A stopping curator closes the connections still in their TLS handshake,
+// such as a follower's held connection (deadleader.go), which says
+// nothing: grpc's Stop alone waits for them until the handshake times out
+// (two minutes, beyond the test's wait), and the curator's run, and its
+// node's stop, with it.
+func TestStopClosesSilentConnections(t *testing.T) {
+	c := newTestCluster(t)
+	silent, err := net.Dial("tcp", c.status.Address.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// A call served shows the server accepting connections; the silent
+	// one was made before it.
+	if _, err := cpb.NewCuratorServiceClient(c.anonymous()).GetLeader(ctxT(t), &cpb.GetLeaderRequest{}); err != nil {
+		t.Fatalf("GetLeader: %v", err)
+	}
+	c.stopCurator()
+	if _, err := event.Get(ctxT(t), c.curator.Status(), event.Filter(func(s *Status) bool { return s == nil })); err != nil {
+		t.Fatalf("the curator's run did not end with a silent connection open: %v", err)
+	}
+	if err := silent.SetReadDeadline(time.Now().Add(waitTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := silent.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the silent connection after the stop: read %v, want it closed", err)
 	}
 }
