@@ -320,6 +320,11 @@ func (r *Runner) update(name string, f func(*ComponentStatus)) {
 func (r *Runner) setReady(ready bool, why string, pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ready && (pid == 0 || pid != r.pidLocked(APIServer)) {
+		// The process asked has exited since (setExited said so), or
+		// none ran: whoever answered, it is not ready.
+		ready, why = false, "the apiserver exited while being asked"
+	}
 	if !ready {
 		pid = 0
 	}
@@ -334,6 +339,10 @@ func (r *Runner) setReady(ready bool, why string, pid int) {
 func (r *Runner) pid(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.pidLocked(name)
+}
+
+func (r *Runner) pidLocked(name string) int {
 	for _, c := range r.cur.Components {
 		if c.Name == name {
 			return c.PID
