@@ -145,13 +145,23 @@ func (e *Election) deposeIfGone(ctx context.Context, leader []byte, lease client
 	return true
 }
 
+// heldKeepAlive has the kernel ask, every second the held connection is
+// idle, whether the other end still has it: a leader's machine that
+// rebooted answers with a reset, and one that is gone answers nothing,
+// which ends the connection after three unanswered probes. Without it
+// (Go's default waits 15 s between probes, nine times) a follower could
+// hold a connection to a kernel that no longer knows it for minutes,
+// and look for nothing meanwhile. The probes are the kernels' alone, a
+// few bytes each, no TLS.
+var heldKeepAlive = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}
+
 // holdConnection connects to addr and holds the connection, reading and
 // dropping whatever comes, until it ends (closed by the other side, or
 // broken: true) or until changed is ready or ctx ends (false). It returns
 // false at once when no connection can be made. Nothing is sent: to the
 // curator's TLS server it is a client that has not said hello yet.
 func holdConnection(ctx context.Context, addr string, changed <-chan struct{}) (ended bool) {
-	d := net.Dialer{Timeout: probeTimeout}
+	d := net.Dialer{Timeout: probeTimeout, KeepAliveConfig: heldKeepAlive}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return false
