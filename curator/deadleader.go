@@ -79,10 +79,9 @@ func (e *Election) watchLeaderGone(ctx context.Context) error {
 	}
 	// A change of the leadership (who leads, under which lease) wakes
 	// every wait below; the fields are read under mu, the watcher only
-	// says that they changed.
-	// The first pass comes with the first status (the watcher has not
-	// returned it yet); the timer only paces the looks while no
-	// connection is held.
+	// says that they changed. The first pass comes with the first status
+	// (the watcher has not returned it yet); the timer only paces the
+	// looks while no connection is held.
 	changes := e.status.Watch()
 	defer changes.Close()
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -192,7 +191,7 @@ func (s *Service) leaderGone(ctx context.Context, leader []byte) (bool, string) 
 	if err := proto.Unmarshal(leader, &ep); err != nil {
 		return false, ""
 	}
-	curatorAddr := curatorAddress(leader)
+	curatorAddr := endpointAddress(&ep)
 	if !refusesConnections(ctx, curatorAddr) {
 		return false, ""
 	}
@@ -223,7 +222,15 @@ func (s *Service) leaderGone(ctx context.Context, leader []byte) (bool, string) 
 // curator endpoint (IP:port) from its Candidate value.
 func curatorAddress(leader []byte) string {
 	var ep cpb.CuratorEndpoint
-	if err := proto.Unmarshal(leader, &ep); err != nil || ep.GetAddress() == "" {
+	if err := proto.Unmarshal(leader, &ep); err != nil {
+		return ""
+	}
+	return endpointAddress(&ep)
+}
+
+// endpointAddress is ep's IP:port, "" if it names no address.
+func endpointAddress(ep *cpb.CuratorEndpoint) string {
+	if ep.GetAddress() == "" {
 		return ""
 	}
 	return net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPort()))

@@ -234,9 +234,10 @@ func (r *Runner) probe(roots *x509.CertPool) supervisor.Runnable {
 				why = err.Error()
 			}
 			r.setReady(err == nil, why, pid)
-			next.Reset(probeEvery)
 			if err == nil {
 				next.Reset(probeEveryReady)
+			} else {
+				next.Reset(probeEvery)
 			}
 			select {
 			case <-ctx.Done():
