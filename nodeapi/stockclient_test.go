@@ -95,4 +95,25 @@ func TestStockClientsVerifyTheNodeAPI(t *testing.T) {
 	if err := metrics(stock(otherID), otherID); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("/metrics dialled as another node ID: %v, want a certificate error", err)
 	}
+
+	// The agent's profiles, beside /metrics, answer the owner and no
+	// one else.
+	profile := func(cfg *tls.Config) (int, error) {
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := profile(stock("")); err != nil || code != http.StatusOK {
+		t.Errorf("a goroutine profile as the owner: %d, %v; want 200", code, err)
+	}
+	anonymous := stock("")
+	anonymous.Certificates = nil
+	if code, err := profile(anonymous); err == nil && code == http.StatusOK {
+		t.Errorf("a goroutine profile without a certificate was answered")
+	}
 }
