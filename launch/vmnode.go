@@ -344,6 +344,8 @@ func (m *vmMachine) boot(n *Node) error {
 		n.mu.Unlock()
 		close(p.exited)
 		switch {
+		case rebooted && rerr == nil && q.PlugPulled():
+			n.report("%v: its VM was stuck on its way to a reboot, %v after it said it was halting; ended it and booting it again (pid %d); its console: %s", n, vm.HaltTimeout, n.PID(), n.Log)
 		case rebooted && rerr == nil:
 			// A reboot PID 1 chose (it could not prepare the machine
 			// or start the agent) says why on the console; the node

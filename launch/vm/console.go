@@ -23,22 +23,38 @@ type console struct {
 
 func newConsole() *console { return &console{changed: make(chan struct{})} }
 
-// copy reads the console from r until EOF, writing each line to log.
+// copy reads the console from r until EOF, writing each line to log. It
+// never stops before EOF: qemu's serial port waits for the launcher to
+// read, so a console no longer read would stall the guest. A line longer
+// than consoleMaxLine is kept as several.
 func (c *console) copy(r io.Reader, log io.Writer) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// Firmware draws with terminal escapes; keep only the text.
-		line := strings.TrimRight(stripEscapes(sc.Text()), "\r ")
-		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), line)
-		c.mu.Lock()
-		c.lines = append(c.lines, line)
-		close(c.changed)
-		c.changed = make(chan struct{})
-		c.mu.Unlock()
+	br := bufio.NewReaderSize(r, consoleMaxLine)
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(b) > 0 {
+			c.add(log, string(b))
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			break
+		}
 	}
 	c.mu.Lock()
 	c.closed = true
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// consoleMaxLine is the longest console line kept whole.
+const consoleMaxLine = 64 << 10
+
+// add writes one line to log, stamped with the host's time, and keeps it.
+func (c *console) add(log io.Writer, raw string) {
+	// Firmware draws with terminal escapes; keep only the text.
+	line := strings.TrimRight(stripEscapes(strings.TrimSuffix(raw, "\n")), "\r ")
+	fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), line)
+	c.mu.Lock()
+	c.lines = append(c.lines, line)
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()

@@ -29,7 +29,12 @@
 // those that run Kubernetes need KubernetesMemoryMB and are better off
 // with KubernetesCPUs. On a Switch, NICs offer SwitchMTU (jumbo frames).
 // PowerOff presses the ACPI power button through QMP: the agent stops,
-// PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug.
+// PID 1 syncs and unmounts, and qemu exits 0. Kill pulls the plug. A
+// machine whose PID 1 said it was halting and whose qemu is still running
+// HaltTimeout later is stuck on its way down, out of reach of its node API
+// and its power button; Start's watcher ends qemu then, as a hardware
+// watchdog would reset the machine (PlugPulled), and the halt line still
+// tells a reboot from a power-off.
 //
 // The Switch is a learning ethernet switch in the launcher's process that
 // qemu reaches with its stream netdev over a unix socket: per run, no

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/polis-os/polis/localstorage"
@@ -97,6 +98,9 @@ type Config struct {
 	Accel string
 	// QEMU is the qemu binary; default qemu-system-x86_64 from PATH.
 	QEMU string
+	// HaltTimeout is how long qemu has to exit after the guest's halt
+	// line before the launcher ends it; default HaltTimeout.
+	HaltTimeout time.Duration
 	// NoTPM boots the machine without a TPM. By default it has a TPM
 	// 2.0, emulated by swtpm with its state in Dir/TPMStateDir beside the
 	// disks, with which the node seals its data disk's key and its
@@ -125,7 +129,21 @@ type Machine struct {
 
 	done    chan struct{}
 	waitErr error
+	// plugPulled is set when watchHalt killed qemu because the guest
+	// had said it was halting and qemu had not exited HaltTimeout later.
+	plugPulled atomic.Bool
 }
+
+// HaltTimeout is how long a machine has, from PID 1's halt line
+// (pid1.HaltMessage), for qemu to exit: PID 1 syncs, unmounts and
+// removes the data disk's mapping, and the guest kernel resets or powers
+// off the machine, which ends qemu (-no-reboot). That takes seconds under
+// TCG on a loaded host. A machine that has not gone HaltTimeout later is
+// stuck on its way down (in the guest or in qemu), where no node API or
+// power button reaches it any more; Start's watcher then ends qemu, as a
+// machine's hardware watchdog would reset it, so that a reboot still
+// boots it again rather than leave the node down for good.
+const HaltTimeout = 90 * time.Second
 
 // DefaultMAC is the NIC address a machine with addr gets by default: 52:54
 // (qemu's prefix, locally administered unicast) and the address's last
@@ -178,6 +196,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Accel == "" {
 		o.Accel = "tcg"
+	}
+	if o.HaltTimeout <= 0 {
+		o.HaltTimeout = HaltTimeout
 	}
 	if o.QEMU == "" {
 		o.QEMU = "qemu-system-x86_64"
@@ -390,6 +411,7 @@ func Start(cfg Config) (*Machine, error) {
 	}
 	copied := make(chan struct{})
 	go func() { m.console.copy(stdout, logFile); close(copied) }()
+	go m.watchHalt(c.HaltTimeout)
 	go func() {
 		<-copied // all output read before Wait closes the pipe
 		m.waitErr = cmd.Wait()
@@ -476,14 +498,47 @@ func (m *Machine) GuestRebooted() bool {
 // Done is closed when qemu has exited.
 func (m *Machine) Done() <-chan struct{} { return m.done }
 
-// Wait waits for qemu to exit. An exit status other than 0 is an error.
+// watchHalt ends qemu if it has not exited timeout after the guest's halt
+// line (HaltTimeout says why). It returns when qemu exits.
+func (m *Machine) watchHalt(timeout time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if _, _, err := m.console.wait(ctx, 0, pid1.HaltMessage); err != nil {
+		return // qemu exited first
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-m.done:
+	case <-t.C:
+		fmt.Fprintf(m.logFile, "%s === %s: the guest said it was halting %v ago and qemu has not exited: ending qemu\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), m.cfg.Name, timeout)
+		m.plugPulled.Store(true)
+		m.cmd.Process.Kill()
+	}
+}
+
+// PlugPulled reports whether qemu was ended because the guest said it was
+// halting and did not go (HaltTimeout); the halt line still says whether
+// it was on its way to a reboot (GuestRebooted) or a power-off.
+func (m *Machine) PlugPulled() bool { return m.plugPulled.Load() }
+
+// Wait waits for qemu to exit. An exit status other than 0 is an error,
+// except where the launcher ended a machine stuck in its halt
+// (PlugPulled): the guest had asked to go.
 func (m *Machine) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return fmt.Errorf("vm %s: waiting for qemu to exit: %w", m.cfg.Name, ctx.Err())
 	case <-m.done:
 	}
-	if m.waitErr != nil {
+	if m.waitErr != nil && !m.plugPulled.Load() {
 		var ee *exec.ExitError
 		if errors.As(m.waitErr, &ee) {
 			return fmt.Errorf("vm %s: qemu exited with %v; the console's last lines:\n%s", m.cfg.Name, ee, m.console.tail(20))

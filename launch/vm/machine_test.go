@@ -2,12 +2,14 @@ package vm
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/polis-os/polis/node/pid1"
 )
@@ -220,5 +222,83 @@ func TestCPUsAndNIC(t *testing.T) {
 		if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "CPUs") {
 			t.Errorf("%d CPUs: %v, want it refused", bad, err)
 		}
+	}
+}
+
+// fakeQEMU writes a shell script that stands in for qemu: it prints
+// lines on its console, then runs then (a shell command).
+func fakeQEMU(t *testing.T, lines []string, then string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "echo '%s'\n", l)
+	}
+	b.WriteString(then + "\n")
+	p := filepath.Join(t.TempDir(), "qemu")
+	if err := os.WriteFile(p, []byte(b.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStuckHaltIsEnded: a machine whose guest said it was halting and
+// whose qemu does not exit is ended HaltTimeout later, and counts as the
+// halt it said (a reboot boots again); one that has not said so is left
+// alone.
+func TestStuckHaltIsEnded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.NoTPM = true
+	cfg.HaltTimeout = 100 * time.Millisecond
+	cfg.QEMU = fakeQEMU(t, []string{"polis: machine ready", pid1.RebootMessage}, "exec sleep 600")
+	m, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Wait(ctx); err != nil {
+		t.Fatalf("a machine stuck in its halt: %v, want it ended with no error", err)
+	}
+	if !m.PlugPulled() || !m.GuestRebooted() {
+		t.Errorf("a machine stuck in its reboot: PlugPulled %v, GuestRebooted %v; want both", m.PlugPulled(), m.GuestRebooted())
+	}
+	if b, _ := os.ReadFile(cfg.ConsoleLog()); !strings.Contains(string(b), "qemu has not exited: ending qemu") {
+		t.Errorf("the console log does not say why qemu was ended:\n%s", b)
+	}
+
+	// Running, no halt line: qemu exits by itself, after more than
+	// HaltTimeout.
+	cfg.QEMU = fakeQEMU(t, []string{"polis: machine ready"}, "sleep 1")
+	if m, err = Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.PlugPulled() {
+		t.Error("a machine that never said it was halting was ended")
+	}
+}
+
+// TestConsoleLongLine: a console line longer than the reader's buffer is
+// kept in pieces, and what follows it is still read: a console that
+// stopped being read would stall the guest on its serial port.
+func TestConsoleLongLine(t *testing.T) {
+	long := strings.Repeat("x", 3*consoleMaxLine+7)
+	c := newConsole()
+	var log strings.Builder
+	c.copy(strings.NewReader("first\n"+long+"\nlast\nno newline"), &log)
+	if l, ok := c.last("last"); !ok || l != "last" {
+		t.Errorf("the line after a long one: %q, %v", l, ok)
+	}
+	if _, ok := c.last("no newline"); !ok {
+		t.Error("the last line without a newline was dropped")
+	}
+	if got := strings.Count(log.String(), "x"); got != len(long) {
+		t.Errorf("the log holds %d of the long line's %d bytes", got, len(long))
+	}
+	if !c.closed {
+		t.Error("the console is not closed at EOF")
 	}
 }

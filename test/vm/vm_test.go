@@ -227,18 +227,24 @@ func runPolisctl(ctx context.Context, c *launch.Cluster, args ...string) (string
 
 // reboot asks n's node API to reboot it, as polisctl node reboot does,
 // and returns once its VM has halted (the launcher boots it again at
-// once), with the time it halted. A refusal is asked again, as an operator would, until the VM
-// halts: under TCG on a loaded machine the node API's own question to
-// the curator (is this owner key current?) can outlast its deadline.
+// once), with the time it halted. A refusal is asked again, as an
+// operator would, until the VM halts: under TCG on a loaded machine the
+// node API's own question to the curator (is this owner key current?)
+// can outlast its deadline. Once a request is accepted, the VM has
+// rebootHaltTimeout to halt: the agent's stop is bounded (30 s) and the
+// halt after it is a sync and an unmount, so a VM still running then is
+// stuck, and its console says where.
 func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node) time.Time {
 	t.Helper()
 	pid := n.PID()
+	var accepted time.Time // the first request the node API accepted
 	// halted waits at most wait for n's VM to halt.
 	halted := func(wait time.Duration) bool {
 		deadline := time.After(wait)
 		for n.PID() == pid {
 			select {
 			case <-ctx.Done():
+				logConsoleTail(t, n)
 				t.Fatalf("%v did not reboot: %v", n, ctx.Err())
 			case <-deadline:
 				return false
@@ -248,17 +254,28 @@ func reboot(ctx context.Context, t *testing.T, c *launch.Cluster, n *launch.Node
 		return true
 	}
 	for attempt := 1; ; attempt++ {
+		if !accepted.IsZero() && time.Since(accepted) > rebootHaltTimeout {
+			logConsoleTail(t, n)
+			t.Fatalf("%v accepted a reboot %v ago and its VM has not halted", n, time.Since(accepted).Round(time.Second))
+		}
 		_, err := runPolisctl(ctx, c, "node", "reboot", n.ID())
 		wait := time.Minute // accepted: the agent stops, then the VM halts
 		if err != nil {
 			t.Logf("asking %v to reboot, attempt %d: %v", n, attempt, err)
 			wait = time.Second
+		} else if accepted.IsZero() {
+			accepted = time.Now()
 		}
 		if halted(wait) {
 			return time.Now()
 		}
 	}
 }
+
+// rebootHaltTimeout bounds how long a VM that accepted a reboot may take
+// to halt: the agent's stop (at most 30 s) and PID 1's sync and unmount,
+// under TCG on a loaded machine.
+const rebootHaltTimeout = 3 * time.Minute
 
 // testPartition: the curator leader's node is cut off from the other
 // nodes (the launcher, an operator on its side, still reaches it). A
@@ -412,15 +429,21 @@ const consoleTailLines = 40
 func logConsoleTails(t *testing.T, c *launch.Cluster) {
 	t.Helper()
 	for _, n := range c.Nodes {
-		b, err := os.ReadFile(n.Log)
-		if err != nil {
-			t.Logf("%v: its console: %v", n, err)
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > consoleTailLines {
-			lines = lines[len(lines)-consoleTailLines:]
-		}
-		t.Logf("%v: the last %d lines of its console (%s):\n%s", n, len(lines), n.Log, strings.Join(lines, "\n"))
+		logConsoleTail(t, n)
 	}
+}
+
+// logConsoleTail logs the end of n's console log.
+func logConsoleTail(t *testing.T, n *launch.Node) {
+	t.Helper()
+	b, err := os.ReadFile(n.Log)
+	if err != nil {
+		t.Logf("%v: its console: %v", n, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > consoleTailLines {
+		lines = lines[len(lines)-consoleTailLines:]
+	}
+	t.Logf("%v: the last %d lines of its console (%s):\n%s", n, len(lines), n.Log, strings.Join(lines, "\n"))
 }
