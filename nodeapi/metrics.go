@@ -145,6 +145,12 @@ func current[T any](v event.ValueWatch[T]) (T, bool) {
 	return d, true
 }
 
+// metricsWriteTimeout bounds a response of the metrics server, from the
+// end of its request's headers: /metrics renders in milliseconds.
+// net/http/pprof adds a profile's own length to it (profiles.go bounds
+// that).
+const metricsWriteTimeout = time.Minute
+
 // serveMetrics returns the runnable of the /metrics server, presenting
 // sc where it needs TLS (authorising against the CA of creds).
 func (s *Service) serveMetrics(creds *roleserve.Credentials, sc *identity.ServingCertificate, tree event.ValueWatch[supervisor.TreeState]) supervisor.Runnable {
@@ -153,7 +159,7 @@ func (s *Service) serveMetrics(creds *roleserve.Credentials, sc *identity.Servin
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gatherer(tree), promhttp.HandlerOpts{}))
 		handleProfiles(mux)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: metricsWriteTimeout, ErrorLog: zap.NewStdLog(log)}
 		// TLS is set up before the port is taken: a failure here must not
 		// leave the port bound, or every restart would find it in use.
 		var tc *tls.Config

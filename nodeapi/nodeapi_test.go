@@ -227,6 +227,21 @@ func TestNodeAPI(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("goroutine profile: total")) {
 			t.Errorf("GET %s: %s, %.200q; want a goroutine profile", url, resp.Status, body)
 		}
+		// A profile or trace of an hour, or of nonsense, is refused at
+		// once with the reason, rather than taken.
+		for _, q := range []string{"profile?seconds=3600", "trace?seconds=3600", "profile?seconds=ten"} {
+			u := "http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/" + q
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("want a whole number of seconds")) {
+				t.Errorf("GET %s: %s, %.200q; want it refused, with the reason", u, resp.Status, body)
+			}
+		}
 		if resp, err := http.Get("http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/cmdline"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusNotFound {

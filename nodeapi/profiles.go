@@ -1,8 +1,10 @@
 package nodeapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 )
 
 // handleProfiles serves the Go runtime's profiles under /debug/pprof/ on
@@ -15,7 +17,28 @@ import (
 // it, and a node's flags are no business of a profile's reader.
 func handleProfiles(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.Handle("/debug/pprof/profile", boundedSeconds(pprof.Profile))
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/trace", boundedSeconds(pprof.Trace))
+}
+
+// maxProfileSeconds is the longest CPU profile or trace served. The
+// runtime takes one CPU profile at a time, so a profile asked for ten
+// hours by a slip of the keyboard would refuse every other one until
+// its reader hung up.
+const maxProfileSeconds = 300
+
+// boundedSeconds refuses a ?seconds= that is not a whole number from 1
+// to maxProfileSeconds, naming what was wrong; without one, h's default.
+func boundedSeconds(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.FormValue("seconds"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxProfileSeconds {
+				http.Error(w, fmt.Sprintf("seconds=%q: want a whole number of seconds from 1 to %d", v, maxProfileSeconds), http.StatusBadRequest)
+				return
+			}
+		}
+		h(w, r)
+	})
 }
