@@ -191,7 +191,7 @@ func (s *Service) leaderGone(ctx context.Context, leader []byte) (bool, string) 
 	if err := proto.Unmarshal(leader, &ep); err != nil {
 		return false, ""
 	}
-	curatorAddr := endpointAddress(&ep)
+	curatorAddr := ep.HostPort()
 	if !refusesConnections(ctx, curatorAddr) {
 		return false, ""
 	}
@@ -225,13 +225,6 @@ func curatorAddress(leader []byte) string {
 	if err := proto.Unmarshal(leader, &ep); err != nil {
 		return ""
 	}
-	return endpointAddress(&ep)
+	return ep.HostPort()
 }
 
-// endpointAddress is ep's IP:port, "" if it names no address.
-func endpointAddress(ep *cpb.CuratorEndpoint) string {
-	if ep.GetAddress() == "" {
-		return ""
-	}
-	return net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPort()))
-}

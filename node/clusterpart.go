@@ -135,7 +135,7 @@ func endpointList(eps []*cpb.CuratorEndpoint) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s:%d", ep.GetAddress(), ep.GetPort())
+		s += ep.HostPort()
 	}
 	return s
 }

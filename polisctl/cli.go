@@ -281,7 +281,7 @@ func (c *cli) dial() (*session, error) {
 	if eps, err := d.ReadCurators(); err == nil {
 		var names []string
 		for _, ep := range eps {
-			names = append(names, endpointAddr(ep))
+			names = append(names, ep.HostPort())
 		}
 		s.curators = strings.Join(names, ", ")
 	}
@@ -379,18 +379,11 @@ func writeClusterInfo(w io.Writer, d *cpb.ClusterDirectory) error {
 		fmt.Fprintf(w, "  none reported yet\n")
 	}
 	for _, ep := range d.GetCurators() {
-		fmt.Fprintf(w, "  %s  %s\n", ep.NodeId, endpointAddr(ep))
+		fmt.Fprintf(w, "  %s  %s\n", ep.NodeId, ep.HostPort())
 	}
 	return nil
 }
 
-func endpointAddr(ep *cpb.CuratorEndpoint) string {
-	a, err := netip.ParseAddr(ep.Address)
-	if err != nil {
-		return fmt.Sprintf("%s:%d", ep.Address, ep.Port)
-	}
-	return netip.AddrPortFrom(a, uint16(ep.Port)).String()
-}
 
 func addOutputFlag(cmd *cobra.Command, output *string) {
 	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
