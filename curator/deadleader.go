@@ -227,4 +227,3 @@ func curatorAddress(leader []byte) string {
 	}
 	return ep.HostPort()
 }
-

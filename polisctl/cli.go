@@ -384,7 +384,6 @@ func writeClusterInfo(w io.Writer, d *cpb.ClusterDirectory) error {
 	return nil
 }
 
-
 func addOutputFlag(cmd *cobra.Command, output *string) {
 	cmd.Flags().StringVarP(output, "output", "o", "table", "output format: table or json")
 }
