@@ -53,13 +53,22 @@ func Nodes(c *launch.Cluster) Lister {
 	}
 }
 
+// WholeTimeout bounds one wait for a whole cluster. A VM that reboots
+// under TCG on a loaded two-core machine is UP again in about a minute,
+// and a cold start of three in a few; a cluster not whole after ten is
+// stuck, and saying so then, with the consoles, leaves the rest of CI's
+// time to the other suites rather than spend it all waiting.
+const WholeTimeout = 10 * time.Minute
+
 // WaitWhole waits until c is whole: every node UP and healthy, a
 // consensus member running a curator, and (for the nodes in boots) a boot
 // ID other than the one given, which tells the record of a node that came
 // back from the stale one of before. It returns the records; once ctx
-// ends it fails the test, after m.Stuck.
+// ends, or WholeTimeout has passed, it fails the test, after m.Stuck.
 func (m Mode) WaitWhole(ctx context.Context, t *testing.T, c *launch.Cluster, boots map[string]string) map[string]*cpb.Node {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, WholeTimeout)
+	defer cancel()
 	recs, err := Await(ctx, t, Nodes(c), func(recs map[string]*cpb.Node) error {
 		return Whole(recs, len(c.Nodes), CuratorServing, NewBoot(boots))
 	})
