@@ -337,24 +337,28 @@ func (m *vmMachine) boot(n *Node) error {
 		// firmware would. The next run replaces this one before this one
 		// is marked ended, so no one sees the node stopped.
 		var rerr error
-		rebooted := !expected && err == nil && q.GuestRebooted()
+		// A guest stuck on its way to a reboot, which the machine
+		// ended (vm.HaltTimeout), is booted again too.
+		rebooted := !expected && (err == nil || q.PlugPulled()) && q.GuestRebooted()
 		if rebooted {
 			rerr = m.boot(n)
 		}
 		n.mu.Unlock()
 		close(p.exited)
 		switch {
-		case rebooted && rerr == nil && q.PlugPulled():
-			n.report("%v: its VM was stuck on its way to a reboot, %v after it said it was halting; ended it and booting it again (pid %d); its console: %s", n, vm.HaltTimeout, n.PID(), n.Log)
 		case rebooted && rerr == nil:
+			stuck := ""
+			if q.PlugPulled() {
+				stuck = fmt.Sprintf(" (stuck on its way down %v after it said it was halting, so the launcher ended it; its console: %s)", vm.HaltTimeout, n.Log)
+			}
 			// A reboot PID 1 chose (it could not prepare the machine
 			// or start the agent) says why on the console; the node
 			// API's reboots print no FATAL line.
 			if why, ok := q.FatalLine(); ok {
-				n.report("%v: its VM rebooted after %q; booting it again (pid %d)", n, why, n.PID())
+				n.report("%v: its VM rebooted after %q%s; booting it again (pid %d)", n, why, stuck, n.PID())
 				break
 			}
-			n.report("%v: its VM rebooted; booting it again (pid %d)", n, n.PID())
+			n.report("%v: its VM rebooted%s; booting it again (pid %d)", n, stuck, n.PID())
 		case rebooted:
 			n.report("%v: its VM rebooted, but booting it again failed: %v", n, rerr)
 		case !expected:

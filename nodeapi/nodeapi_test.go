@@ -229,7 +229,7 @@ func TestNodeAPI(t *testing.T) {
 		}
 		// A profile or trace of an hour, or of nonsense, is refused at
 		// once with the reason, rather than taken.
-		for _, q := range []string{"profile?seconds=3600", "trace?seconds=3600", "profile?seconds=ten"} {
+		for _, q := range []string{"profile?seconds=3600", "trace?seconds=3600", "heap?seconds=3600", "profile?seconds=ten"} {
 			u := "http://" + netip.AddrPortFrom(n.Addr, nodeapi.DefaultMetricsPort).String() + "/debug/pprof/" + q
 			resp, err := http.Get(u)
 			if err != nil {

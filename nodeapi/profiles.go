@@ -16,16 +16,18 @@ import (
 // The command line (pprof.Cmdline) is left out: a profile does not need
 // it, and a node's flags are no business of a profile's reader.
 func handleProfiles(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.Handle("/debug/pprof/", boundedSeconds(pprof.Index)) // heap?seconds=N and the like
 	mux.Handle("/debug/pprof/profile", boundedSeconds(pprof.Profile))
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.Handle("/debug/pprof/trace", boundedSeconds(pprof.Trace))
 }
 
-// maxProfileSeconds is the longest CPU profile or trace served. The
-// runtime takes one CPU profile at a time, so a profile asked for ten
-// hours by a slip of the keyboard would refuse every other one until
-// its reader hung up.
+// maxProfileSeconds is the longest profile or trace served: a CPU
+// profile, a trace, or a delta of the others (heap?seconds=N). The
+// runtime takes one CPU profile at a time, so one asked for ten hours by
+// a slip of the keyboard would refuse every other until its reader hung
+// up; and each holds a connection, and a response open past the server's
+// write timeout, for as long as it was asked.
 const maxProfileSeconds = 300
 
 // boundedSeconds refuses a ?seconds= that is not a whole number from 1

@@ -33,8 +33,8 @@
 // machine whose PID 1 said it was halting and whose qemu is still running
 // HaltTimeout later is stuck on its way down, out of reach of its node API
 // and its power button; Start's watcher ends qemu then, as a hardware
-// watchdog would reset the machine (PlugPulled), and the halt line still
-// tells a reboot from a power-off.
+// watchdog would reset the machine (PlugPulled; Wait returns an error),
+// and the halt line still tells a reboot from a power-off.
 //
 // The Switch is a learning ethernet switch in the launcher's process that
 // qemu reaches with its stream netdev over a unix socket: per run, no

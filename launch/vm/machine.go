@@ -127,6 +127,9 @@ type Machine struct {
 	logFile *os.File
 	started time.Time
 
+	// exited is closed when qemu has exited, done once the TPM has
+	// saved its state and the log is closed after that.
+	exited  chan struct{}
 	done    chan struct{}
 	waitErr error
 	// plugPulled is set when watchHalt killed qemu because the guest
@@ -142,7 +145,8 @@ type Machine struct {
 // stuck on its way down (in the guest or in qemu), where no node API or
 // power button reaches it any more; Start's watcher then ends qemu, as a
 // machine's hardware watchdog would reset it, so that a reboot still
-// boots it again rather than leave the node down for good.
+// boots it again (launch decides) rather than leave the node down for
+// good.
 const HaltTimeout = 90 * time.Second
 
 // DefaultMAC is the NIC address a machine with addr gets by default: 52:54
@@ -401,7 +405,7 @@ func Start(cfg Config) (*Machine, error) {
 		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
 	}
 	cmd.Stderr = cmd.Stdout // qemu's own complaints go to the console log too
-	m := &Machine{cfg: c, cmd: cmd, console: newConsole(), logFile: logFile, done: make(chan struct{})}
+	m := &Machine{cfg: c, cmd: cmd, console: newConsole(), logFile: logFile, exited: make(chan struct{}), done: make(chan struct{})}
 	fmt.Fprintf(logFile, "%s === %s: starting qemu (%s)\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), c.Name, c.Accel)
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -415,6 +419,7 @@ func Start(cfg Config) (*Machine, error) {
 	go func() {
 		<-copied // all output read before Wait closes the pipe
 		m.waitErr = cmd.Wait()
+		close(m.exited)
 		stopTPM() // the TPM's state is saved before Done
 		logFile.Close()
 		close(m.done)
@@ -505,7 +510,7 @@ func (m *Machine) watchHalt(timeout time.Duration) {
 	defer cancel()
 	go func() {
 		select {
-		case <-m.done:
+		case <-m.exited:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -516,7 +521,7 @@ func (m *Machine) watchHalt(timeout time.Duration) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case <-m.done:
+	case <-m.exited:
 	case <-t.C:
 		fmt.Fprintf(m.logFile, "%s === %s: the guest said it was halting %v ago and qemu has not exited: ending qemu\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), m.cfg.Name, timeout)
 		m.plugPulled.Store(true)
@@ -526,19 +531,23 @@ func (m *Machine) watchHalt(timeout time.Duration) {
 
 // PlugPulled reports whether qemu was ended because the guest said it was
 // halting and did not go (HaltTimeout); the halt line still says whether
-// it was on its way to a reboot (GuestRebooted) or a power-off.
+// it was on its way to a reboot (GuestRebooted) or a power-off. Wait
+// says so as an error: the disks may not have been cleanly unmounted.
 func (m *Machine) PlugPulled() bool { return m.plugPulled.Load() }
 
 // Wait waits for qemu to exit. An exit status other than 0 is an error,
-// except where the launcher ended a machine stuck in its halt
-// (PlugPulled): the guest had asked to go.
+// and so is a machine that the launcher ended because it was stuck in its
+// halt (PlugPulled).
 func (m *Machine) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return fmt.Errorf("vm %s: waiting for qemu to exit: %w", m.cfg.Name, ctx.Err())
 	case <-m.done:
 	}
-	if m.waitErr != nil && !m.plugPulled.Load() {
+	if m.plugPulled.Load() {
+		return fmt.Errorf("vm %s: qemu had not exited %v after the guest said it was halting; ended it; the console's last lines:\n%s", m.cfg.Name, m.cfg.HaltTimeout, m.console.tail(20))
+	}
+	if m.waitErr != nil {
 		var ee *exec.ExitError
 		if errors.As(m.waitErr, &ee) {
 			return fmt.Errorf("vm %s: qemu exited with %v; the console's last lines:\n%s", m.cfg.Name, ee, m.console.tail(20))

@@ -243,9 +243,9 @@ func fakeQEMU(t *testing.T, lines []string, then string) string {
 }
 
 // TestStuckHaltIsEnded: a machine whose guest said it was halting and
-// whose qemu does not exit is ended HaltTimeout later, and counts as the
-// halt it said (a reboot boots again); one that has not said so is left
-// alone.
+// whose qemu does not exit is ended HaltTimeout later, Wait says so, and
+// the halt line still tells the reboot it was on its way to (launch boots
+// it again); one that has not said so is left alone.
 func TestStuckHaltIsEnded(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.NoTPM = true
@@ -257,8 +257,8 @@ func TestStuckHaltIsEnded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := m.Wait(ctx); err != nil {
-		t.Fatalf("a machine stuck in its halt: %v, want it ended with no error", err)
+	if err := m.Wait(ctx); err == nil || !strings.Contains(err.Error(), "had not exited 100ms after the guest said it was halting") {
+		t.Fatalf("a machine stuck in its halt: Wait: %v; want it ended, and said", err)
 	}
 	if !m.PlugPulled() || !m.GuestRebooted() {
 		t.Errorf("a machine stuck in its reboot: PlugPulled %v, GuestRebooted %v; want both", m.PlugPulled(), m.GuestRebooted())
@@ -285,7 +285,9 @@ func TestStuckHaltIsEnded(t *testing.T) {
 // kept in pieces, and what follows it is still read: a console that
 // stopped being read would stall the guest on its serial port.
 func TestConsoleLongLine(t *testing.T) {
-	long := strings.Repeat("x", 3*consoleMaxLine+7)
+	// Over 1 MiB: the longest line a bufio.Scanner took here once, after
+	// which it stopped reading.
+	long := strings.Repeat("x", 17*consoleMaxLine+7)
 	c := newConsole()
 	var log strings.Builder
 	c.copy(strings.NewReader("first\n"+long+"\nlast\nno newline"), &log)
@@ -300,5 +302,8 @@ func TestConsoleLongLine(t *testing.T) {
 	}
 	if !c.closed {
 		t.Error("the console is not closed at EOF")
+	}
+	if want := 1 + 18 + 2; len(c.lines) != want {
+		t.Errorf("%d lines kept, want %d: the first, the long one in 18 pieces, and two more", len(c.lines), want)
 	}
 }
