@@ -45,6 +45,9 @@ func (c *console) copy(r io.Reader, log io.Writer) {
 	c.mu.Unlock()
 }
 
+// logTime is the host's time now, as the console log stamps its lines.
+func logTime() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+
 // consoleMaxLine is the longest console line kept whole.
 const consoleMaxLine = 64 << 10
 
@@ -52,7 +55,7 @@ const consoleMaxLine = 64 << 10
 func (c *console) add(log io.Writer, raw string) {
 	// Firmware draws with terminal escapes; keep only the text.
 	line := strings.TrimRight(stripEscapes(strings.TrimSuffix(raw, "\n")), "\r ")
-	fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), line)
+	fmt.Fprintf(log, "%s %s\n", logTime(), line)
 	c.mu.Lock()
 	c.lines = append(c.lines, line)
 	close(c.changed)

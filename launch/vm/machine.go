@@ -406,7 +406,7 @@ func Start(cfg Config) (*Machine, error) {
 	}
 	cmd.Stderr = cmd.Stdout // qemu's own complaints go to the console log too
 	m := &Machine{cfg: c, cmd: cmd, console: newConsole(), logFile: logFile, exited: make(chan struct{}), done: make(chan struct{})}
-	fmt.Fprintf(logFile, "%s === %s: starting qemu (%s)\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), c.Name, c.Accel)
+	fmt.Fprintf(logFile, "%s === %s: starting qemu (%s)\n", logTime(), c.Name, c.Accel)
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		stopTPM()
@@ -506,16 +506,8 @@ func (m *Machine) Done() <-chan struct{} { return m.done }
 // watchHalt ends qemu if it has not exited timeout after the guest's halt
 // line (HaltTimeout says why). It returns when qemu exits.
 func (m *Machine) watchHalt(timeout time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-m.exited:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if _, _, err := m.console.wait(ctx, 0, pid1.HaltMessage); err != nil {
+	// The console ends when qemu exits, and the wait with it.
+	if _, _, err := m.console.wait(context.Background(), 0, pid1.HaltMessage); err != nil {
 		return // qemu exited first
 	}
 	t := time.NewTimer(timeout)
@@ -523,7 +515,7 @@ func (m *Machine) watchHalt(timeout time.Duration) {
 	select {
 	case <-m.exited:
 	case <-t.C:
-		fmt.Fprintf(m.logFile, "%s === %s: the guest said it was halting %v ago and qemu has not exited: ending qemu\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), m.cfg.Name, timeout)
+		fmt.Fprintf(m.logFile, "%s === %s: the guest said it was halting %v ago and qemu has not exited: ending qemu\n", logTime(), m.cfg.Name, timeout)
 		m.plugPulled.Store(true)
 		m.cmd.Process.Kill()
 	}
