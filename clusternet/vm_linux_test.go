@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/launch/vm"
+	"github.com/polis-os/polis/launch/vm/vmtest"
 	"github.com/polis-os/polis/node/pid1"
 )
 
@@ -44,7 +42,7 @@ func guestMain(m *testing.M) {
 		}
 	}
 	code := 1
-	if err := loadGuestModules(); err != nil {
+	if _, err := pid1.LoadModules(pid1.ModuleListPath); err != nil {
 		fmt.Println(err)
 	} else {
 		requireWireGuard = true
@@ -64,69 +62,12 @@ func guestMain(m *testing.M) {
 	select {}
 }
 
-func loadGuestModules() error {
-	b, err := os.ReadFile(pid1.ModuleListPath)
-	if err != nil {
-		return err
-	}
-	for _, path := range strings.Fields(string(b)) {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		err = unix.FinitModule(int(f.Fd()), "", 0)
-		f.Close()
-		if err != nil && err != unix.EEXIST {
-			return fmt.Errorf("loading %s: %w", path, err)
-		}
-	}
-	return nil
-}
-
 // TestNetworkNamespacesInVM boots the node image's kernel with this test binary as init
 // and checks that the namespace tests, WireGuard's included, passed there.
 func TestNetworkNamespacesInVM(t *testing.T) {
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("qemu-system-x86_64 is missing: %v", err)
-		}
-		t.Skip("qemu-system-x86_64 is not installed; skipping the VM test")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "cnvm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-
-	// This test binary, static, as the image's init.
-	self := filepath.Join(dir, "clusternet.test")
-	build := exec.CommandContext(ctx, "go", "test", "-c", "-trimpath", "-o", self, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the test binary: %v\n%s", err, out)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := image.Build(ctx, image.Config{
-		Agent: self, SourceDir: "..",
-		OutDir: filepath.Join(cache, "polis", "image", "out-clusternet"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.Start(vm.Config{
-		Name: "clusternet", Kernel: img.Kernel, Initramfs: img.Initramfs,
-		Dir: dir, Address: netip.MustParsePrefix("10.99.0.1/24"), QEMU: qemu,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Kill()
+	m := vmtest.Boot(ctx, t, "clusternet", vm.Config{Address: netip.MustParsePrefix("10.99.0.1/24")})
 	line, err := m.WaitConsole(ctx, vmDoneMarker)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/polis-os/polis/launch/image"
 	"github.com/polis-os/polis/launch/vm"
+	"github.com/polis-os/polis/node/pid1"
 	"github.com/polis-os/polis/ownerdir"
 )
 
@@ -332,14 +333,10 @@ func (m *vmMachine) boot(n *Node) error {
 		n.mu.Lock()
 		p.err = err
 		expected := p.expected
-		// The guest rebooted (the node API's Reboot): qemu runs with
-		// -no-reboot, so the launcher boots it again, as the machine's
-		// firmware would. The next run replaces this one before this one
-		// is marked ended, so no one sees the node stopped.
+		// The next run replaces this one before this one is marked
+		// ended, so no one sees the node stopped.
 		var rerr error
-		// A guest stuck on its way to a reboot, which the machine
-		// ended (vm.HaltTimeout), is booted again too.
-		rebooted := !expected && (err == nil || q.PlugPulled()) && q.GuestRebooted()
+		rebooted := bootsAgain(expected, err, q)
 		if rebooted {
 			rerr = m.boot(n)
 		}
@@ -348,7 +345,10 @@ func (m *vmMachine) boot(n *Node) error {
 		switch {
 		case rebooted && rerr == nil:
 			stuck := ""
-			if q.PlugPulled() {
+			switch {
+			case q.WatchdogFired():
+				stuck = fmt.Sprintf(" (reset by its hardware watchdog: the guest had stopped feeding it for %v; its console: %s)", pid1.WatchdogTimeout, n.Log)
+			case q.PlugPulled():
 				stuck = fmt.Sprintf(" (stuck on its way down %v after it said it was halting, so the launcher ended it; its console: %s)", vm.HaltTimeout, n.Log)
 			}
 			// A reboot PID 1 chose (it could not prepare the machine
@@ -366,6 +366,33 @@ func (m *vmMachine) boot(n *Node) error {
 		}
 	}()
 	return nil
+}
+
+// bootEnding is how a boot of a VM ended, as vm.Machine reports it.
+type bootEnding interface {
+	GuestRebooted() bool
+	GuestPoweredOff() bool
+	PlugPulled() bool
+	WatchdogFired() bool
+}
+
+// bootsAgain says whether the launcher boots a node's VM again once its
+// qemu has exited (waitErr is what Wait said), as the machine's firmware
+// would after a reset: qemu runs with -no-reboot, so every reset ends
+// it. That is a reboot the guest asked for (the node API's Reboot, or
+// PID 1's after a fatal boot error), including one stuck on its way
+// down that the machine ended (vm.HaltTimeout), and a reset by the
+// machine's hardware watchdog. Never a stop the launcher asked for
+// (expected), a power-off (also one that hung until the watchdog or the
+// launcher ended it: the guest meant to stay off), or a crash of qemu.
+func bootsAgain(expected bool, waitErr error, q bootEnding) bool {
+	switch {
+	case expected, q.GuestPoweredOff():
+		return false
+	case q.WatchdogFired():
+		return true
+	}
+	return (waitErr == nil || q.PlugPulled()) && q.GuestRebooted()
 }
 
 func (m *vmMachine) pid(p *process) int { return p.qemu.PID() }

@@ -15,7 +15,7 @@ var Floors = []Floor{
 		Folders: []string{
 			"api/", "event", "identity", "logring",
 			"internal/atomicfile", "internal/cmdmain", "internal/failpoint", "internal/testutil",
-			"internal/devmapper", "internal/mountinfo", "internal/kernelprofile", "internal/cgroupdir", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
+			"internal/devmapper", "internal/watchdog", "internal/mountinfo", "internal/kernelprofile", "internal/cgroupdir", "node/diskseal", "kube/pki", "kube/apiproxy", "kube/bundle",
 			"launch/debpkg", "launch/demoimage", "curator/backup",
 		},
 	},
@@ -58,7 +58,7 @@ var Floors = []Floor{
 		Name: "operator tools",
 		Why:  "what runs beside a cluster, not in it: polisctl's commands and the owner's configuration directory they share, the image and system-tree builders, VMs, test kits over whole nodes",
 		Folders: []string{
-			"polisctl", "ownerdir", "launch/image", "launch/systembuild", "launch/vm",
+			"polisctl", "ownerdir", "launch/image", "launch/systembuild", "launch/vm", "launch/vm/vmtest",
 			"node/nodetest", "kube/roletest",
 		},
 	},
@@ -95,7 +95,7 @@ type Floor struct {
 // kits may import them, never a package's own code.
 var TestKits = []string{
 	"internal/testutil", "event/eventtest", "kube/kubetest",
-	"node/nodetest", "kube/roletest", "internal/clustertest",
+	"node/nodetest", "kube/roletest", "internal/clustertest", "launch/vm/vmtest",
 }
 
 // Forbidden are arrows that the floors alone would allow but that must not

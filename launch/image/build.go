@@ -34,6 +34,7 @@ var DefaultModules = []string{
 	"ext4",                           // the data disk
 	"vfat", "nls_cp437", "nls_ascii", // the ESP and the code pages it is mounted with
 	"button", "evdev", // the ACPI power button: a clean power-off on request
+	"i6300esb", // the hardware watchdog PID 1 arms (with the watchdog core it needs)
 	"squashfs", // the read-only system disk (pid1.SystemRoot)
 	// The encrypted data disk: dm-crypt over the device-mapper, with
 	// aes-xts-plain64 (xts over ecb(aes); AES itself is built in, and

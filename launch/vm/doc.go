@@ -34,7 +34,11 @@
 // HaltTimeout later is stuck on its way down, out of reach of its node API
 // and its power button; Start's watcher ends qemu then, as a hardware
 // watchdog would reset the machine (PlugPulled; Wait returns an error),
-// and the halt line still tells a reboot from a power-off.
+// and the halt line still tells a reboot from a power-off. Every machine
+// also has a real one, an i6300esb, which PID 1 arms and feeds (package
+// node/pid1); when it fires, qemu resets the machine, which ends qemu,
+// and a second QMP monitor, which the machine reads events from, tells
+// the caller (WatchdogFired) and the console log.
 //
 // The Switch is a learning ethernet switch in the launcher's process that
 // qemu reaches with its stream netdev over a unix socket: per run, no

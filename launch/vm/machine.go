@@ -135,6 +135,9 @@ type Machine struct {
 	// plugPulled is set when watchHalt killed qemu because the guest
 	// had said it was halting and qemu had not exited HaltTimeout later.
 	plugPulled atomic.Bool
+	// watchdogFired is set when qemu reported that the guest's hardware
+	// watchdog fired (watchEvents).
+	watchdogFired atomic.Bool
 }
 
 // HaltTimeout is how long a machine has, from PID 1's halt line
@@ -219,7 +222,7 @@ func (c *Config) withDefaults() (Config, error) {
 			return o, fmt.Errorf("vm %s: agent flag %q: want NAME=VALUE, NAME one of %s, VALUE without spaces", o.Name, f, strings.Join(pid1.AgentFlags, ", "))
 		}
 	}
-	if n := max(len(o.qmpSocket()), len(o.tpmSocket())); n > 100 {
+	if n := max(len(o.qmpSocket()), len(o.tpmSocket()), len(o.eventsSocket())); n > 100 {
 		return o, fmt.Errorf("vm %s: the directory %s is too long for a unix socket path (%d bytes); use a shorter one", o.Name, o.Dir, n)
 	}
 	return o, nil
@@ -286,7 +289,7 @@ func (c *Config) args() []string {
 	if c.RestoreSnapshot != "" {
 		a = append(a, "-fw_cfg", "name="+pid1.RestoreSnapshotFWCfg+",file="+c.RestoreSnapshot)
 	}
-	return a
+	return append(a, c.eventsArgs()...)
 }
 
 // tcgParameters are given to the guest kernel under TCG only, where its
@@ -385,6 +388,7 @@ func Start(cfg Config) (*Machine, error) {
 		return nil, fmt.Errorf("vm %s: removing old parameters: %w", c.Name, err)
 	}
 	os.Remove(c.qmpSocket())
+	os.Remove(c.eventsSocket())
 	logFile, err := os.OpenFile(c.ConsoleLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", c.Name, err)
@@ -416,11 +420,14 @@ func Start(cfg Config) (*Machine, error) {
 	copied := make(chan struct{})
 	go func() { m.console.copy(stdout, logFile); close(copied) }()
 	go m.watchHalt(c.HaltTimeout)
+	eventsRead := make(chan struct{})
+	go m.watchEvents(eventsRead)
 	go func() {
 		<-copied // all output read before Wait closes the pipe
 		m.waitErr = cmd.Wait()
 		close(m.exited)
-		stopTPM() // the TPM's state is saved before Done
+		<-eventsRead // every event qemu sent, read before Done
+		stopTPM()    // the TPM's state is saved before Done
 		logFile.Close()
 		close(m.done)
 	}()
@@ -499,6 +506,28 @@ func (m *Machine) GuestRebooted() bool {
 	l, _ := m.console.last(pid1.HaltMessage)
 	return strings.Contains(l, pid1.RebootMessage)
 }
+
+// GuestPoweredOff reports whether the guest's last halt line before qemu
+// exited was a power-off's: whatever ended qemu after it (the power-off
+// itself, HaltTimeout, the watchdog), the guest meant to stay off. False
+// while qemu runs.
+func (m *Machine) GuestPoweredOff() bool {
+	select {
+	case <-m.done:
+	default:
+		return false
+	}
+	l, ok := m.console.last(pid1.HaltMessage)
+	return ok && !strings.Contains(l, pid1.RebootMessage)
+}
+
+// WatchdogFired reports whether the guest's hardware watchdog fired:
+// the guest stopped feeding it (PID 1 arms it and feeds it for as long as
+// it runs), and qemu reset the machine, which ends qemu (-no-reboot) with
+// status 0 and no halt line. Final once Done is closed. A machine on real
+// hardware would boot again after such a reset, and launch boots it again
+// unless the guest was on its way to a power-off (GuestPoweredOff).
+func (m *Machine) WatchdogFired() bool { return m.watchdogFired.Load() }
 
 // Done is closed when qemu has exited.
 func (m *Machine) Done() <-chan struct{} { return m.done }

@@ -111,26 +111,29 @@ func TestParametersFile(t *testing.T) {
 }
 
 // TestGuestRebooted: a reboot is told from a power-off by PID 1's halt
-// line, the last one of the boot.
+// line, the last one of the boot; without one, the guest said neither.
 func TestGuestRebooted(t *testing.T) {
 	for _, tc := range []struct {
-		lines []string
-		want  bool
+		lines              []string
+		reboot, poweredOff bool
 	}{
-		{[]string{"polis: machine ready", "polis: halting: reboot"}, true},
-		{[]string{"polis: FATAL: no disk", "polis: halting: reboot in 10s"}, true},
-		{[]string{"polis: halting: reboot", "polis: halting: power off"}, false},
-		{[]string{"polis: halting: power off"}, false},
-		{[]string{"Kernel panic - not syncing"}, false},
+		{[]string{"polis: machine ready", "polis: halting: reboot"}, true, false},
+		{[]string{"polis: FATAL: no disk", "polis: halting: reboot in 10s"}, true, false},
+		{[]string{"polis: halting: reboot", "polis: halting: power off"}, false, true},
+		{[]string{"polis: halting: power off"}, false, true},
+		{[]string{"Kernel panic - not syncing"}, false, false},
 	} {
 		m := &Machine{console: newConsole(), done: make(chan struct{})}
 		m.console.lines = tc.lines
-		if m.GuestRebooted() {
-			t.Errorf("%q: rebooted while qemu runs", tc.lines)
+		if m.GuestRebooted() || m.GuestPoweredOff() {
+			t.Errorf("%q: rebooted or powered off while qemu runs", tc.lines)
 		}
 		close(m.done)
-		if got := m.GuestRebooted(); got != tc.want {
-			t.Errorf("%q: GuestRebooted = %v, want %v", tc.lines, got, tc.want)
+		if got := m.GuestRebooted(); got != tc.reboot {
+			t.Errorf("%q: GuestRebooted = %v, want %v", tc.lines, got, tc.reboot)
+		}
+		if got := m.GuestPoweredOff(); got != tc.poweredOff {
+			t.Errorf("%q: GuestPoweredOff = %v, want %v", tc.lines, got, tc.poweredOff)
 		}
 	}
 }

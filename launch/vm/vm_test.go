@@ -103,6 +103,8 @@ func checkPrepared(t *testing.T, line string, img *image.Image, system bool) {
 		"root tmpfs (not rootfs; pivot_root tried: works)",
 		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
 		fmt.Sprintf("; %d modules", len(img.Modules)),
+		// every machine has an i6300esb (launch/vm), which PID 1 arms
+		fmt.Sprintf("; watchdog %q armed (timeout %v)", "i6300ESB timer", pid1.WatchdogTimeout),
 	}
 	if system {
 		wants = append(wants, fmt.Sprintf("(squashfs, ro, ID %.12s) on %s", img.SystemID, pid1.SystemRoot))

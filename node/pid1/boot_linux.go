@@ -83,11 +83,13 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 	if err := writeEtc(); err != nil {
 		return nil, err
 	}
-	n, err := loadModules(ModuleListPath)
+	n, err := LoadModules(ModuleListPath)
 	if err != nil {
 		return nil, err
 	}
 	step("loaded %d kernel modules", n)
+	dog := m.armWatchdog()
+	step("%s", dog)
 	m.prepareTPM()
 	if err := setSysctls(sysctls); err != nil {
 		return nil, err
@@ -149,8 +151,8 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 		m.unmountAll()
 		return nil, err
 	}
-	logf("%s root %s (not rootfs; pivot_root tried: works); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls",
-		PreparedMessage, root.FSType, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls))
+	logf("%s root %s (not rootfs; pivot_root tried: works); %s; cgroup2 controllers %s delegated, the agent in %s; %d modules, %d sysctls; %s",
+		PreparedMessage, root.FSType, system, strings.Join(ctrls, " "), cgroup, n, len(sysctls), dog)
 	return m, nil
 }
 

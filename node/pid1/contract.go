@@ -1,5 +1,7 @@
 package pid1
 
+import "time"
+
 // What the node image, the launcher and the agent as PID 1 agree on: the
 // image builder (launch/image) writes these paths, the launcher names the
 // disks and the command line, PID 1 reads them.
@@ -138,6 +140,26 @@ const (
 // built-in table AES, above all under TCG (launch/vm gives the guest
 // CPU the aes flag); without it, dm-crypt uses the built-in one.
 var OptionalModules = []string{"aesni_intel"}
+
+// ModuleParameters are the parameters PID 1 loads a module with, by the
+// module's name. The kernel's watchdog core (watchdog) would stop every
+// watchdog at reboot(2) by default; with stop_on_reboot=0 the hardware
+// watchdog PID 1 armed keeps counting until the machine resets, so a
+// machine stuck on its way down (a device's shutdown that never returns)
+// is reset too, not only one stuck while it runs.
+var ModuleParameters = map[string]string{"watchdog": "stop_on_reboot=0"}
+
+// WatchdogTimeout is how long the machine's hardware watchdog, which PID 1
+// arms at boot and feeds every WatchdogInterval while it runs, waits
+// before it resets a machine that stopped feeding it: long enough that a
+// busy machine (an emulated CPU on a loaded host) never misses it, short
+// enough that a hung node is back well before anyone would have to look.
+// A reset is a reboot: under qemu (-no-reboot), launch boots the machine
+// again, as firmware would.
+const (
+	WatchdogTimeout  = 60 * time.Second
+	WatchdogInterval = 10 * time.Second
+)
 
 // AgentFlags are the node agent's flags a machine's kernel command line may
 // set, as polis.FLAG=VALUE (polis.lease-ttl=5s): the same settings a

@@ -24,7 +24,11 @@
 //     image builder resolved it from the modules' .modinfo): the drivers
 //     of the machine, squashfs for the system disk, and what containers
 //     and pod traffic need (overlay, bridge, br_netfilter, veth,
-//     conntrack, NAT, nftables);
+//     conntrack, NAT, nftables); then arm the hardware watchdog, if the
+//     machine has one (internal/watchdog; under qemu an i6300esb), which
+//     PID 1 feeds from then on and never disarms: a machine that stops
+//     feeding it, hung anywhere from here to the end of its halt, is
+//     reset WatchdogTimeout later;
 //  3. set the kernel settings a node running containers needs (sysctls:
 //     forwarding, bridged traffic through netfilter, inotify limits, and
 //     what kubelet expects: overcommit, panic on oops, reboot 10 s after a

@@ -194,6 +194,8 @@ func testPrepared(t *testing.T, c *launch.Cluster, img *image.Image) {
 		fmt.Sprintf("(squashfs, ro, ID %.12s) on %s", img.SystemID, pid1.SystemRoot),
 		"cgroup2 controllers cpu cpuset io memory pids hugetlb delegated, the agent in /polis/agent",
 		fmt.Sprintf("; %d modules", len(img.Modules)),
+		// every machine has an i6300esb (launch/vm), which PID 1 arms
+		fmt.Sprintf("; watchdog %q armed (timeout %v)", "i6300ESB timer", pid1.WatchdogTimeout),
 	}
 	for _, n := range c.Nodes {
 		b, err := os.ReadFile(n.Log)

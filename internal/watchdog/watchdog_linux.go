@@ -1,0 +1,112 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DevicePath is the first watchdog device the kernel's watchdog core
+// makes. /dev/watchdog, its legacy name, is the same device.
+const DevicePath = "/dev/watchdog0"
+
+// Device is an armed watchdog: until Disarm, it resets the machine if
+// nothing feeds it for Timeout.
+type Device struct {
+	f        *os.File
+	identity string
+	timeout  time.Duration
+}
+
+// Open arms the watchdog at path and sets its timeout, in whole seconds
+// (at least one); the driver may round it, and Timeout says what it
+// took. A machine without the device gets an error wrapping
+// fs.ErrNotExist. If setting the timeout fails, the watchdog is disarmed
+// again before Open returns.
+func Open(path string, timeout time.Duration) (*Device, error) {
+	secs := int((timeout + time.Second - 1) / time.Second)
+	if secs < 1 {
+		return nil, fmt.Errorf("watchdog %s: timeout %v: want at least 1s", path, timeout)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	d := &Device{f: f}
+	fd := int(f.Fd())
+	if info, err := unix.IoctlGetWatchdogInfo(fd); err == nil {
+		d.identity = unix.ByteSliceToString(info.Identity[:])
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.WDIOC_SETTIMEOUT, secs); err != nil {
+		d.Disarm()
+		return nil, fmt.Errorf("watchdog %s: setting its timeout to %ds: %w", path, secs, err)
+	}
+	got, err := unix.IoctlGetInt(fd, unix.WDIOC_GETTIMEOUT)
+	if err != nil {
+		d.Disarm()
+		return nil, fmt.Errorf("watchdog %s: reading its timeout back: %w", path, err)
+	}
+	d.timeout = time.Duration(got) * time.Second
+	// The timeout counts from the last keepalive; start it afresh.
+	if err := d.Keepalive(); err != nil {
+		d.Disarm()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Identity is the driver's name for the watchdog ("i6300ESB timer"), or
+// "" if it gave none.
+func (d *Device) Identity() string { return d.identity }
+
+// Timeout is how long the watchdog waits for a keepalive before it
+// resets the machine.
+func (d *Device) Timeout() time.Duration { return d.timeout }
+
+// Keepalive feeds the watchdog: its timeout starts again.
+func (d *Device) Keepalive() error {
+	if err := unix.IoctlWatchdogKeepalive(int(d.f.Fd())); err != nil {
+		return fmt.Errorf("watchdog %s: keepalive: %w", d.f.Name(), err)
+	}
+	return nil
+}
+
+// Run feeds the watchdog every interval until ctx ends, then returns
+// ctx's error with the watchdog still armed. A keepalive that fails goes
+// to onError (which may be nil) and the next is tried at the next tick:
+// if none gets through, the watchdog resets the machine, as it should
+// for a machine that can no longer feed it.
+func (d *Device) Run(ctx context.Context, interval time.Duration, onError func(error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := d.Keepalive(); err != nil && onError != nil {
+				onError(err)
+			}
+		}
+	}
+}
+
+// Disarm stops the watchdog and closes the device. The stop is asked
+// for both ways drivers take it: WDIOS_DISABLECARD, and the magic close
+// (a 'V' written before the close). A driver built with nowayout refuses,
+// which Disarm reports: the watchdog then runs on.
+func (d *Device) Disarm() error {
+	d.f.Write([]byte("V")) // also a keepalive; the ioctl's answer decides
+	err := unix.IoctlSetPointerInt(int(d.f.Fd()), unix.WDIOC_SETOPTIONS, unix.WDIOS_DISABLECARD)
+	cerr := d.f.Close()
+	if err != nil {
+		return fmt.Errorf("watchdog %s: disarming: %w", d.f.Name(), err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("watchdog %s: closing: %w", d.f.Name(), cerr)
+	}
+	return nil
+}
