@@ -16,9 +16,11 @@
 // feeds it once, Run feeds it at an interval until its context ends.
 // Closing the device does not disarm it (the kernel warns and the timer
 // runs on): only Disarm does, which tells the driver the stop is meant
-// (the magic close). The node's PID 1 never disarms: it feeds the
-// watchdog for as long as it runs, and the kernel's watchdog core, told
-// stop_on_reboot=0, keeps it running through reboot(2), so that a
+// (the magic close). SetTimeout changes the timeout of an armed one. The
+// node's PID 1 never disarms: it feeds the watchdog while the machine
+// runs, and when it halts it gives the watchdog a last, longer timeout
+// and stops feeding it; the kernel's watchdog core, told
+// stop_on_reboot=0, keeps it counting through reboot(2), so that a
 // machine stuck on its way down is reset too.
 //
 // # What it does not do

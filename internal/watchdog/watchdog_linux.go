@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -24,11 +25,13 @@ type Device struct {
 // Open arms the watchdog at path and sets its timeout, in whole seconds
 // (at least one); the driver may round it, and Timeout says what it
 // took. A machine without the device gets an error wrapping
-// fs.ErrNotExist. If setting the timeout fails, the watchdog is disarmed
-// again before Open returns.
+// fs.ErrNotExist. If the timeout cannot be set, Open disarms the
+// watchdog again and returns the error; should the driver refuse that
+// too (nowayout), the watchdog runs on at the driver's own timeout, and
+// Open returns the Device with the error: whoever opened it must feed
+// it, or the machine resets.
 func Open(path string, timeout time.Duration) (*Device, error) {
-	secs := int((timeout + time.Second - 1) / time.Second)
-	if secs < 1 {
+	if timeout < time.Second {
 		return nil, fmt.Errorf("watchdog %s: timeout %v: want at least 1s", path, timeout)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
@@ -36,26 +39,38 @@ func Open(path string, timeout time.Duration) (*Device, error) {
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	d := &Device{f: f}
-	fd := int(f.Fd())
-	if info, err := unix.IoctlGetWatchdogInfo(fd); err == nil {
+	if info, err := unix.IoctlGetWatchdogInfo(int(f.Fd())); err == nil {
 		d.identity = unix.ByteSliceToString(info.Identity[:])
 	}
-	if err := unix.IoctlSetPointerInt(fd, unix.WDIOC_SETTIMEOUT, secs); err != nil {
-		d.Disarm()
-		return nil, fmt.Errorf("watchdog %s: setting its timeout to %ds: %w", path, secs, err)
-	}
-	got, err := unix.IoctlGetInt(fd, unix.WDIOC_GETTIMEOUT)
-	if err != nil {
-		d.Disarm()
-		return nil, fmt.Errorf("watchdog %s: reading its timeout back: %w", path, err)
-	}
-	d.timeout = time.Duration(got) * time.Second
-	// The timeout counts from the last keepalive; start it afresh.
-	if err := d.Keepalive(); err != nil {
-		d.Disarm()
+	if err := d.SetTimeout(timeout); err != nil {
+		if derr := d.Disarm(); derr != nil {
+			d.readTimeout(0)
+			return d, errors.Join(err, derr)
+		}
 		return nil, err
 	}
 	return d, nil
+}
+
+// SetTimeout sets the watchdog's timeout, in whole seconds (rounded up,
+// at least one; the driver may round it again: Timeout says what it
+// took), and feeds it, so that the new timeout counts from now.
+func (d *Device) SetTimeout(timeout time.Duration) error {
+	secs := max(1, int((timeout+time.Second-1)/time.Second))
+	if err := unix.IoctlSetPointerInt(int(d.f.Fd()), unix.WDIOC_SETTIMEOUT, secs); err != nil {
+		return fmt.Errorf("watchdog %s: setting its timeout to %ds: %w", d.f.Name(), secs, err)
+	}
+	d.readTimeout(time.Duration(secs) * time.Second)
+	return d.Keepalive()
+}
+
+// readTimeout sets Timeout from the driver, or to asked if the driver
+// does not say.
+func (d *Device) readTimeout(asked time.Duration) {
+	d.timeout = asked
+	if got, err := unix.IoctlGetInt(int(d.f.Fd()), unix.WDIOC_GETTIMEOUT); err == nil && got > 0 {
+		d.timeout = time.Duration(got) * time.Second
+	}
 }
 
 // Identity is the driver's name for the watchdog ("i6300ESB timer"), or
@@ -96,17 +111,16 @@ func (d *Device) Run(ctx context.Context, interval time.Duration, onError func(e
 
 // Disarm stops the watchdog and closes the device. The stop is asked
 // for both ways drivers take it: WDIOS_DISABLECARD, and the magic close
-// (a 'V' written before the close). A driver built with nowayout refuses,
-// which Disarm reports: the watchdog then runs on.
+// (a 'V' written before the close). A driver built with nowayout
+// refuses, which Disarm reports, leaving the device open and armed: it
+// must still be fed.
 func (d *Device) Disarm() error {
 	d.f.Write([]byte("V")) // also a keepalive; the ioctl's answer decides
-	err := unix.IoctlSetPointerInt(int(d.f.Fd()), unix.WDIOC_SETOPTIONS, unix.WDIOS_DISABLECARD)
-	cerr := d.f.Close()
-	if err != nil {
-		return fmt.Errorf("watchdog %s: disarming: %w", d.f.Name(), err)
+	if err := unix.IoctlSetPointerInt(int(d.f.Fd()), unix.WDIOC_SETOPTIONS, unix.WDIOS_DISABLECARD); err != nil {
+		return fmt.Errorf("watchdog %s: disarming it (it stays armed): %w", d.f.Name(), err)
 	}
-	if cerr != nil {
-		return fmt.Errorf("watchdog %s: closing: %w", d.f.Name(), cerr)
+	if err := d.f.Close(); err != nil {
+		return fmt.Errorf("watchdog %s: closing: %w", d.f.Name(), err)
 	}
 	return nil
 }

@@ -74,13 +74,17 @@ func (m *Machine) watchEvents(done chan<- struct{}) {
 // readQMPEvents speaks QMP on conn as a reader of events: it reads the
 // greeting, enters command mode (qmp_capabilities), then hands every
 // event to handle until the connection ends. qemu ending the connection
-// (its exit) is not an error.
+// (its exit) is not an error once the handshake is done; before, it is,
+// since no event could have come.
 func readQMPEvents(conn io.ReadWriter, handle func(name string, data json.RawMessage)) error {
 	r := bufio.NewReader(conn)
 	var greeted, ready bool
 	for {
 		line, err := r.ReadBytes('\n')
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			if !ready {
+				return fmt.Errorf("qmp: the monitor closed before the handshake ended (greeted: %v)", greeted)
+			}
 			return nil
 		}
 		if err != nil {

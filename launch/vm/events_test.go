@@ -13,7 +13,7 @@ import (
 func TestReadQMPEvents(t *testing.T) {
 	cases := []struct {
 		name    string
-		answer  string // to qmp_capabilities
+		answer  string // to qmp_capabilities; "": none, the monitor closes
 		events  []string
 		want    []string // event names handed over
 		wantErr string
@@ -30,6 +30,7 @@ func TestReadQMPEvents(t *testing.T) {
 		{name: "no events", answer: `{"return": {}}`},
 		{name: "refused", answer: `{"error": {"class": "GenericError", "desc": "no"}}`, wantErr: "qmp_capabilities"},
 		{name: "garbage", answer: `{"return": {}}`, events: []string{`not json`}, wantErr: "not json"},
+		{name: "closed before the answer", answer: "", wantErr: "before the handshake"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,8 +40,8 @@ func TestReadQMPEvents(t *testing.T) {
 				defer qemu.Close()
 				qemu.Write([]byte(`{"QMP": {"version": {"qemu": {"major": 7}}, "capabilities": ["oob"]}}` + "\n"))
 				cmd, err := bufio.NewReader(qemu).ReadString('\n')
-				if err != nil || !strings.Contains(cmd, `"qmp_capabilities"`) {
-					return // the reader fails the test: no answer comes
+				if err != nil || !strings.Contains(cmd, `"qmp_capabilities"`) || c.answer == "" {
+					return // closed before the handshake: an error
 				}
 				qemu.Write([]byte(c.answer + "\n"))
 				for _, e := range c.events {

@@ -522,9 +522,10 @@ func (m *Machine) GuestPoweredOff() bool {
 }
 
 // WatchdogFired reports whether the guest's hardware watchdog fired:
-// the guest stopped feeding it (PID 1 arms it and feeds it for as long as
-// it runs), and qemu reset the machine, which ends qemu (-no-reboot) with
-// status 0 and no halt line. Final once Done is closed. A machine on real
+// the guest stopped feeding it (PID 1 arms it and feeds it while the
+// machine runs) or its halt outlasted the last timeout PID 1 gave it, and
+// qemu reset the machine, which ends qemu (-no-reboot) with status 0.
+// Final once Done is closed. A machine on real
 // hardware would boot again after such a reset, and launch boots it again
 // unless the guest was on its way to a power-off (GuestPoweredOff).
 func (m *Machine) WatchdogFired() bool { return m.watchdogFired.Load() }

@@ -88,7 +88,7 @@ func Boot(logf func(format string, args ...any), opts BootOptions) (*Machine, er
 		return nil, err
 	}
 	step("loaded %d kernel modules", n)
-	dog := m.armWatchdog()
+	dog := armWatchdog(logf)
 	step("%s", dog)
 	m.prepareTPM()
 	if err := setSysctls(sysctls); err != nil {

@@ -154,11 +154,15 @@ var ModuleParameters = map[string]string{"watchdog": "stop_on_reboot=0"}
 // before it resets a machine that stopped feeding it: long enough that a
 // busy machine (an emulated CPU on a loaded host) never misses it, short
 // enough that a hung node is back well before anyone would have to look.
-// A reset is a reboot: under qemu (-no-reboot), launch boots the machine
-// again, as firmware would.
+// A halt has WatchdogHaltTimeout from its start, unfed: more than a slow
+// sync and unmount under TCG take, and more than launch/vm's HaltTimeout
+// (90 s), which ends a VM stuck in its halt first. A reset is a reboot:
+// under qemu (-no-reboot), launch boots the machine again, unless it was
+// powering off.
 const (
-	WatchdogTimeout  = 60 * time.Second
-	WatchdogInterval = 10 * time.Second
+	WatchdogTimeout     = 60 * time.Second
+	WatchdogInterval    = 10 * time.Second
+	WatchdogHaltTimeout = 2 * time.Minute
 )
 
 // AgentFlags are the node agent's flags a machine's kernel command line may

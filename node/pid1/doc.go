@@ -27,8 +27,9 @@
 //     conntrack, NAT, nftables); then arm the hardware watchdog, if the
 //     machine has one (internal/watchdog; under qemu an i6300esb), which
 //     PID 1 feeds from then on and never disarms: a machine that stops
-//     feeding it, hung anywhere from here to the end of its halt, is
-//     reset WatchdogTimeout later;
+//     feeding it (its kernel wedged, PID 1 no longer scheduled) is reset
+//     WatchdogTimeout later, and a halt that has not ended
+//     WatchdogHaltTimeout after it began is reset too;
 //  3. set the kernel settings a node running containers needs (sysctls:
 //     forwarding, bridged traffic through netfilter, inotify limits, and
 //     what kubelet expects: overcommit, panic on oops, reboot 10 s after a

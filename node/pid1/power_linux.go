@@ -17,9 +17,12 @@ import (
 const fatalPause = 10 * time.Second
 
 // Halt stops the machine: sync, unmount the storage (newest mount first),
-// sync again, then power off or reboot. It does not return.
+// sync again, then power off or reboot, all within WatchdogHaltTimeout
+// of its start if the machine has a watchdog (lastFeed). It does not
+// return.
 func (m *Machine) Halt(a Action) {
 	m.logf("%s: %s", HaltMessage, a)
+	lastFeed(m.logf)
 	unix.Sync()
 	m.unmountAll()
 	unix.Sync()
@@ -66,6 +69,7 @@ func (m *Machine) unmountAll() {
 func Fatal(logf func(string, ...any), err error) {
 	logf("%s: %v", FatalMessage, err)
 	logf("%s: reboot in %v", HaltMessage, fatalPause)
+	lastFeed(logf)
 	unix.Sync()
 	time.Sleep(fatalPause)
 	unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART)
