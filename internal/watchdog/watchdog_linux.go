@@ -90,11 +90,15 @@ func (d *Device) Keepalive() error {
 }
 
 // Run feeds the watchdog every interval until ctx ends, then returns
-// ctx's error with the watchdog still armed. A keepalive that fails goes
+// ctx's error with the watchdog still armed; an interval that is not
+// positive is refused at once. A keepalive that fails goes
 // to onError (which may be nil) and the next is tried at the next tick:
 // if none gets through, the watchdog resets the machine, as it should
 // for a machine that can no longer feed it.
 func (d *Device) Run(ctx context.Context, interval time.Duration, onError func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("watchdog %s: feeding every %v: want a positive interval", d.f.Name(), interval)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/polis-os/polis/internal/watchdog"
 )
@@ -40,7 +41,13 @@ func armWatchdog(logf func(string, ...any)) string {
 			return "hardware watchdog not armed"
 		}
 	}
-	interval := min(WatchdogInterval, d.Timeout()/3)
+	// At least three keepalives per timeout, whatever the driver took
+	// (in whole seconds); one that would not say which (a watchdog that
+	// refused to disarm) is fed every second.
+	interval := time.Second
+	if t := d.Timeout(); t > 0 {
+		interval = min(WatchdogInterval, t/3)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
