@@ -1,11 +1,8 @@
 package vm
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"time"
@@ -68,52 +65,5 @@ func (m *Machine) watchEvents(done chan<- struct{}) {
 	})
 	if err != nil {
 		fmt.Fprintf(m.logFile, "%s === %s: reading qemu's events: %v\n", logTime(), m.cfg.Name, err)
-	}
-}
-
-// readQMPEvents speaks QMP on conn as a reader of events: it reads the
-// greeting, enters command mode (qmp_capabilities), then hands every
-// event to handle until the connection ends. qemu ending the connection
-// (its exit) is not an error once the handshake is done; before, it is,
-// since no event could have come.
-func readQMPEvents(conn io.ReadWriter, handle func(name string, data json.RawMessage)) error {
-	r := bufio.NewReader(conn)
-	var greeted, ready bool
-	for {
-		line, err := r.ReadBytes('\n')
-		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-			if !ready {
-				return fmt.Errorf("qmp: the monitor closed before the handshake ended (greeted: %v)", greeted)
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var msg struct {
-			QMP    json.RawMessage `json:"QMP"`
-			Event  string          `json:"event"`
-			Data   json.RawMessage `json:"data"`
-			Return json.RawMessage `json:"return"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal(line, &msg); err != nil {
-			return fmt.Errorf("qmp: %q: %w", line, err)
-		}
-		switch {
-		case msg.Event != "":
-			handle(msg.Event, msg.Data)
-		case !greeted && msg.QMP != nil:
-			greeted = true
-			if _, err := io.WriteString(conn, "{\"execute\":\"qmp_capabilities\"}\n"); err != nil {
-				return fmt.Errorf("qmp_capabilities: %w", err)
-			}
-		case greeted && !ready && msg.Error != nil:
-			return fmt.Errorf("qmp_capabilities: %s", msg.Error)
-		case greeted && !ready && msg.Return != nil:
-			ready = true
-		default:
-			return fmt.Errorf("qmp: unexpected %q", line)
-		}
 	}
 }

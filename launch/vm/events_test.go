@@ -30,7 +30,7 @@ func TestReadQMPEvents(t *testing.T) {
 		{name: "no events", answer: `{"return": {}}`},
 		{name: "refused", answer: `{"error": {"class": "GenericError", "desc": "no"}}`, wantErr: "qmp_capabilities"},
 		{name: "garbage", answer: `{"return": {}}`, events: []string{`not json`}, wantErr: "not json"},
-		{name: "closed before the answer", answer: "", wantErr: "before the handshake"},
+		{name: "closed before the answer", answer: "", wantErr: "the events monitor: qmp qmp_capabilities: EOF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -498,13 +498,8 @@ func (m *Machine) Kill() error {
 // reboot ends qemu like a power-off; the caller boots the machine again.
 // False while qemu runs.
 func (m *Machine) GuestRebooted() bool {
-	select {
-	case <-m.done:
-	default:
-		return false
-	}
-	l, _ := m.console.last(pid1.HaltMessage)
-	return strings.Contains(l, pid1.RebootMessage)
+	l, ok := m.haltLine()
+	return ok && strings.Contains(l, pid1.RebootMessage)
 }
 
 // GuestPoweredOff reports whether the guest's last halt line before qemu
@@ -512,13 +507,19 @@ func (m *Machine) GuestRebooted() bool {
 // itself, HaltTimeout, the watchdog), the guest meant to stay off. False
 // while qemu runs.
 func (m *Machine) GuestPoweredOff() bool {
+	l, ok := m.haltLine()
+	return ok && !strings.Contains(l, pid1.RebootMessage)
+}
+
+// haltLine is the guest's last halt line (pid1.HaltMessage) of the boot,
+// once qemu has exited; none while it runs.
+func (m *Machine) haltLine() (string, bool) {
 	select {
 	case <-m.done:
+		return m.console.last(pid1.HaltMessage)
 	default:
-		return false
+		return "", false
 	}
-	l, ok := m.console.last(pid1.HaltMessage)
-	return ok && !strings.Contains(l, pid1.RebootMessage)
 }
 
 // WatchdogFired reports whether the guest's hardware watchdog fired:
