@@ -184,8 +184,16 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 				log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", n.Metadata.Name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
 			}
 		case wr, ok := <-rangeEvents:
-			if !ok || wr.Err() != nil {
-				return fmt.Errorf("watching the pod ranges: %v", wr.Err())
+			if !ok {
+				// Closed without a word: the context ended, or the
+				// client was closed under it.
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return errors.New("the watch of the pod ranges ended")
+			}
+			if err := wr.Err(); err != nil {
+				return fmt.Errorf("the watch of the pod ranges ended: %w", err)
 			}
 			for _, ev := range wr.Events {
 				r, ok := p.source.Range(ev.Kv.Key)
