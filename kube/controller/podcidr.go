@@ -100,6 +100,13 @@ type nodeObject struct {
 	} `json:"spec"`
 }
 
+// nodeEvent is what the Node watch reports: a Node added or changed, or
+// deleted.
+type nodeEvent struct {
+	node    nodeObject
+	deleted bool
+}
+
 // errWatchEnded is follow's return when the apiserver ended its Node
 // watch, as it does every few minutes by design.
 var errWatchEnded = errors.New("the Node watch ended")
@@ -149,7 +156,7 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 			waiting[n.Metadata.Name] = true
 		}
 	}
-	nodeEvents := make(chan nodeObject)
+	nodeEvents := make(chan nodeEvent)
 	watchDone := make(chan error, 1)
 	go func() { watchDone <- p.watchNodes(ctx, rv, nodeEvents) }()
 	defer func() {
@@ -162,10 +169,16 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			if err := p.patch(ctx, name, r); err != nil {
+			switch err := p.patch(ctx, name, r); {
+			case isNotFound(err):
+				// Deleted since it was seen, its DELETED event not
+				// read yet: nothing is left to set.
+				log.Info("the Node was deleted before its podCIDR could be set", zap.String("node", name), zap.Stringer("podRange", r))
+			case err != nil:
 				return err
+			default:
+				log.Info("set the Node's podCIDR", zap.String("node", name), zap.Stringer("podCIDR", r))
 			}
-			log.Info("set the Node's podCIDR", zap.String("node", name), zap.Stringer("podCIDR", r))
 			delete(waiting, name)
 		}
 		select {
@@ -177,7 +190,13 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 				return errWatchEnded
 			}
 			return fmt.Errorf("watching Nodes: %w", err)
-		case n := <-nodeEvents:
+		case ev := <-nodeEvents:
+			n := ev.node
+			if ev.deleted {
+				// Patching it would fail (404) and end this follow.
+				delete(waiting, n.Metadata.Name)
+				continue
+			}
 			if n.Spec.PodCIDR == "" {
 				waiting[n.Metadata.Name] = true
 			} else if r, ok := ranges[n.Metadata.Name]; ok && n.Spec.PodCIDR != r.String() {
@@ -249,9 +268,9 @@ func (p *podCIDRs) listNodes(ctx context.Context) ([]nodeObject, string, error) 
 	return list.Items, list.Metadata.ResourceVersion, nil
 }
 
-// watchNodes sends every Node added or changed after rv to out, until the
-// watch ends (ctx, or the apiserver ending it).
-func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeObject) error {
+// watchNodes sends every Node added, changed or deleted after rv to out,
+// until the watch ends (ctx, or the apiserver ending it).
+func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeEvent) error {
 	q := url.Values{"watch": {"1"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"false"}}
 	body, err := p.do(ctx, http.MethodGet, "/api/v1/nodes?"+q.Encode(), "", nil)
 	if err != nil {
@@ -267,15 +286,19 @@ func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeObj
 		if err := dec.Decode(&ev); err != nil {
 			return err
 		}
+		var sent nodeEvent
 		switch ev.Type {
 		case "ADDED", "MODIFIED":
+			sent = nodeEvent{node: ev.Object}
+		case "DELETED":
+			sent = nodeEvent{node: ev.Object, deleted: true}
 		case "ERROR":
 			return errors.New("the apiserver ended the watch (its resource version expired)")
 		default:
 			continue
 		}
 		select {
-		case out <- ev.Object:
+		case out <- sent:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -295,8 +318,28 @@ func (p *podCIDRs) patch(ctx context.Context, name string, r netip.Prefix) error
 	return body.Close()
 }
 
+// apiError is an answer of the apiserver other than 2xx, kept apart so
+// that a caller can tell a Node that is gone (isNotFound) from a failure.
+type apiError struct {
+	method, path string
+	status       string
+	code         int
+	msg          []byte
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s %s: %s: %s", e.method, e.path, e.status, e.msg)
+}
+
+// isNotFound says whether err is the apiserver's 404: the object does not
+// exist.
+func isNotFound(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.code == http.StatusNotFound
+}
+
 // do makes one request to the apiserver and returns the body of a 2xx
-// answer; any other is an error with the apiserver's message.
+// answer; any other is an *apiError with the apiserver's message.
 func (p *podCIDRs) do(ctx context.Context, method, path, contentType string, body []byte) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.server+path, bytes.NewReader(body))
 	if err != nil {
@@ -312,7 +355,7 @@ func (p *podCIDRs) do(ctx context.Context, method, path, contentType string, bod
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+		return nil, &apiError{method: method, path: path, status: resp.Status, code: resp.StatusCode, msg: bytes.TrimSpace(msg)}
 	}
 	return resp.Body, nil
 }
