@@ -42,6 +42,39 @@ import (
 // It follows both sides: the ranges in the curator's namespace (one etcd
 // watch) and the Nodes (a Kubernetes list, then a watch), and patches a
 // Node whose podCIDR is empty as soon as both its range and itself exist.
+// A Node deleted before that is dropped (its DELETED event, or the 404 of
+// the patch when that event has not been read yet).
+//
+// It also deletes the Node of a deleted Polis node. The curator gives a
+// node's range back to the pool only in the transaction that deletes the
+// node (DeleteNode; curator/podnetwork.go), and the next worker may get it; nothing else
+// deletes the old Node, which would then say the new worker's podCIDR.
+// A Node is deleted (as a Node already gone is no error, every controller
+// node may do the same):
+//
+//   - when a range's key is deleted: the Node named for the node that
+//     held it;
+//   - when the Nodes and ranges are read again (the apiserver ends its
+//     watch every few minutes): the Node of a node that held a range at
+//     the last look and holds none now;
+//   - when a Node, listed or reported by the watch, has a podCIDR while
+//     the node of its name holds no range, in a fresh read of etcd (the
+//     ranges watched may lag behind another controller node that has
+//     just set that podCIDR). Only this worker sets podCIDR, and only to
+//     a range the node holds, which it keeps until it is deleted: so its
+//     node was deleted, perhaps while no controller ran. Its podCIDR then
+//     names a range that another node holds, or none does.
+//
+// A Node whose podCIDR is empty and whose node holds no range is not
+// deleted on sight: it may be a live worker's, waiting for its range (the
+// pool was empty, say), which cannot be told from the Node of a node
+// deleted unseen before its podCIDR was set; that one names no range, so
+// it conflicts with no other Node, and stays. What was last seen is
+// forgotten when this runnable restarts (after a failure, or to renew its
+// certificate): a range deleted in between is caught only by the podCIDR
+// rule. A podCIDR set by hand on the Node of a node without a range gets
+// that Node deleted too: Nodes are the Polis nodes', and only this worker
+// is meant to set their podCIDR.
 
 // podCIDRUser is the Kubernetes user the agent sets podCIDRs as.
 const podCIDRUser = "polis:pod-cidr"
@@ -61,6 +94,9 @@ type podCIDRs struct {
 	status event.ValueWatch[*controlplane.Status]
 	// renew is when the run ends to issue a fresh certificate.
 	renew time.Time
+	// ranges are the ranges given out, by node ID, as last seen: kept
+	// by follow, and across its calls.
+	ranges map[string]netip.Prefix
 }
 
 // newPodCIDRs issues the client certificate and returns the runnable.
@@ -112,6 +148,7 @@ type nodeEvent struct {
 var errWatchEnded = errors.New("the Node watch ended")
 
 func (p *podCIDRs) run(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
 	defer p.hc.CloseIdleConnections()
 	if _, err := event.Get(ctx, p.status, event.Filter(func(s *controlplane.Status) bool { return s != nil && s.Ready })); err != nil {
 		return err
@@ -122,7 +159,7 @@ func (p *podCIDRs) run(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(ctx, p.renew)
 	defer cancel()
 	for {
-		err := p.follow(ctx)
+		err := p.follow(ctx, log)
 		switch {
 		case errors.Is(err, errWatchEnded):
 			continue
@@ -134,16 +171,27 @@ func (p *podCIDRs) run(ctx context.Context) error {
 	}
 }
 
-// follow lists the Nodes and the ranges, and then follows both until
-// either watch ends.
-func (p *podCIDRs) follow(ctx context.Context) error {
-	log := supervisor.Logger(ctx)
+// follow reads the ranges and lists the Nodes, and then follows both until
+// either watch ends. Between calls, p.ranges keeps the ranges last seen,
+// so that a holder that disappeared meanwhile is still noticed.
+func (p *podCIDRs) follow(ctx context.Context, log *zap.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ranges, rev, err := p.readRanges(ctx)
 	if err != nil {
 		return err
 	}
+	// The nodes that held a range at the last look and hold none now
+	// were deleted meanwhile (a range leaves its node only so).
+	for id, r := range p.ranges {
+		if _, ok := ranges[id]; ok {
+			continue
+		}
+		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
+			return err
+		}
+	}
+	p.ranges = ranges
 	rangeEvents := p.cli.Watch(clientv3.WithRequireLeader(ctx), p.source.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	nodes, rv, err := p.listNodes(ctx)
 	if err != nil {
@@ -152,8 +200,8 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 	// waiting are the Nodes whose podCIDR is empty, by name.
 	waiting := map[string]bool{}
 	for _, n := range nodes {
-		if n.Spec.PodCIDR == "" {
-			waiting[n.Metadata.Name] = true
+		if err := p.sawNode(ctx, log, n, waiting); err != nil {
+			return err
 		}
 	}
 	nodeEvents := make(chan nodeEvent)
@@ -165,7 +213,7 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 	}()
 	for {
 		for name := range waiting {
-			r, ok := ranges[name]
+			r, ok := p.ranges[name]
 			if !ok {
 				continue
 			}
@@ -191,16 +239,13 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 			}
 			return fmt.Errorf("watching Nodes: %w", err)
 		case ev := <-nodeEvents:
-			n := ev.node
 			if ev.deleted {
 				// Patching it would fail (404) and end this follow.
-				delete(waiting, n.Metadata.Name)
+				delete(waiting, ev.node.Metadata.Name)
 				continue
 			}
-			if n.Spec.PodCIDR == "" {
-				waiting[n.Metadata.Name] = true
-			} else if r, ok := ranges[n.Metadata.Name]; ok && n.Spec.PodCIDR != r.String() {
-				log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", n.Metadata.Name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
+			if err := p.sawNode(ctx, log, ev.node, waiting); err != nil {
+				return err
 			}
 		case wr, ok := <-rangeEvents:
 			if !ok {
@@ -214,23 +259,102 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 			if err := wr.Err(); err != nil {
 				return fmt.Errorf("the watch of the pod ranges ended: %w", err)
 			}
-			for _, ev := range wr.Events {
-				r, ok := p.source.Range(ev.Kv.Key)
-				if !ok {
-					continue
-				}
-				if ev.Type == clientv3.EventTypePut {
-					ranges[string(ev.Kv.Value)] = r
-					continue
-				}
-				for id, had := range ranges {
-					if had == r {
-						delete(ranges, id)
-					}
-				}
+			if err := p.sawRanges(ctx, log, wr.Events, waiting); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// sawRanges applies changes of the ranges to p.ranges, and deletes the
+// Node of every node whose range was deleted: its Polis node was deleted.
+func (p *podCIDRs) sawRanges(ctx context.Context, log *zap.Logger, events []*clientv3.Event, waiting map[string]bool) error {
+	gone := map[string]netip.Prefix{}
+	for _, ev := range events {
+		r, ok := p.source.Range(ev.Kv.Key)
+		if !ok {
+			continue
+		}
+		if ev.Type == clientv3.EventTypePut {
+			p.ranges[string(ev.Kv.Value)] = r
+			continue
+		}
+		for id, had := range p.ranges {
+			if had == r {
+				delete(p.ranges, id)
+				gone[id] = r
+			}
+		}
+	}
+	for id, r := range gone {
+		if _, ok := p.ranges[id]; ok {
+			// It holds a range again in the same batch: alive.
+			continue
+		}
+		delete(waiting, id)
+		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sawNode takes in Node n, as listed or as the watch reports it added or
+// changed: it waits for its range if its podCIDR is empty, is reported if
+// its podCIDR is not its node's range, and is deleted if its podCIDR is set
+// while its node holds no range (see the top of this file).
+func (p *podCIDRs) sawNode(ctx context.Context, log *zap.Logger, n nodeObject, waiting map[string]bool) error {
+	name := n.Metadata.Name
+	if n.Spec.PodCIDR == "" {
+		waiting[name] = true
+		return nil
+	}
+	delete(waiting, name)
+	if r, ok := p.ranges[name]; ok {
+		if n.Spec.PodCIDR != r.String() {
+			log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
+		}
+		return nil
+	}
+	// The ranges seen may lag behind another controller node that has
+	// just set this podCIDR from a range given after they were read:
+	// only a fresh read may say the node holds none.
+	now, _, err := p.readRanges(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := now[name]; ok {
+		return nil
+	}
+	why := "its Polis node holds no pod range, and its podCIDR names one that no node holds"
+	fields := []zap.Field{zap.String("podCIDR", n.Spec.PodCIDR)}
+	if r, err := netip.ParsePrefix(n.Spec.PodCIDR); err == nil {
+		for id, had := range now {
+			if had == r {
+				why = "its Polis node holds no pod range, and its podCIDR names another node's"
+				fields = append(fields, zap.String("podRangeHolder", id))
+			}
+		}
+	}
+	return p.deleteNode(ctx, log, name, why, fields...)
+}
+
+// deleteNode deletes Node name, whose Polis node was deleted, logging why;
+// a Node that is not there (never registered, or deleted by another
+// controller node first) is no error.
+func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, why string, fields ...zap.Field) error {
+	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), "", nil)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
+	}
+	if err := body.Close(); err != nil {
+		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
+	}
+	log.Info("deleted the Node of a deleted Polis node", append([]zap.Field{zap.String("node", name), zap.String("reason", why)}, fields...)...)
+	return nil
 }
 
 // readRanges reads the pod ranges given out, by node ID, and the etcd
