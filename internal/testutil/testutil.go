@@ -20,7 +20,8 @@
 // test takes a fresh /24 of it (Subnets). The octets in use: consensus 24,
 // curator 25, curator/client 26, node 27, polisctl 28, roleserve 29, nodeapi 31,
 // event/etcd 61, identity 62, test/e2e 78, kube/etcdproxy 80,
-// kube/controlplane 81, kubernetes/test 82, kube/pki 83, test/scale 86,
+// kube/controlplane 81, kubernetes/test 82, kube/pki 83, kube/controller 84,
+// test/scale 86,
 // kube/roletest 87, internal/testutil/etcdtest 88; launch uses 127.77
 // (its default) and 127.79.
 package testutil

@@ -4,11 +4,15 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
-	"go.uber.org/goleak"
+	"github.com/polis-os/polis/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package if a goroutine outlives the tests, waiting a
+// little for etcd's and HTTP's idle connections to wind down (the podcidr
+// tests run both).
+func TestMain(m *testing.M) { testutil.VerifyTestMainWithin(m, 15*time.Second) }
 
 // A configuration that cannot work is refused, naming what is wrong.
 func TestConfigValidate(t *testing.T) {

@@ -16,8 +16,10 @@
 //     confines the apiserver to the consensus namespace "kubernetes" on a
 //     private unix socket (kube/etcdproxy), the control-plane runner
 //     (kube/controlplane), and "podcidr", which sets each Node's
-//     spec.podCIDR to the pod range the curator gave that node
-//     (podcidr.go: who writes it and why).
+//     spec.podCIDR to the pod range the curator gave that node, and
+//     deletes the Node of a deleted Polis node, whose range goes back to
+//     the pool for the next worker (podcidr.go: who writes it and why,
+//     and which Nodes it deletes).
 //
 // Stop order: when the caller's run ends, the supervisor cancels both
 // children at once. An apiserver whose etcd is already gone hangs in its

@@ -42,6 +42,39 @@ import (
 // It follows both sides: the ranges in the curator's namespace (one etcd
 // watch) and the Nodes (a Kubernetes list, then a watch), and patches a
 // Node whose podCIDR is empty as soon as both its range and itself exist.
+// A Node deleted before that is dropped (its DELETED event, or the 404 of
+// the patch when that event has not been read yet).
+//
+// It also deletes the Node of a deleted Polis node. The curator gives a
+// node's range back to the pool only in the transaction that deletes the
+// node (DeleteNode; curator/podnetwork.go), and the next worker may get it; nothing else
+// deletes the old Node, which would then say the new worker's podCIDR.
+// A Node is deleted (as a Node already gone is no error, every controller
+// node may do the same):
+//
+//   - when a range's key is deleted: the Node named for the node that
+//     held it;
+//   - when the Nodes and ranges are read again (the apiserver ends its
+//     watch every few minutes): the Node of a node that held a range at
+//     the last look and holds none now;
+//   - when a Node, listed or reported by the watch, has a podCIDR while
+//     the node of its name holds no range, in a fresh read of etcd (the
+//     ranges watched may lag behind another controller node that has
+//     just set that podCIDR). Only this worker sets podCIDR, and only to
+//     a range the node holds, which it keeps until it is deleted: so its
+//     node was deleted, perhaps while no controller ran. Its podCIDR then
+//     names a range that another node holds, or none does.
+//
+// A Node whose podCIDR is empty and whose node holds no range is not
+// deleted on sight: it may be a live worker's, waiting for its range (the
+// pool was empty, say), which cannot be told from the Node of a node
+// deleted unseen before its podCIDR was set; that one names no range, so
+// it conflicts with no other Node, and stays. What was last seen is
+// forgotten when this runnable restarts (after a failure, or to renew its
+// certificate): a range deleted in between is caught only by the podCIDR
+// rule. A podCIDR set by hand on the Node of a node without a range gets
+// that Node deleted too: Nodes are the Polis nodes', and only this worker
+// is meant to set their podCIDR.
 
 // podCIDRUser is the Kubernetes user the agent sets podCIDRs as.
 const podCIDRUser = "polis:pod-cidr"
@@ -61,6 +94,9 @@ type podCIDRs struct {
 	status event.ValueWatch[*controlplane.Status]
 	// renew is when the run ends to issue a fresh certificate.
 	renew time.Time
+	// ranges are the ranges given out, by node ID, as last seen: kept
+	// by follow, and across its calls.
+	ranges map[string]netip.Prefix
 }
 
 // newPodCIDRs issues the client certificate and returns the runnable.
@@ -100,11 +136,19 @@ type nodeObject struct {
 	} `json:"spec"`
 }
 
+// nodeEvent is what the Node watch reports: a Node added or changed, or
+// deleted.
+type nodeEvent struct {
+	node    nodeObject
+	deleted bool
+}
+
 // errWatchEnded is follow's return when the apiserver ended its Node
 // watch, as it does every few minutes by design.
 var errWatchEnded = errors.New("the Node watch ended")
 
 func (p *podCIDRs) run(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
 	defer p.hc.CloseIdleConnections()
 	if _, err := event.Get(ctx, p.status, event.Filter(func(s *controlplane.Status) bool { return s != nil && s.Ready })); err != nil {
 		return err
@@ -115,7 +159,7 @@ func (p *podCIDRs) run(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(ctx, p.renew)
 	defer cancel()
 	for {
-		err := p.follow(ctx)
+		err := p.follow(ctx, log)
 		switch {
 		case errors.Is(err, errWatchEnded):
 			continue
@@ -127,16 +171,27 @@ func (p *podCIDRs) run(ctx context.Context) error {
 	}
 }
 
-// follow lists the Nodes and the ranges, and then follows both until
-// either watch ends.
-func (p *podCIDRs) follow(ctx context.Context) error {
-	log := supervisor.Logger(ctx)
+// follow reads the ranges and lists the Nodes, and then follows both until
+// either watch ends. Between calls, p.ranges keeps the ranges last seen,
+// so that a holder that disappeared meanwhile is still noticed.
+func (p *podCIDRs) follow(ctx context.Context, log *zap.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ranges, rev, err := p.readRanges(ctx)
 	if err != nil {
 		return err
 	}
+	// The nodes that held a range at the last look and hold none now
+	// were deleted meanwhile (a range leaves its node only so).
+	for id, r := range p.ranges {
+		if _, ok := ranges[id]; ok {
+			continue
+		}
+		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
+			return err
+		}
+	}
+	p.ranges = ranges
 	rangeEvents := p.cli.Watch(clientv3.WithRequireLeader(ctx), p.source.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	nodes, rv, err := p.listNodes(ctx)
 	if err != nil {
@@ -145,11 +200,11 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 	// waiting are the Nodes whose podCIDR is empty, by name.
 	waiting := map[string]bool{}
 	for _, n := range nodes {
-		if n.Spec.PodCIDR == "" {
-			waiting[n.Metadata.Name] = true
+		if err := p.sawNode(ctx, log, n, waiting); err != nil {
+			return err
 		}
 	}
-	nodeEvents := make(chan nodeObject)
+	nodeEvents := make(chan nodeEvent)
 	watchDone := make(chan error, 1)
 	go func() { watchDone <- p.watchNodes(ctx, rv, nodeEvents) }()
 	defer func() {
@@ -158,14 +213,20 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 	}()
 	for {
 		for name := range waiting {
-			r, ok := ranges[name]
+			r, ok := p.ranges[name]
 			if !ok {
 				continue
 			}
-			if err := p.patch(ctx, name, r); err != nil {
+			switch err := p.patch(ctx, name, r); {
+			case isNotFound(err):
+				// Deleted since it was seen, its DELETED event not
+				// read yet: nothing is left to set.
+				log.Info("the Node was deleted before its podCIDR could be set", zap.String("node", name), zap.Stringer("podRange", r))
+			case err != nil:
 				return err
+			default:
+				log.Info("set the Node's podCIDR", zap.String("node", name), zap.Stringer("podCIDR", r))
 			}
-			log.Info("set the Node's podCIDR", zap.String("node", name), zap.Stringer("podCIDR", r))
 			delete(waiting, name)
 		}
 		select {
@@ -177,33 +238,123 @@ func (p *podCIDRs) follow(ctx context.Context) error {
 				return errWatchEnded
 			}
 			return fmt.Errorf("watching Nodes: %w", err)
-		case n := <-nodeEvents:
-			if n.Spec.PodCIDR == "" {
-				waiting[n.Metadata.Name] = true
-			} else if r, ok := ranges[n.Metadata.Name]; ok && n.Spec.PodCIDR != r.String() {
-				log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", n.Metadata.Name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
+		case ev := <-nodeEvents:
+			if ev.deleted {
+				// Patching it would fail (404) and end this follow.
+				delete(waiting, ev.node.Metadata.Name)
+				continue
+			}
+			if err := p.sawNode(ctx, log, ev.node, waiting); err != nil {
+				return err
 			}
 		case wr, ok := <-rangeEvents:
-			if !ok || wr.Err() != nil {
-				return fmt.Errorf("watching the pod ranges: %v", wr.Err())
+			if !ok {
+				// Closed without a word: the context ended, or the
+				// client was closed under it.
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return errors.New("the watch of the pod ranges ended")
 			}
-			for _, ev := range wr.Events {
-				r, ok := p.source.Range(ev.Kv.Key)
-				if !ok {
-					continue
-				}
-				if ev.Type == clientv3.EventTypePut {
-					ranges[string(ev.Kv.Value)] = r
-					continue
-				}
-				for id, had := range ranges {
-					if had == r {
-						delete(ranges, id)
-					}
-				}
+			if err := wr.Err(); err != nil {
+				return fmt.Errorf("the watch of the pod ranges ended: %w", err)
+			}
+			if err := p.sawRanges(ctx, log, wr.Events, waiting); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// sawRanges applies changes of the ranges to p.ranges, and deletes the
+// Node of every node whose range was deleted: its Polis node was deleted.
+func (p *podCIDRs) sawRanges(ctx context.Context, log *zap.Logger, events []*clientv3.Event, waiting map[string]bool) error {
+	gone := map[string]netip.Prefix{}
+	for _, ev := range events {
+		r, ok := p.source.Range(ev.Kv.Key)
+		if !ok {
+			continue
+		}
+		if ev.Type == clientv3.EventTypePut {
+			p.ranges[string(ev.Kv.Value)] = r
+			continue
+		}
+		for id, had := range p.ranges {
+			if had == r {
+				delete(p.ranges, id)
+				gone[id] = r
+			}
+		}
+	}
+	for id, r := range gone {
+		if _, ok := p.ranges[id]; ok {
+			// It holds a range again in the same batch: alive.
+			continue
+		}
+		delete(waiting, id)
+		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sawNode takes in Node n, as listed or as the watch reports it added or
+// changed: it waits for its range if its podCIDR is empty, is reported if
+// its podCIDR is not its node's range, and is deleted if its podCIDR is set
+// while its node holds no range (see the top of this file).
+func (p *podCIDRs) sawNode(ctx context.Context, log *zap.Logger, n nodeObject, waiting map[string]bool) error {
+	name := n.Metadata.Name
+	if n.Spec.PodCIDR == "" {
+		waiting[name] = true
+		return nil
+	}
+	delete(waiting, name)
+	if r, ok := p.ranges[name]; ok {
+		if n.Spec.PodCIDR != r.String() {
+			log.Warn("a Node's podCIDR is not its pod range, and Kubernetes does not change one that is set", zap.String("node", name), zap.String("podCIDR", n.Spec.PodCIDR), zap.Stringer("podRange", r))
+		}
+		return nil
+	}
+	// The ranges seen may lag behind another controller node that has
+	// just set this podCIDR from a range given after they were read:
+	// only a fresh read may say the node holds none.
+	now, _, err := p.readRanges(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := now[name]; ok {
+		return nil
+	}
+	why := "its Polis node holds no pod range, and its podCIDR names one that no node holds"
+	fields := []zap.Field{zap.String("podCIDR", n.Spec.PodCIDR)}
+	if r, err := netip.ParsePrefix(n.Spec.PodCIDR); err == nil {
+		for id, had := range now {
+			if had == r {
+				why = "its Polis node holds no pod range, and its podCIDR names another node's"
+				fields = append(fields, zap.String("podRangeHolder", id))
+			}
+		}
+	}
+	return p.deleteNode(ctx, log, name, why, fields...)
+}
+
+// deleteNode deletes Node name, whose Polis node was deleted, logging why;
+// a Node that is not there (never registered, or deleted by another
+// controller node first) is no error.
+func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, why string, fields ...zap.Field) error {
+	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), "", nil)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
+	}
+	if err := body.Close(); err != nil {
+		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
+	}
+	log.Info("deleted the Node of a deleted Polis node", append([]zap.Field{zap.String("node", name), zap.String("reason", why)}, fields...)...)
+	return nil
 }
 
 // readRanges reads the pod ranges given out, by node ID, and the etcd
@@ -241,9 +392,9 @@ func (p *podCIDRs) listNodes(ctx context.Context) ([]nodeObject, string, error) 
 	return list.Items, list.Metadata.ResourceVersion, nil
 }
 
-// watchNodes sends every Node added or changed after rv to out, until the
-// watch ends (ctx, or the apiserver ending it).
-func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeObject) error {
+// watchNodes sends every Node added, changed or deleted after rv to out,
+// until the watch ends (ctx, or the apiserver ending it).
+func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeEvent) error {
 	q := url.Values{"watch": {"1"}, "resourceVersion": {rv}, "allowWatchBookmarks": {"false"}}
 	body, err := p.do(ctx, http.MethodGet, "/api/v1/nodes?"+q.Encode(), "", nil)
 	if err != nil {
@@ -259,15 +410,19 @@ func (p *podCIDRs) watchNodes(ctx context.Context, rv string, out chan<- nodeObj
 		if err := dec.Decode(&ev); err != nil {
 			return err
 		}
+		var sent nodeEvent
 		switch ev.Type {
 		case "ADDED", "MODIFIED":
+			sent = nodeEvent{node: ev.Object}
+		case "DELETED":
+			sent = nodeEvent{node: ev.Object, deleted: true}
 		case "ERROR":
 			return errors.New("the apiserver ended the watch (its resource version expired)")
 		default:
 			continue
 		}
 		select {
-		case out <- ev.Object:
+		case out <- sent:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -287,8 +442,28 @@ func (p *podCIDRs) patch(ctx context.Context, name string, r netip.Prefix) error
 	return body.Close()
 }
 
+// apiError is an answer of the apiserver other than 2xx, kept apart so
+// that a caller can tell a Node that is gone (isNotFound) from a failure.
+type apiError struct {
+	method, path string
+	status       string
+	code         int
+	msg          []byte
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s %s: %s: %s", e.method, e.path, e.status, e.msg)
+}
+
+// isNotFound says whether err is the apiserver's 404: the object does not
+// exist.
+func isNotFound(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.code == http.StatusNotFound
+}
+
 // do makes one request to the apiserver and returns the body of a 2xx
-// answer; any other is an error with the apiserver's message.
+// answer; any other is an *apiError with the apiserver's message.
 func (p *podCIDRs) do(ctx context.Context, method, path, contentType string, body []byte) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.server+path, bytes.NewReader(body))
 	if err != nil {
@@ -304,7 +479,7 @@ func (p *podCIDRs) do(ctx context.Context, method, path, contentType string, bod
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+		return nil, &apiError{method: method, path: path, status: resp.Status, code: resp.StatusCode, msg: bytes.TrimSpace(msg)}
 	}
 	return resp.Body, nil
 }
