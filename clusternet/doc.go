@@ -50,10 +50,14 @@
 //
 // The routes carry their own protocol number (158: "proto 158" in `ip
 // route`), which is how the reconciler finds its routes after a restart
-// and why it never touches a route it did not add. A failed step leaves
-// the kernel part-way, which the next attempt finishes: attempts repeat
-// with backoff, and as soon as the peers change; the error is in Status
-// (LastError) until an attempt succeeds. Every DefaultResync the kernel is
+// and why it never touches a route it did not add. A failed step stops
+// only the steps that depend on it (no route through a device that could
+// not be made, given its peers or brought up); the others go ahead, so
+// that one route the kernel refuses keeps neither the other peers' routes
+// out nor a departed peer's in. The kernel is left part-way, which the
+// next attempt finishes: attempts repeat with backoff, and as soon as the
+// peers change; every failed step's error, naming its route or device, is
+// in Status (LastError) until an attempt succeeds. Every DefaultResync the kernel is
 // checked again, which undoes what someone else changed.
 //
 // # What it does not do

@@ -22,10 +22,17 @@ type fakeKernel struct {
 	changes int
 	// fail, when set, makes the named method fail once.
 	fail map[string]error
+	// failRoute makes every change to a route to the destination fail,
+	// for as long as it is set: a route the kernel keeps refusing.
+	failRoute map[netip.Prefix]error
 }
 
 func newFakeKernel() *fakeKernel {
-	return &fakeKernel{routes: make(map[netip.Prefix]route), fail: make(map[string]error)}
+	return &fakeKernel{
+		routes:    make(map[netip.Prefix]route),
+		fail:      make(map[string]error),
+		failRoute: make(map[netip.Prefix]error),
+	}
 }
 
 func (k *fakeKernel) failing(method string) error {
@@ -147,6 +154,9 @@ func (k *fakeKernel) ReplaceRoute(r route) error {
 	if err := k.failing("ReplaceRoute"); err != nil {
 		return err
 	}
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
 	if r.Device != "" && (k.dev == nil || k.devName != r.Device || !k.dev.Up) {
 		return errors.New("network is down")
 	}
@@ -158,6 +168,9 @@ func (k *fakeKernel) ReplaceRoute(r route) error {
 func (k *fakeKernel) DeleteRoute(r route) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
 	if _, ok := k.routes[r.Dst]; ok {
 		k.changes++
 		delete(k.routes, r.Dst)

@@ -318,7 +318,7 @@ func TestRun(t *testing.T) {
 	k.mu.Unlock()
 	peers.Set([]Peer{testPeer(2), testPeer(3), testPeer(5)})
 	st = waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })
-	if !strings.Contains(st.LastError, "setting route 10.244.5.0/24 dev polis-wg: injected") || st.InSync {
+	if !strings.Contains(st.LastError, "setting route 10.244.5.0/24 dev polis-wg to node-5's pods: injected") || st.InSync {
 		t.Errorf("status after a failure: in sync %v, error %q", st.InSync, st.LastError)
 	}
 	st = waitStatus(t, status, func(s *Status) bool { return s.InSync })
@@ -411,4 +411,77 @@ func TestTunnelMTU(t *testing.T) {
 			t.Errorf("TunnelMTU(%d) = %d, want %d", link, got, want)
 		}
 	}
+}
+
+// A route the kernel keeps refusing fails every attempt, but blocks
+// neither the other peers' routes nor the removal of a departed peer's,
+// and the error names it and its peer.
+func TestReconcileRouteRefused(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode)
+			k := newFakeKernel()
+			if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+				t.Fatal(err)
+			}
+			refused := testPeer(4).PodCIDR
+			k.mu.Lock()
+			k.failRoute[refused] = errors.New("injected")
+			k.mu.Unlock()
+			// node-2 leaves; node-4, whose route is refused, and node-5
+			// come. The second attempt meets the same refusal.
+			peers := []Peer{testPeer(3), testPeer(4), testPeer(5)}
+			for attempt := 1; attempt <= 2; attempt++ {
+				err := reconcileOnce(t, c, k, peers)
+				if err == nil || !strings.Contains(err.Error(), "10.244.4.0/24") || !strings.Contains(err.Error(), "node-4") || !strings.Contains(err.Error(), "injected") {
+					t.Errorf("attempt %d: error %v, want one naming node-4's route 10.244.4.0/24", attempt, err)
+				}
+				_, routes := k.state()
+				for _, n := range []int{3, 5} {
+					if _, ok := routes[testPeer(n).PodCIDR]; !ok {
+						t.Errorf("attempt %d: node-%d has no route: %v", attempt, n, routes)
+					}
+				}
+				if _, ok := routes[testPeer(2).PodCIDR]; ok {
+					t.Errorf("attempt %d: departed node-2's route is still there", attempt)
+				}
+			}
+			k.mu.Lock()
+			delete(k.failRoute, refused)
+			k.mu.Unlock()
+			if err := reconcileOnce(t, c, k, peers); err != nil {
+				t.Fatal(err)
+			}
+			checkKernel(t, c, k, 3, 4, 5)
+		})
+	}
+}
+
+// When the device cannot take its peers, no route is pointed at it (the
+// peer it would carry to is missing), but a departed peer's route still
+// goes.
+func TestReconcileDeviceRefused(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.fail["ConfigureDevice"] = errors.New("injected")
+	k.mu.Unlock()
+	err := reconcileOnce(t, c, k, []Peer{testPeer(3), testPeer(4)})
+	if err == nil || !strings.Contains(err.Error(), "configuring WireGuard device polis-wg: injected") {
+		t.Errorf("error %v, want one naming the device's configuration", err)
+	}
+	_, routes := k.state()
+	if _, ok := routes[testPeer(4).PodCIDR]; ok {
+		t.Error("node-4's route points at a device that has not got node-4 as a peer")
+	}
+	if _, ok := routes[testPeer(2).PodCIDR]; ok {
+		t.Error("departed node-2's route is still there")
+	}
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(3), testPeer(4)}); err != nil {
+		t.Fatal(err)
+	}
+	checkKernel(t, c, k, 3, 4)
 }
