@@ -95,3 +95,34 @@ func decide(c Config, peers []Peer) desired {
 	}
 	return d
 }
+
+// yieldTo drops from d the peers whose pod range has a route someone else
+// added (a foreign destination) and none of this package's, each skipped
+// with a reason. Such a route is the node owner's choice of where that
+// range goes: taking it over would change it, and deleting it when the
+// peer leaves would lose it. A range that has a route of ours (an earlier
+// run's) stays ours, whatever other routes share its destination with
+// another metric.
+func (d *desired) yieldTo(foreign []netip.Prefix, ours []route) {
+	if len(foreign) == 0 {
+		return
+	}
+	taken := make(map[netip.Prefix]bool, len(foreign))
+	for _, dst := range foreign {
+		taken[dst] = true
+	}
+	for _, r := range ours {
+		delete(taken, r.Dst)
+	}
+	d.peers = slices.DeleteFunc(d.peers, func(p Peer) bool {
+		if !taken[p.PodCIDR] {
+			return false
+		}
+		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: "pod range " + p.PodCIDR.String() + " already has a route this node did not add"})
+		delete(d.routes, p.PodCIDR)
+		if d.device != nil {
+			delete(d.device.Peers, p.PublicKey)
+		}
+		return true
+	})
+}

@@ -50,7 +50,11 @@
 //
 // The routes carry their own protocol number (158: "proto 158" in `ip
 // route`), which is how the reconciler finds its routes after a restart
-// and why it never touches a route it did not add. A failed step stops
+// and why it never touches a route it did not add: only routes of its own
+// are replaced or deleted, a new one is added (which the kernel refuses
+// rather than overwrite another), and a peer whose pod range already has
+// someone else's route to exactly that range in the main table is
+// skipped, the range left to that route. A failed step stops
 // only the steps that depend on it (no route through a device that could
 // not be made, given its peers or brought up); the others go ahead, so
 // that one route the kernel refuses keeps neither the other peers' routes

@@ -18,6 +18,8 @@ type fakeKernel struct {
 	dev     *device
 	devName string
 	routes  map[netip.Prefix]route
+	// foreign are the destinations of routes someone else added.
+	foreign map[netip.Prefix]bool
 	// changes counts the calls that changed something.
 	changes int
 	// fail, when set, makes the named method fail once.
@@ -30,6 +32,7 @@ type fakeKernel struct {
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{
 		routes:    make(map[netip.Prefix]route),
+		foreign:   make(map[netip.Prefix]bool),
 		fail:      make(map[string]error),
 		failRoute: make(map[netip.Prefix]error),
 	}
@@ -142,10 +145,30 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 	return nil
 }
 
-func (k *fakeKernel) Routes() ([]route, error) {
+func (k *fakeKernel) Routes() ([]route, []netip.Prefix, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return slices.Collect(maps.Values(k.routes)), nil
+	return slices.Collect(maps.Values(k.routes)), slices.Collect(maps.Keys(k.foreign)), nil
+}
+
+func (k *fakeKernel) AddRoute(r route) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("AddRoute"); err != nil {
+		return err
+	}
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
+	if _, ours := k.routes[r.Dst]; ours || k.foreign[r.Dst] {
+		return fmt.Errorf("%v already has a route: file exists", r.Dst)
+	}
+	if r.Device != "" && (k.dev == nil || k.devName != r.Device || !k.dev.Up) {
+		return errors.New("network is down")
+	}
+	k.changes++
+	k.routes[r.Dst] = r
+	return nil
 }
 
 func (k *fakeKernel) ReplaceRoute(r route) error {
@@ -161,6 +184,9 @@ func (k *fakeKernel) ReplaceRoute(r route) error {
 		return errors.New("network is down")
 	}
 	k.changes++
+	// Like Linux, a replacement matches a route by destination, not by
+	// who added it: someone else's route becomes this one.
+	delete(k.foreign, r.Dst)
 	k.routes[r.Dst] = r
 	return nil
 }

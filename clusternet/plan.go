@@ -20,8 +20,11 @@ type plan struct {
 	setMTU    bool
 	configure deviceChange
 	setUp     bool
-	replace   []route // sorted by destination
-	delete    []route // sorted by destination
+	// add are the routes to destinations that have none of ours: added,
+	// never replacing, so that someone else's route is never taken over.
+	add     []route // sorted by destination
+	replace []route // sorted by destination
+	delete  []route // sorted by destination
 	// nodes are the peers' node IDs by pod range, for naming the peer of
 	// a route that fails.
 	nodes map[netip.Prefix]string
@@ -29,18 +32,20 @@ type plan struct {
 
 func (p plan) empty() bool {
 	return !p.deleteDevice && !p.createDevice && !p.setMTU && p.configure.empty() && !p.setUp &&
-		len(p.replace) == 0 && len(p.delete) == 0
+		len(p.add) == 0 && len(p.replace) == 0 && len(p.delete) == 0
 }
 
 func (p plan) String() string {
-	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, replace %d routes, delete %d routes",
+	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, add %d routes, replace %d routes, delete %d routes",
 		p.deleteDevice, p.createDevice, p.setMTU, p.configure.PrivateKey != nil, p.configure.ListenPort != nil,
-		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.replace), len(p.delete))
+		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.add), len(p.replace), len(p.delete))
 }
 
 // diff is the plan that takes the kernel from (dev, routes) to want. dev is
 // the device of want's name as it is (nil: absent); routes are the marked
-// routes as they are.
+// routes as they are. want must not route a destination that has someone
+// else's route (desired.yieldTo): diff would plan to add it, which the
+// kernel refuses.
 func diff(want desired, dev *device, routes []route) plan {
 	p := plan{nodes: make(map[netip.Prefix]string, len(want.peers))}
 	for _, peer := range want.peers {
@@ -88,13 +93,18 @@ func diff(want desired, dev *device, routes []route) plan {
 		have[r.Dst] = r
 	}
 	for _, r := range want.routes {
+		h, ok := have[r.Dst]
+		switch {
+		case !ok:
+			p.add = append(p.add, r)
 		// A new device has none of its routes yet, whatever an old device
 		// of the same name had: the kernel dropped them with it.
-		if h, ok := have[r.Dst]; !ok || h != r || p.createDevice && r.Device != "" {
+		case h != r || p.createDevice && r.Device != "":
 			p.replace = append(p.replace, r)
 		}
 	}
 	byDst := func(a, b route) int { return comparePrefix(a.Dst, b.Dst) }
+	slices.SortFunc(p.add, byDst)
 	slices.SortFunc(p.replace, byDst)
 	slices.SortFunc(p.delete, byDst)
 	return p
@@ -102,7 +112,9 @@ func diff(want desired, dev *device, routes []route) plan {
 
 // apply carries p out on k, for the device called name, in an order that
 // keeps traffic flowing: the device is ready before routes point at it, and
-// routes are replaced in place (never deleted and added again).
+// routes are replaced in place (never deleted and added again). Only the
+// marked routes are replaced; a new one is added, which the kernel refuses
+// when someone else's route has its destination.
 //
 // A step that fails does not stop the steps that do not depend on it: one
 // route the kernel refuses (and would refuse again at every attempt) must
@@ -139,10 +151,16 @@ func (p plan) apply(k kernel, name string) error {
 	if ready && p.setUp && fail(k.SetUp(name), "bringing WireGuard device %s up", name) {
 		ready = false
 	}
-	for _, r := range p.replace {
+	for _, r := range p.add {
 		if r.Device != "" && !ready {
 			// The device's error says why; the route waits for the next
 			// attempt.
+			continue
+		}
+		fail(k.AddRoute(r), "adding route %v to %s", r, p.nodeOf(r))
+	}
+	for _, r := range p.replace {
+		if r.Device != "" && !ready {
 			continue
 		}
 		fail(k.ReplaceRoute(r), "setting route %v to %s", r, p.nodeOf(r))

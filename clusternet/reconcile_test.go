@@ -277,8 +277,8 @@ func TestDiffNew(t *testing.T) {
 	if !p.createDevice || !p.setUp || p.configure.PrivateKey == nil || p.configure.ListenPort == nil {
 		t.Errorf("plan for a new device: %v", p)
 	}
-	if len(p.configure.Set) != 2 || len(p.replace) != 2 || p.replace[0].Dst != testPeer(2).PodCIDR {
-		t.Errorf("plan for a new device: %v, routes %v", p, p.replace)
+	if len(p.configure.Set) != 2 || len(p.add) != 2 || p.add[0].Dst != testPeer(2).PodCIDR || len(p.replace) != 0 {
+		t.Errorf("plan for a new device: %v, routes %v", p, p.add)
 	}
 }
 
@@ -314,11 +314,11 @@ func TestRun(t *testing.T) {
 	// A failure is in the status, names what failed, and is retried
 	// without new peers.
 	k.mu.Lock()
-	k.fail["ReplaceRoute"] = errors.New("injected")
+	k.fail["AddRoute"] = errors.New("injected")
 	k.mu.Unlock()
 	peers.Set([]Peer{testPeer(2), testPeer(3), testPeer(5)})
 	st = waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })
-	if !strings.Contains(st.LastError, "setting route 10.244.5.0/24 dev polis-wg to node-5's pods: injected") || st.InSync {
+	if !strings.Contains(st.LastError, "adding route 10.244.5.0/24 dev polis-wg to node-5's pods: injected") || st.InSync {
 		t.Errorf("status after a failure: in sync %v, error %q", st.InSync, st.LastError)
 	}
 	st = waitStatus(t, status, func(s *Status) bool { return s.InSync })
@@ -484,4 +484,66 @@ func TestReconcileDeviceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkKernel(t, c, k, 3, 4)
+}
+
+// A route someone else added to exactly a peer's pod range is left alone,
+// through the peer coming and going: the peer is skipped with a reason,
+// and the other peers are configured.
+func TestReconcileForeignRoute(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode)
+			k := newFakeKernel()
+			theirs := testPeer(3).PodCIDR
+			k.foreign[theirs] = true
+			r := &reconciler{c: c, k: k, log: zaptest.NewLogger(t)}
+			if err := r.reconcile([]Peer{testPeer(2), testPeer(3), testPeer(4)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if !k.foreign[theirs] {
+				t.Error("the foreign route to node-3's pod range was taken over")
+			}
+			if got := r.status.PeerIDs(); strings.Join(got, " ") != "node-2 node-4" {
+				t.Errorf("configured peers %v, want node-2 and node-4", got)
+			}
+			if s := r.status.Skipped; len(s) != 1 || s[0].NodeID != "node-3" || !strings.Contains(s[0].Reason, "10.244.3.0/24 already has a route this node did not add") {
+				t.Errorf("skipped %+v, want node-3 for its pod range's foreign route", s)
+			}
+			checkKernel(t, c, k, 2, 4)
+			// Again, nothing changes; and when node-3 goes, nor does its
+			// range's route.
+			before := k.changeCount()
+			if err := r.reconcile([]Peer{testPeer(2), testPeer(3), testPeer(4)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if n := k.changeCount() - before; n != 0 {
+				t.Errorf("reconciling the same peers again made %d changes", n)
+			}
+			if err := r.reconcile([]Peer{testPeer(2)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if !k.foreign[theirs] {
+				t.Error("the foreign route to node-3's pod range went with node-3")
+			}
+			checkKernel(t, c, k, 2)
+		})
+	}
+}
+
+// A route someone else adds between the reading of the kernel and the
+// change is not taken over either: the new route is added, not replaced,
+// and the kernel's refusal names it.
+func TestApplyNeverTakesOver(t *testing.T) {
+	c := testConfig(ModePlain)
+	k := newFakeKernel()
+	p := diff(decide(c, []Peer{testPeer(2), testPeer(3)}), nil, nil)
+	theirs := testPeer(2).PodCIDR
+	k.foreign[theirs] = true
+	err := p.apply(k, c.Device)
+	if err == nil || !strings.Contains(err.Error(), "adding route 10.244.2.0/24 via 192.168.0.2 to node-2's pods") {
+		t.Errorf("error %v, want one naming node-2's route", err)
+	}
+	if _, routes := k.state(); !k.foreign[theirs] || len(routes) != 1 {
+		t.Errorf("routes %v (foreign one kept: %v), want node-3's alone and the foreign one kept", routes, k.foreign[theirs])
+	}
 }
