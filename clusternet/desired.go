@@ -39,8 +39,10 @@ func decide(c Config, peers []Peer) desired {
 	skip := func(p Peer, reason string) {
 		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})
 	}
+	addrs := clusterAddresses(c, peers)
 	var candidates []Peer
 	for _, p := range peers {
+		held, holds := addrs.heldBy(p.PodCIDR)
 		switch {
 		case !p.Address.IsValid():
 			skip(p, "no cluster address")
@@ -48,6 +50,11 @@ func decide(c Config, peers []Peer) desired {
 			skip(p, "no pod range")
 		case c.Address.IsValid() && p.Address.Unmap() == c.Address.Unmap():
 			skip(p, "has this node's own address")
+		case holds:
+			// Its route would take what goes to that address, WireGuard's
+			// own packets to the node included, into the tunnel (or to
+			// this peer): the node would be cut off.
+			skip(p, "pod range "+p.PodCIDR.String()+" holds "+held.owner+" address "+held.addr.String())
 		case c.PodCIDR.IsValid() && p.PodCIDR.Overlaps(c.PodCIDR):
 			skip(p, "pod range "+p.PodCIDR.String()+" overlaps this node's own "+c.PodCIDR.String())
 		case c.Mode == ModeWireGuard && p.PublicKey.IsZero():
@@ -125,4 +132,47 @@ func (d *desired) yieldTo(foreign []netip.Prefix, ours []route) {
 		}
 		return true
 	})
+}
+
+// nodeAddress is a node's cluster address, and whose it is as a reason
+// says it ("this node's own", "node-2's").
+type nodeAddress struct {
+	addr  netip.Addr
+	owner string
+}
+
+// addressList is the nodes' cluster addresses, sorted.
+type addressList []nodeAddress
+
+// clusterAddresses lists this node's and every peer's cluster address,
+// unmapped and without zones, as a route's destination would match them.
+func clusterAddresses(c Config, peers []Peer) addressList {
+	var l addressList
+	if c.Address.IsValid() {
+		l = append(l, nodeAddress{c.Address.Unmap().WithZone(""), "this node's own"})
+	}
+	for _, p := range peers {
+		if p.Address.IsValid() {
+			l = append(l, nodeAddress{p.Address.Unmap().WithZone(""), p.NodeID + "'s"})
+		}
+	}
+	// Stable, so that of two nodes given the same address the reason
+	// names this node, then the first peer.
+	slices.SortStableFunc(l, func(a, b nodeAddress) int { return a.addr.Compare(b.addr) })
+	return l
+}
+
+// heldBy returns the lowest of the addresses that r holds, if any. The
+// addresses are sorted and a prefix is one contiguous range, so only the
+// first address at or after r's start can be in it.
+func (l addressList) heldBy(r netip.Prefix) (nodeAddress, bool) {
+	if !r.IsValid() {
+		return nodeAddress{}, false
+	}
+	r = r.Masked()
+	i, _ := slices.BinarySearchFunc(l, r.Addr(), func(a nodeAddress, start netip.Addr) int { return a.addr.Compare(start) })
+	if i < len(l) && r.Contains(l[i].addr) {
+		return l[i], true
+	}
+	return nodeAddress{}, false
 }

@@ -25,7 +25,9 @@
 // decide (desired.go) needs nothing but the configuration and the peers: it
 // drops the peers that cannot be configured (no address or pod range, no
 // public key in WireGuard mode, this node itself, a pod range overlapping
-// this node's or another peer's), each with a reason in Status, and keeps
+// this node's or another peer's, a pod range holding a node's cluster
+// address, whose route would carry the tunnel's own packets into the
+// tunnel and cut the node off), each with a reason in Status, and keeps
 // the others. diff (plan.go) compares that with what the kernel has and
 // says only what differs, so that running it again with the same peers, or
 // from a restarted agent that finds the device and routes of its previous

@@ -547,3 +547,48 @@ func TestApplyNeverTakesOver(t *testing.T) {
 		t.Errorf("routes %v (foreign one kept: %v), want node-3's alone and the foreign one kept", routes, k.foreign[theirs])
 	}
 }
+
+// A peer whose pod range holds a node's cluster address (this node's, a
+// peer's, or its own) is skipped: its route would send what goes to that
+// address, WireGuard's own packets to the peer included, into the tunnel
+// or to the peer, cutting the node off from it.
+func TestDecideAddressInPodRange(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode) // this node is 192.168.0.1
+			holdsOwn := testPeer(5)
+			holdsOwn.PodCIDR = netip.MustParsePrefix("192.168.0.0/30")
+			holdsPeer := testPeer(6)
+			holdsPeer.PodCIDR = netip.MustParsePrefix("192.168.0.3/32")
+			holdsItself := testPeer(7)
+			holdsItself.PodCIDR = netip.MustParsePrefix("192.168.0.0/24")
+			holdsItself.Address = netip.MustParseAddr("192.168.0.77")
+			mapped := testPeer(3)
+			mapped.Address = netip.MustParseAddr("::ffff:192.168.0.3")
+			d := decide(c, []Peer{testPeer(2), holdsOwn, holdsPeer, holdsItself, mapped})
+			var got []string
+			for _, p := range d.peers {
+				got = append(got, p.NodeID)
+			}
+			if want := "node-2 node-3"; strings.Join(got, " ") != want {
+				t.Errorf("configured peers %q, want %q", got, want)
+			}
+			skipped := make(map[string]string)
+			for _, s := range d.skipped {
+				skipped[s.NodeID] = s.Reason
+			}
+			for node, reason := range map[string]string{
+				"node-5": "pod range 192.168.0.0/30 holds this node's own address 192.168.0.1",
+				"node-6": "pod range 192.168.0.3/32 holds node-3's address 192.168.0.3",
+				"node-7": "pod range 192.168.0.0/24 holds",
+			} {
+				if r := skipped[node]; !strings.Contains(r, reason) {
+					t.Errorf("%s skipped for %q, want a reason with %q", node, r, reason)
+				}
+			}
+			if len(d.routes) != 2 {
+				t.Errorf("routes %v, want node-2's and node-3's", d.routes)
+			}
+		})
+	}
+}
