@@ -40,6 +40,10 @@ func decide(c Config, peers []Peer) desired {
 		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})
 	}
 	addrs := clusterAddresses(c, peers)
+	var ownKey Key
+	if c.Mode == ModeWireGuard {
+		ownKey = c.PrivateKey.PublicKey()
+	}
 	var candidates []Peer
 	for _, p := range peers {
 		held, holds := addrs.heldBy(p.PodCIDR)
@@ -59,6 +63,11 @@ func decide(c Config, peers []Peer) desired {
 			skip(p, "pod range "+p.PodCIDR.String()+" overlaps this node's own "+c.PodCIDR.String())
 		case c.Mode == ModeWireGuard && p.PublicKey.IsZero():
 			skip(p, "no WireGuard public key published yet")
+		case c.Mode == ModeWireGuard && p.PublicKey == ownKey:
+			// Another node with this node's key (a cloned data disk, say):
+			// WireGuard ignores a peer with the device's own key, without
+			// an error, so the peer would never be configured.
+			skip(p, "same WireGuard key as this node")
 		case c.Mode == ModePlain && p.Address.Unmap().Is4() != p.PodCIDR.Addr().Is4():
 			skip(p, "plain routes need the address and the pod range in the same IP family")
 		default:

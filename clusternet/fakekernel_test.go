@@ -124,6 +124,8 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 	k.changes++
 	if c.PrivateKey != nil {
 		k.dev.PrivateKey = *c.PrivateKey
+		// Like WireGuard, a peer with the new key's public half goes.
+		delete(k.dev.Peers, c.PrivateKey.PublicKey())
 	}
 	if c.ListenPort != nil {
 		k.dev.ListenPort = *c.ListenPort
@@ -132,6 +134,11 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 		delete(k.dev.Peers, key)
 	}
 	for _, p := range c.Set {
+		// Like WireGuard, a peer with the device's own public key is
+		// ignored, without an error.
+		if !k.dev.PrivateKey.IsZero() && p.PublicKey == k.dev.PrivateKey.PublicKey() {
+			continue
+		}
 		// Like WireGuard, an allowed IP belongs to one peer at a time.
 		for key, other := range k.dev.Peers {
 			other.AllowedIPs = slices.DeleteFunc(slices.Clone(other.AllowedIPs), func(a netip.Prefix) bool {

@@ -592,3 +592,30 @@ func TestDecideAddressInPodRange(t *testing.T) {
 		})
 	}
 }
+
+// A peer with this node's own public key (a cloned data disk, say) is
+// skipped: WireGuard ignores such a peer without an error, so keeping it
+// would route its pods into a device without it, call that in sync, and
+// plan the same change at every attempt.
+func TestReconcileOwnKey(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	clone := testPeer(4)
+	clone.PublicKey = c.PrivateKey.PublicKey()
+	r := &reconciler{c: c, k: k, log: zaptest.NewLogger(t)}
+	peers := []Peer{testPeer(2), clone}
+	if err := r.reconcile(peers, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.status.Skipped; len(s) != 1 || s[0].NodeID != "node-4" || s[0].Reason != "same WireGuard key as this node" {
+		t.Errorf("skipped %+v, want node-4 for having this node's key", s)
+	}
+	checkKernel(t, c, k, 2)
+	before := k.changeCount()
+	if err := r.reconcile(peers, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.changeCount() - before; n != 0 {
+		t.Errorf("reconciling the same peers again made %d changes", n)
+	}
+}
