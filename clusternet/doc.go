@@ -48,8 +48,11 @@
 // The device's MTU is Config.MTU: the role server gives it the cluster
 // link's MTU less WireGuard's Overhead (LinkMTU, TunnelMTU), and gives
 // every Pod the same (kube/kubelet's PodMTU), so that what a Pod sends to
-// another node fits the tunnel whole: no fragments, no reliance on path
-// MTU discovery. A device found with another MTU gets it set in place.
+// another node fits the tunnel, and once encrypted the cluster link, whole:
+// no fragments, no reliance on path MTU discovery. The exception is a
+// cluster link under 1360 bytes: the tunnel keeps IPv6's minimum of 1280,
+// and its largest packets cross the link in fragments (TunnelMTU). A
+// device found with another MTU gets it set in place.
 //
 // The routes carry their own protocol number (158: "proto 158" in `ip
 // route`), which is how the reconciler finds its routes after a restart
