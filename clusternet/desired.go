@@ -52,6 +52,11 @@ func decide(c Config, peers []Peer) desired {
 			skip(p, "no cluster address")
 		case !p.PodCIDR.IsValid():
 			skip(p, "no pod range")
+		case p.PodCIDR.Addr().Is4In6():
+			// Refused, not converted: the curator gives ranges as IPv4 or
+			// IPv6, so one of these is a record gone wrong. As given, it
+			// would be an IPv6 route that no IPv4 packet matches.
+			skip(p, "pod range "+p.PodCIDR.String()+" is an IPv4-mapped IPv6 range, which no IPv4 packet matches")
 		case c.Address.IsValid() && p.Address.Unmap() == c.Address.Unmap():
 			skip(p, "has this node's own address")
 		case holds:

@@ -25,16 +25,17 @@
 // decide (desired.go) needs nothing but the configuration and the peers: it
 // drops the peers that cannot be configured, each with a reason in Status,
 // and keeps the others. A peer is dropped when it has no address or pod
-// range; in WireGuard mode, when it has no public key or this node's own
-// (which WireGuard would ignore); when it is this node itself; when its
-// pod range overlaps this node's or another peer's, or holds a node's
-// cluster address (its route would carry the tunnel's own packets into
-// the tunnel, and cut the node off). diff (plan.go) compares that with
-// what the kernel has and says only what differs, so that running it
-// again with the same peers, or from a restarted agent that finds the
-// device and routes of its previous run, changes nothing. apply carries the plan out in an order that keeps
-// traffic flowing: the device exists, holds its peers and is up before a
-// route points at it, and routes are replaced in place.
+// range, or an IPv4-mapped IPv6 pod range; in WireGuard mode, when it has no
+// public key or this node's own (which WireGuard would ignore); when it is
+// this node itself; when its pod range overlaps this node's or another
+// peer's, or holds a node's cluster address (its route would carry the
+// tunnel's own packets into the tunnel, and cut the node off). diff
+// (plan.go) compares that with what the kernel has and says only what
+// differs, so that running it again with the same peers, or from a restarted
+// agent that finds the device and routes of its previous run, changes
+// nothing. apply carries the plan out in an order that keeps traffic
+// flowing: the device exists, holds its peers and is up before a route
+// points at it, and routes are replaced in place.
 //
 // In ModeWireGuard (the default) the node has one WireGuard device
 // (DefaultDevice, listening on DefaultListenPort): each peer is a

@@ -241,14 +241,19 @@ func (k *netlinkKernel) DeleteRoute(r route) error {
 	return err
 }
 
-// prefixOf converts a net.IPNet to a masked prefix (IPv4 unmapped).
+// prefixOf converts a net.IPNet to a masked prefix, of the family its
+// mask says: an IPv4 address may come in 16 bytes (IPv4-mapped), and is
+// unmapped then, but an IPv6 prefix stays IPv6 even when its address is
+// IPv4-mapped, as the kernel has it.
 func prefixOf(n net.IPNet) (netip.Prefix, bool) {
 	a, ok := netip.AddrFromSlice(n.IP)
 	if !ok {
 		return netip.Prefix{}, false
 	}
-	a = a.Unmap()
 	ones, bits := n.Mask.Size()
+	if bits == 32 {
+		a = a.Unmap()
+	}
 	if bits != a.BitLen() {
 		return netip.Prefix{}, false
 	}

@@ -619,3 +619,22 @@ func TestReconcileOwnKey(t *testing.T) {
 		t.Errorf("reconciling the same peers again made %d changes", n)
 	}
 }
+
+// An IPv4-mapped IPv6 pod range is refused: the kernel would route it as
+// IPv6, which no IPv4 packet matches, and lists it back as something else
+// than was asked for, so the peer would be applied again at every attempt.
+func TestDecideMappedPodRange(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			mapped := testPeer(2)
+			mapped.PodCIDR = netip.MustParsePrefix("::ffff:a00:0/120")
+			d := decide(testConfig(mode), []Peer{mapped, testPeer(3)})
+			if len(d.peers) != 1 || d.peers[0].NodeID != "node-3" || len(d.routes) != 1 {
+				t.Errorf("configured %v with routes %v, want node-3 alone", d.peers, d.routes)
+			}
+			if len(d.skipped) != 1 || d.skipped[0].NodeID != "node-2" || !strings.Contains(d.skipped[0].Reason, "::ffff:10.0.0.0/120 is an IPv4-mapped IPv6 range") {
+				t.Errorf("skipped %v, want node-2 for its IPv4-mapped range", d.skipped)
+			}
+		})
+	}
+}
