@@ -56,22 +56,28 @@
 // device found with another MTU gets it set in place.
 //
 // The routes carry their own protocol number (158: "proto 158" in `ip
-// route`), which is how the reconciler finds its routes after a restart
-// and why it never touches a route it did not add: only routes of its own
-// are replaced or deleted, a new one is added (which the kernel refuses
-// rather than overwrite another), and a peer whose pod range already has
-// someone else's route to exactly that range in the main table is
-// skipped, the range left to that route. A failed step stops
-// only the steps that depend on it (no route through a device that could
-// not be made, given its peers or brought up); the others go ahead, so
-// that one route the kernel refuses keeps neither the other peers' routes
-// out nor a departed peer's in. The kernel is left part-way, which the
-// next attempt finishes: attempts repeat with backoff, and as soon as the
-// peers change; every failed step's error, naming its route or device, is
-// in Status (LastError) until an attempt succeeds. Every DefaultResync the kernel is
-// checked again, which undoes what someone else changed.
+// route`), which is how the reconciler finds its routes after a restart and
+// why it never touches a route it did not add: only routes of its own are
+// replaced or deleted, a new one is added (which the kernel refuses rather
+// than overwrite another), and a peer whose pod range already has someone
+// else's route to exactly that range in the main table is skipped, the range
+// left to that route. A failed step stops only the steps that depend on it
+// (no route through a device that could not be made, given its peers or
+// brought up); the others go ahead, so that one route the kernel refuses
+// keeps neither the other peers' routes out nor a departed peer's in. The
+// kernel is left part-way, which the next attempt finishes: attempts repeat
+// with backoff, and as soon as the peers change; every failed step's error,
+// naming its route or device, is in Status (LastError) until an attempt
+// succeeds. Every DefaultResync the kernel is checked again, which undoes
+// what someone else changed of the device and of the routes that carry the
+// mark.
 //
 // # What it does not do
+//
+// It connects only the nodes it runs on: the role server runs it beside
+// the kubelet, on nodes running KubernetesWorker, whose peers are the
+// other such nodes. A node without that role (a controller-only node) has
+// no routes to the Pods, and is no worker's peer.
 //
 // It does not choose pod ranges or publish keys (the curator does, and the
 // role server feeds the peers), nor configure the pod bridge (CNI does),
