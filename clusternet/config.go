@@ -29,10 +29,17 @@ const (
 // less this (TunnelMTU).
 const Overhead = 80
 
-// TunnelMTU is the largest packet the tunnel carries whole over a cluster
-// link whose MTU is linkMTU: the WireGuard device's MTU, and the one Pods
-// should use so that nothing they send is fragmented or refused on the
-// way to another node. It is never below IPv6's minimum of 1280.
+// TunnelMTU is the MTU to give the WireGuard device, and the Pods, over a
+// cluster link whose MTU is linkMTU: the link's less Overhead, so that the
+// largest packet the tunnel takes still fits the link once encrypted, and
+// nothing a Pod sends is fragmented or refused on the way to another node.
+//
+// It is never below IPv6's minimum of 1280, which a link must carry
+// whatever is beneath it: over a link under 1360 bytes (1280 + Overhead)
+// the largest packets no longer fit the link once encrypted. WireGuard
+// lets the sending node fragment its outer packets, so they still arrive,
+// in fragments that the peer reassembles: slower, and only where the
+// cluster network lets fragments through.
 func TunnelMTU(linkMTU int) int {
 	return max(linkMTU-Overhead, 1280)
 }
@@ -66,7 +73,9 @@ type Config struct {
 	Device string
 	// MTU is the WireGuard link's MTU (DefaultMTU if 0): given to the
 	// link when it is created, and set again when the link has another.
-	// TunnelMTU of the cluster link's MTU is the one to give.
+	// TunnelMTU of the cluster link's MTU is the one to give; it is at
+	// least 1280 (IPv6's minimum), even when the cluster link's is too
+	// small for that (TunnelMTU says what happens then).
 	MTU int
 	// Peers are the other nodes, as the curator publishes them.
 	Peers event.ValueWatch[[]Peer]

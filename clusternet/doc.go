@@ -23,15 +23,19 @@
 //	peers ──decide──► desired state ──diff(kernel as it is)──► plan ──apply──► kernel
 //
 // decide (desired.go) needs nothing but the configuration and the peers: it
-// drops the peers that cannot be configured (no address or pod range, no
-// public key in WireGuard mode, this node itself, a pod range overlapping
-// this node's or another peer's), each with a reason in Status, and keeps
-// the others. diff (plan.go) compares that with what the kernel has and
-// says only what differs, so that running it again with the same peers, or
-// from a restarted agent that finds the device and routes of its previous
-// run, changes nothing. apply carries the plan out in an order that keeps
-// traffic flowing: the device exists, holds its peers and is up before a
-// route points at it, and routes are replaced in place.
+// drops the peers that cannot be configured, each with a reason in Status,
+// and keeps the others. A peer is dropped when it has no address or pod
+// range, or an IPv4-mapped IPv6 pod range; in WireGuard mode, when it has no
+// public key or this node's own (which WireGuard would ignore); when it is
+// this node itself; when its pod range overlaps this node's or another
+// peer's, or holds a node's cluster address (its route would carry the
+// tunnel's own packets into the tunnel, and cut the node off). diff
+// (plan.go) compares that with what the kernel has and says only what
+// differs, so that running it again with the same peers, or from a restarted
+// agent that finds the device and routes of its previous run, changes
+// nothing. apply carries the plan out in an order that keeps traffic
+// flowing: the device exists, holds its peers and is up before a route
+// points at it, and routes are replaced in place.
 //
 // In ModeWireGuard (the default) the node has one WireGuard device
 // (DefaultDevice, listening on DefaultListenPort): each peer is a
@@ -45,18 +49,35 @@
 // The device's MTU is Config.MTU: the role server gives it the cluster
 // link's MTU less WireGuard's Overhead (LinkMTU, TunnelMTU), and gives
 // every Pod the same (kube/kubelet's PodMTU), so that what a Pod sends to
-// another node fits the tunnel whole: no fragments, no reliance on path
-// MTU discovery. A device found with another MTU gets it set in place.
+// another node fits the tunnel, and once encrypted the cluster link, whole:
+// no fragments, no reliance on path MTU discovery. The exception is a
+// cluster link under 1360 bytes: the tunnel keeps IPv6's minimum of 1280,
+// and its largest packets cross the link in fragments (TunnelMTU). A
+// device found with another MTU gets it set in place.
 //
 // The routes carry their own protocol number (158: "proto 158" in `ip
-// route`), which is how the reconciler finds its routes after a restart
-// and why it never touches a route it did not add. A failed step leaves
-// the kernel part-way, which the next attempt finishes: attempts repeat
-// with backoff, and as soon as the peers change; the error is in Status
-// (LastError) until an attempt succeeds. Every DefaultResync the kernel is
-// checked again, which undoes what someone else changed.
+// route`), which is how the reconciler finds its routes after a restart and
+// why it never touches a route it did not add: only routes of its own are
+// replaced or deleted, a new one is added (which the kernel refuses rather
+// than overwrite another), and a peer whose pod range already has someone
+// else's route to exactly that range in the main table is skipped, the range
+// left to that route. A failed step stops only the steps that depend on it
+// (no route through a device that could not be made, given its peers or
+// brought up); the others go ahead, so that one route the kernel refuses
+// keeps neither the other peers' routes out nor a departed peer's in. The
+// kernel is left part-way, which the next attempt finishes: attempts repeat
+// with backoff, and as soon as the peers change; every failed step's error,
+// naming its route or device, is in Status (LastError) until an attempt
+// succeeds. Every DefaultResync the kernel is checked again, which undoes
+// what someone else changed of the device and of the routes that carry the
+// mark.
 //
 // # What it does not do
+//
+// It connects only the nodes it runs on: the role server runs it beside
+// the kubelet, on nodes running KubernetesWorker, whose peers are the
+// other such nodes. A node without that role (a controller-only node) has
+// no routes to the Pods, and is no worker's peer.
 //
 // It does not choose pod ranges or publish keys (the curator does, and the
 // role server feeds the peers), nor configure the pod bridge (CNI does),

@@ -18,14 +18,24 @@ type fakeKernel struct {
 	dev     *device
 	devName string
 	routes  map[netip.Prefix]route
+	// foreign are the destinations of routes someone else added.
+	foreign map[netip.Prefix]bool
 	// changes counts the calls that changed something.
 	changes int
 	// fail, when set, makes the named method fail once.
 	fail map[string]error
+	// failRoute makes every change to a route to the destination fail,
+	// for as long as it is set: a route the kernel keeps refusing.
+	failRoute map[netip.Prefix]error
 }
 
 func newFakeKernel() *fakeKernel {
-	return &fakeKernel{routes: make(map[netip.Prefix]route), fail: make(map[string]error)}
+	return &fakeKernel{
+		routes:    make(map[netip.Prefix]route),
+		foreign:   make(map[netip.Prefix]bool),
+		fail:      make(map[string]error),
+		failRoute: make(map[netip.Prefix]error),
+	}
 }
 
 func (k *fakeKernel) failing(method string) error {
@@ -114,6 +124,8 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 	k.changes++
 	if c.PrivateKey != nil {
 		k.dev.PrivateKey = *c.PrivateKey
+		// Like WireGuard, a peer with the new key's public half goes.
+		delete(k.dev.Peers, c.PrivateKey.PublicKey())
 	}
 	if c.ListenPort != nil {
 		k.dev.ListenPort = *c.ListenPort
@@ -122,6 +134,11 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 		delete(k.dev.Peers, key)
 	}
 	for _, p := range c.Set {
+		// Like WireGuard, a peer with the device's own public key is
+		// ignored, without an error.
+		if !k.dev.PrivateKey.IsZero() && p.PublicKey == k.dev.PrivateKey.PublicKey() {
+			continue
+		}
 		// Like WireGuard, an allowed IP belongs to one peer at a time.
 		for key, other := range k.dev.Peers {
 			other.AllowedIPs = slices.DeleteFunc(slices.Clone(other.AllowedIPs), func(a netip.Prefix) bool {
@@ -135,17 +152,23 @@ func (k *fakeKernel) ConfigureDevice(name string, c deviceChange) error {
 	return nil
 }
 
-func (k *fakeKernel) Routes() ([]route, error) {
+func (k *fakeKernel) Routes() ([]route, []netip.Prefix, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return slices.Collect(maps.Values(k.routes)), nil
+	return slices.Collect(maps.Values(k.routes)), slices.Collect(maps.Keys(k.foreign)), nil
 }
 
-func (k *fakeKernel) ReplaceRoute(r route) error {
+func (k *fakeKernel) AddRoute(r route) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.failing("ReplaceRoute"); err != nil {
+	if err := k.failing("AddRoute"); err != nil {
 		return err
+	}
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
+	if _, ours := k.routes[r.Dst]; ours || k.foreign[r.Dst] {
+		return fmt.Errorf("%v already has a route: file exists", r.Dst)
 	}
 	if r.Device != "" && (k.dev == nil || k.devName != r.Device || !k.dev.Up) {
 		return errors.New("network is down")
@@ -155,9 +178,32 @@ func (k *fakeKernel) ReplaceRoute(r route) error {
 	return nil
 }
 
+func (k *fakeKernel) ReplaceRoute(r route) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("ReplaceRoute"); err != nil {
+		return err
+	}
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
+	if r.Device != "" && (k.dev == nil || k.devName != r.Device || !k.dev.Up) {
+		return errors.New("network is down")
+	}
+	k.changes++
+	// Like Linux, a replacement matches a route by destination, not by
+	// who added it: someone else's route becomes this one.
+	delete(k.foreign, r.Dst)
+	k.routes[r.Dst] = r
+	return nil
+}
+
 func (k *fakeKernel) DeleteRoute(r route) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.failRoute[r.Dst]; err != nil {
+		return err
+	}
 	if _, ok := k.routes[r.Dst]; ok {
 		k.changes++
 		delete(k.routes, r.Dst)

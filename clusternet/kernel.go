@@ -23,11 +23,17 @@ type kernel interface {
 	SetUp(name string) error
 	// ConfigureDevice applies c to the WireGuard device called name.
 	ConfigureDevice(name string, c deviceChange) error
-	// Routes lists the routes that carry this package's mark (routeProtocol),
-	// whoever added them: this run or an earlier one.
-	Routes() ([]route, error)
-	// ReplaceRoute adds r, or replaces the marked route to the same
-	// destination.
+	// Routes lists the main table's routes: ours, those that carry this
+	// package's mark (routeProtocol), whoever added them (this run or an
+	// earlier one); and foreign, the destinations of the others.
+	Routes() (ours []route, foreign []netip.Prefix, err error)
+	// AddRoute adds r, and fails when the main table has a route to the
+	// same destination already: it never takes one over.
+	AddRoute(r route) error
+	// ReplaceRoute replaces the marked route to r's destination with r.
+	// Only for a destination that has one: the kernel matches a
+	// replacement by destination, not by mark, and would take someone
+	// else's route over just as well.
 	ReplaceRoute(r route) error
 	// DeleteRoute removes the marked route r.
 	DeleteRoute(r route) error
@@ -35,8 +41,9 @@ type kernel interface {
 
 // routeProtocol marks the routes this package adds (the routing protocol
 // field, "proto 158" in `ip route`), so that it finds them again after a
-// restart and never touches a route someone else added. The number is
-// unassigned in iproute2's rt_protos.
+// restart and never touches a route someone else added: those it neither
+// replaces nor deletes, and a peer whose pod range has one is skipped. The
+// number is unassigned in iproute2's rt_protos.
 const routeProtocol = 158
 
 // device is a WireGuard device as the kernel has it.

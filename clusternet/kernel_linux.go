@@ -139,20 +139,25 @@ func (k *netlinkKernel) ConfigureDevice(name string, c deviceChange) error {
 	return k.wg.ConfigureDevice(name, cfg)
 }
 
-func (k *netlinkKernel) Routes() ([]route, error) {
-	filter := &netlink.Route{Protocol: routeProtocol, Table: unix.RT_TABLE_MAIN}
-	nrs, err := k.nl.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_TABLE)
+func (k *netlinkKernel) Routes() (ours []route, foreign []netip.Prefix, err error) {
+	// The whole main table, not only the marked routes: a destination
+	// that has someone else's route is one to leave alone.
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN}
+	nrs, err := k.nl.RouteListFiltered(netlink.FAMILY_ALL, filter, netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := make(map[int]string)
-	var routes []route
 	for _, nr := range nrs {
 		if nr.Dst == nil {
 			continue
 		}
 		dst, ok := prefixOf(*nr.Dst)
 		if !ok {
+			continue
+		}
+		if nr.Protocol != routeProtocol {
+			foreign = append(foreign, dst)
 			continue
 		}
 		r := route{Dst: dst}
@@ -163,16 +168,16 @@ func (k *netlinkKernel) Routes() ([]route, error) {
 			if !ok {
 				l, err := k.nl.LinkByIndex(nr.LinkIndex)
 				if err != nil {
-					return nil, fmt.Errorf("finding the link of route %v: %w", dst, err)
+					return nil, nil, fmt.Errorf("finding the link of route %v: %w", dst, err)
 				}
 				name = l.Attrs().Name
 				names[nr.LinkIndex] = name
 			}
 			r.Device = name
 		}
-		routes = append(routes, r)
+		ours = append(ours, r)
 	}
-	return routes, nil
+	return ours, foreign, nil
 }
 
 // netlinkRoute is r as netlink has it.
@@ -193,6 +198,21 @@ func (k *netlinkKernel) netlinkRoute(r route) (*netlink.Route, error) {
 		nr.Gw = r.Via.AsSlice()
 	}
 	return nr, nil
+}
+
+func (k *netlinkKernel) AddRoute(r route) error {
+	nr, err := k.netlinkRoute(r)
+	if err != nil {
+		return err
+	}
+	// RouteAdd asks for an exclusive creation: the kernel refuses it when
+	// a route to the destination (same table, metric and TOS) exists, as
+	// when someone added one since Routes looked.
+	err = k.nl.RouteAdd(nr)
+	if errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("%v already has a route this node did not add: %w", r.Dst, err)
+	}
+	return err
 }
 
 func (k *netlinkKernel) ReplaceRoute(r route) error {
@@ -221,14 +241,19 @@ func (k *netlinkKernel) DeleteRoute(r route) error {
 	return err
 }
 
-// prefixOf converts a net.IPNet to a masked prefix (IPv4 unmapped).
+// prefixOf converts a net.IPNet to a masked prefix, of the family its
+// mask says: an IPv4 address may come in 16 bytes (IPv4-mapped), and is
+// unmapped then, but an IPv6 prefix stays IPv6 even when its address is
+// IPv4-mapped, as the kernel has it.
 func prefixOf(n net.IPNet) (netip.Prefix, bool) {
 	a, ok := netip.AddrFromSlice(n.IP)
 	if !ok {
 		return netip.Prefix{}, false
 	}
-	a = a.Unmap()
 	ones, bits := n.Mask.Size()
+	if bits == 32 {
+		a = a.Unmap()
+	}
 	if bits != a.BitLen() {
 		return netip.Prefix{}, false
 	}

@@ -58,8 +58,14 @@ var keyMu sync.Mutex
 
 // LoadOrCreateKey returns the node's WireGuard private key kept at path,
 // making one (and writing it with mode 0600, atomically) on first use. A
-// file that exists but does not hold a key is an error, never overwritten:
-// peers know this node by the key's public half.
+// file that exists but does not hold a key (not 32 bytes, or all zeros, as
+// a zeroed block reads) is an error naming it, never overwritten: peers
+// know this node by the key's public half.
+//
+// An existing key file whose mode is not 0600 (a restore or a copy that
+// lost it) is set to 0600, not refused: the key is as good as it was, and
+// whatever read it meanwhile has read it; refusing would only keep the
+// node out of the pod network until someone fixed the mode by hand.
 //
 // Calls are serialised within the process: the agent's workers that need
 // the key (publishing it, programming the device) may ask at the same
@@ -67,14 +73,11 @@ var keyMu sync.Mutex
 func LoadOrCreateKey(path string) (Key, error) {
 	keyMu.Lock()
 	defer keyMu.Unlock()
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	switch {
 	case err == nil:
-		k, err := ParseKey(b)
-		if err != nil {
-			return Key{}, fmt.Errorf("WireGuard key %s: %w", path, err)
-		}
-		return k, nil
+		defer f.Close()
+		return loadKey(f)
 	case !errors.Is(err, fs.ErrNotExist):
 		return Key{}, fmt.Errorf("reading WireGuard key: %w", err)
 	}
@@ -88,6 +91,32 @@ func LoadOrCreateKey(path string) (Key, error) {
 	})
 	if err != nil {
 		return Key{}, fmt.Errorf("writing WireGuard key: %w", err)
+	}
+	return k, nil
+}
+
+// loadKey reads the key in f, an existing key file, and makes the file's
+// mode 0600 if it is not.
+func loadKey(f *os.File) (Key, error) {
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return Key{}, fmt.Errorf("reading WireGuard key: %w", err)
+	}
+	k, err := ParseKey(b)
+	if err != nil {
+		return Key{}, fmt.Errorf("WireGuard key %s: %w", f.Name(), err)
+	}
+	if k.IsZero() {
+		return Key{}, fmt.Errorf("WireGuard key %s is all zeros: the file is corrupt", f.Name())
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return Key{}, fmt.Errorf("WireGuard key %s: %w", f.Name(), err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		if err := f.Chmod(0o600); err != nil {
+			return Key{}, fmt.Errorf("WireGuard key %s has mode %o, and making it 0600 failed: %w", f.Name(), perm, err)
+		}
 	}
 	return k, nil
 }

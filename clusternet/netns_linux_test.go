@@ -3,6 +3,7 @@ package clusternet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -459,7 +460,7 @@ func testNetns(t *testing.T, mode Mode) {
 	peersA.Set(both[:1])
 	waitStatus(t, statusA, func(s *Status) bool { return s.InSync && len(s.Peers) == 0 })
 	k := l.kernel("node-a")
-	if routes, err := k.Routes(); err != nil || len(routes) != 0 {
+	if routes, _, err := k.Routes(); err != nil || len(routes) != 0 {
 		t.Errorf("routes left after node-b left: %v, %v", routes, err)
 	}
 	if mode == ModeWireGuard {
@@ -482,10 +483,60 @@ func testNetns(t *testing.T, mode Mode) {
 	if err := Clear(Config{kernel: kb}); err != nil {
 		t.Fatal(err)
 	}
-	if routes, err := kb.Routes(); err != nil || len(routes) != 0 {
+	if routes, _, err := kb.Routes(); err != nil || len(routes) != 0 {
 		t.Errorf("routes left after Clear: %v, %v", routes, err)
 	}
 	if dev, err := kb.Device(DefaultDevice); err != nil || dev != nil {
 		t.Errorf("WireGuard device after Clear: %+v, %v", dev, err)
 	}
+}
+
+// TestNetnsForeignRoute checks, against the kernel's own matching of
+// routes, that a route someone else added to exactly a peer's pod range
+// (proto static, not the reconciler's mark) survives the peer coming and
+// going: neither taken over (a route replacement matches by destination,
+// not protocol) nor deleted with the peer.
+func TestNetnsForeignRoute(t *testing.T) {
+	l := newLab(t)
+	h := l.handle("node-a")
+	ca, err := h.LinkByName("ca")
+	l.check("node-a", "finding ca", err)
+	podsB := labNode("b", Key{}).PodCIDR
+	dst := &net.IPNet{IP: podsB.Addr().AsSlice(), Mask: net.CIDRMask(podsB.Bits(), 32)}
+	theirs := &netlink.Route{Dst: dst, LinkIndex: ca.Attrs().Index, Scope: netlink.SCOPE_LINK, Protocol: unix.RTPROT_STATIC}
+	l.check("node-a", "adding the foreign route", h.RouteAdd(theirs))
+	// checkTheirs fails t unless node-a's only route to podsB is theirs.
+	checkTheirs := func(when string) {
+		t.Helper()
+		got, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst, Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+		if err != nil {
+			t.Fatalf("%s: listing routes to %v: %v", when, podsB, err)
+		}
+		if len(got) != 1 || got[0].Protocol != unix.RTPROT_STATIC || got[0].LinkIndex != ca.Attrs().Index || got[0].Gw != nil {
+			t.Errorf("%s: routes to %v are %v, want only the foreign one, dev ca proto static", when, podsB, got)
+		}
+	}
+
+	keyA, keyB := testKey(1), testKey(2)
+	peers := &memory.Value[[]Peer]{}
+	status := l.runNode(ModePlain, "a", keyA, peers)
+	peers.Set([]Peer{labNode("a", keyA), labNode("b", keyB)})
+	st := waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers)+len(s.Skipped) == 2 })
+	if len(st.Peers) != 0 || len(st.Skipped) != 2 || st.Skipped[1].NodeID != "node-b" || !strings.Contains(st.Skipped[1].Reason, "did not add") {
+		t.Errorf("status %+v, want node-b skipped for the foreign route", st)
+	}
+	checkTheirs("with node-b a peer")
+
+	peers.Set([]Peer{labNode("a", keyA)})
+	waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers)+len(s.Skipped) == 1 })
+	checkTheirs("after node-b left")
+
+	// A route to that range added after the reconciler looked at the
+	// table is refused by the kernel, not made over the foreign one.
+	k := l.kernel("node-a")
+	err = k.AddRoute(route{Dst: podsB, Via: labNode("b", keyB).Address})
+	if !errors.Is(err, unix.EEXIST) || !strings.Contains(err.Error(), "10.77.2.0/24 already has a route this node did not add") {
+		t.Errorf("adding a route to %v: %v, want EEXIST naming the destination", podsB, err)
+	}
+	checkTheirs("after an added route was refused")
 }

@@ -2,6 +2,7 @@ package clusternet
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -19,26 +20,37 @@ type plan struct {
 	setMTU    bool
 	configure deviceChange
 	setUp     bool
-	replace   []route // sorted by destination
-	delete    []route // sorted by destination
+	// add are the routes to destinations that have none of ours: added,
+	// never replacing, so that someone else's route is never taken over.
+	add     []route // sorted by destination
+	replace []route // sorted by destination
+	delete  []route // sorted by destination
+	// nodes are the peers' node IDs by pod range, for naming the peer of
+	// a route that fails.
+	nodes map[netip.Prefix]string
 }
 
 func (p plan) empty() bool {
 	return !p.deleteDevice && !p.createDevice && !p.setMTU && p.configure.empty() && !p.setUp &&
-		len(p.replace) == 0 && len(p.delete) == 0
+		len(p.add) == 0 && len(p.replace) == 0 && len(p.delete) == 0
 }
 
 func (p plan) String() string {
-	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, replace %d routes, delete %d routes",
+	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, add %d routes, replace %d routes, delete %d routes",
 		p.deleteDevice, p.createDevice, p.setMTU, p.configure.PrivateKey != nil, p.configure.ListenPort != nil,
-		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.replace), len(p.delete))
+		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.add), len(p.replace), len(p.delete))
 }
 
 // diff is the plan that takes the kernel from (dev, routes) to want. dev is
 // the device of want's name as it is (nil: absent); routes are the marked
-// routes as they are.
+// routes as they are. want must not route a destination that has someone
+// else's route (desired.yieldTo): diff would plan to add it, which the
+// kernel refuses.
 func diff(want desired, dev *device, routes []route) plan {
-	var p plan
+	p := plan{nodes: make(map[netip.Prefix]string, len(want.peers))}
+	for _, peer := range want.peers {
+		p.nodes[peer.PodCIDR] = peer.NodeID
+	}
 	switch {
 	case want.device == nil:
 		p.deleteDevice = dev != nil
@@ -81,13 +93,18 @@ func diff(want desired, dev *device, routes []route) plan {
 		have[r.Dst] = r
 	}
 	for _, r := range want.routes {
+		h, ok := have[r.Dst]
+		switch {
+		case !ok:
+			p.add = append(p.add, r)
 		// A new device has none of its routes yet, whatever an old device
 		// of the same name had: the kernel dropped them with it.
-		if h, ok := have[r.Dst]; !ok || h != r || p.createDevice && r.Device != "" {
+		case h != r || p.createDevice && r.Device != "":
 			p.replace = append(p.replace, r)
 		}
 	}
 	byDst := func(a, b route) int { return comparePrefix(a.Dst, b.Dst) }
+	slices.SortFunc(p.add, byDst)
 	slices.SortFunc(p.replace, byDst)
 	slices.SortFunc(p.delete, byDst)
 	return p
@@ -95,44 +112,73 @@ func diff(want desired, dev *device, routes []route) plan {
 
 // apply carries p out on k, for the device called name, in an order that
 // keeps traffic flowing: the device is ready before routes point at it, and
-// routes are replaced in place (never deleted and added again).
+// routes are replaced in place (never deleted and added again). Only the
+// marked routes are replaced; a new one is added, which the kernel refuses
+// when someone else's route has its destination.
+//
+// A step that fails does not stop the steps that do not depend on it: one
+// route the kernel refuses (and would refuse again at every attempt) must
+// not keep the other peers' routes out, nor a departed peer's route in.
+// Only the device's own steps depend on each other, and the routes through
+// it on them all. The error joins every step's, each naming what failed.
 func (p plan) apply(k kernel, name string) error {
+	var errs []error
+	fail := func(err error, format string, args ...any) bool {
+		if err != nil {
+			errs = append(errs, fmt.Errorf(format+": %w", append(args, err)...))
+		}
+		return err != nil
+	}
 	if p.deleteDevice {
-		if err := k.DeleteDevice(name); err != nil {
-			return fmt.Errorf("deleting WireGuard device %s: %w", name, err)
-		}
+		fail(k.DeleteDevice(name), "deleting WireGuard device %s", name)
 	}
-	if p.createDevice {
-		if err := k.CreateDevice(name, p.mtu); err != nil {
-			return fmt.Errorf("creating WireGuard device %s: %w", name, err)
-		}
+	// ready is whether the device can carry what is routed to it: it
+	// exists, holds its peers and is up. A route set through a device that
+	// lacks its peer would drop the peer's traffic, where the route it
+	// replaces might not have.
+	ready := true
+	if p.createDevice && fail(k.CreateDevice(name, p.mtu), "creating WireGuard device %s", name) {
+		ready = false
 	}
-	if p.setMTU {
-		if err := k.SetMTU(name, p.mtu); err != nil {
-			return fmt.Errorf("setting WireGuard device %s's MTU to %d: %w", name, p.mtu, err)
-		}
+	// A wrong MTU does not keep the device from carrying packets: the
+	// steps after it go ahead.
+	if ready && p.setMTU {
+		fail(k.SetMTU(name, p.mtu), "setting WireGuard device %s's MTU to %d", name, p.mtu)
 	}
-	if !p.configure.empty() {
-		if err := k.ConfigureDevice(name, p.configure); err != nil {
-			return fmt.Errorf("configuring WireGuard device %s: %w", name, err)
-		}
+	if ready && !p.configure.empty() && fail(k.ConfigureDevice(name, p.configure), "configuring WireGuard device %s", name) {
+		ready = false
 	}
-	if p.setUp {
-		if err := k.SetUp(name); err != nil {
-			return fmt.Errorf("bringing WireGuard device %s up: %w", name, err)
+	if ready && p.setUp && fail(k.SetUp(name), "bringing WireGuard device %s up", name) {
+		ready = false
+	}
+	for _, r := range p.add {
+		if r.Device != "" && !ready {
+			// The device's error says why; the route waits for the next
+			// attempt.
+			continue
 		}
+		fail(k.AddRoute(r), "adding route %v to %s", r, p.nodeOf(r))
 	}
 	for _, r := range p.replace {
-		if err := k.ReplaceRoute(r); err != nil {
-			return fmt.Errorf("setting route %v: %w", r, err)
+		if r.Device != "" && !ready {
+			continue
 		}
+		fail(k.ReplaceRoute(r), "setting route %v to %s", r, p.nodeOf(r))
 	}
+	// Deleting a route depends on nothing: the peer is gone, and so is
+	// the reason to carry anything to its pod range.
 	for _, r := range p.delete {
-		if err := k.DeleteRoute(r); err != nil {
-			return fmt.Errorf("deleting route %v: %w", r, err)
-		}
+		fail(k.DeleteRoute(r), "deleting route %v", r)
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// nodeOf names the peer whose pods r leads to, for errors.
+func (p plan) nodeOf(r route) string {
+	if id, ok := p.nodes[r.Dst]; ok {
+		return id + "'s pods"
+	}
+	return "no known peer's pods"
 }
 
 func sortedKeys[V any](m map[Key]V) []Key {

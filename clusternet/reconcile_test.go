@@ -277,8 +277,8 @@ func TestDiffNew(t *testing.T) {
 	if !p.createDevice || !p.setUp || p.configure.PrivateKey == nil || p.configure.ListenPort == nil {
 		t.Errorf("plan for a new device: %v", p)
 	}
-	if len(p.configure.Set) != 2 || len(p.replace) != 2 || p.replace[0].Dst != testPeer(2).PodCIDR {
-		t.Errorf("plan for a new device: %v, routes %v", p, p.replace)
+	if len(p.configure.Set) != 2 || len(p.add) != 2 || p.add[0].Dst != testPeer(2).PodCIDR || len(p.replace) != 0 {
+		t.Errorf("plan for a new device: %v, routes %v", p, p.add)
 	}
 }
 
@@ -314,11 +314,11 @@ func TestRun(t *testing.T) {
 	// A failure is in the status, names what failed, and is retried
 	// without new peers.
 	k.mu.Lock()
-	k.fail["ReplaceRoute"] = errors.New("injected")
+	k.fail["AddRoute"] = errors.New("injected")
 	k.mu.Unlock()
 	peers.Set([]Peer{testPeer(2), testPeer(3), testPeer(5)})
 	st = waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })
-	if !strings.Contains(st.LastError, "setting route 10.244.5.0/24 dev polis-wg: injected") || st.InSync {
+	if !strings.Contains(st.LastError, "adding route 10.244.5.0/24 dev polis-wg to node-5's pods: injected") || st.InSync {
 		t.Errorf("status after a failure: in sync %v, error %q", st.InSync, st.LastError)
 	}
 	st = waitStatus(t, status, func(s *Status) bool { return s.InSync })
@@ -410,5 +410,231 @@ func TestTunnelMTU(t *testing.T) {
 		if got := TunnelMTU(link); got != want {
 			t.Errorf("TunnelMTU(%d) = %d, want %d", link, got, want)
 		}
+	}
+}
+
+// A route the kernel keeps refusing fails every attempt, but blocks
+// neither the other peers' routes nor the removal of a departed peer's,
+// and the error names it and its peer.
+func TestReconcileRouteRefused(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode)
+			k := newFakeKernel()
+			if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+				t.Fatal(err)
+			}
+			refused := testPeer(4).PodCIDR
+			k.mu.Lock()
+			k.failRoute[refused] = errors.New("injected")
+			k.mu.Unlock()
+			// node-2 leaves; node-4, whose route is refused, and node-5
+			// come. The second attempt meets the same refusal.
+			peers := []Peer{testPeer(3), testPeer(4), testPeer(5)}
+			for attempt := 1; attempt <= 2; attempt++ {
+				err := reconcileOnce(t, c, k, peers)
+				if err == nil || !strings.Contains(err.Error(), "10.244.4.0/24") || !strings.Contains(err.Error(), "node-4") || !strings.Contains(err.Error(), "injected") {
+					t.Errorf("attempt %d: error %v, want one naming node-4's route 10.244.4.0/24", attempt, err)
+				}
+				_, routes := k.state()
+				for _, n := range []int{3, 5} {
+					if _, ok := routes[testPeer(n).PodCIDR]; !ok {
+						t.Errorf("attempt %d: node-%d has no route: %v", attempt, n, routes)
+					}
+				}
+				if _, ok := routes[testPeer(2).PodCIDR]; ok {
+					t.Errorf("attempt %d: departed node-2's route is still there", attempt)
+				}
+			}
+			k.mu.Lock()
+			delete(k.failRoute, refused)
+			k.mu.Unlock()
+			if err := reconcileOnce(t, c, k, peers); err != nil {
+				t.Fatal(err)
+			}
+			checkKernel(t, c, k, 3, 4, 5)
+		})
+	}
+}
+
+// When the device cannot take its peers, no route is pointed at it (the
+// peer it would carry to is missing), but a departed peer's route still
+// goes.
+func TestReconcileDeviceRefused(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(2), testPeer(3)}); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.fail["ConfigureDevice"] = errors.New("injected")
+	k.mu.Unlock()
+	err := reconcileOnce(t, c, k, []Peer{testPeer(3), testPeer(4)})
+	if err == nil || !strings.Contains(err.Error(), "configuring WireGuard device polis-wg: injected") {
+		t.Errorf("error %v, want one naming the device's configuration", err)
+	}
+	_, routes := k.state()
+	if _, ok := routes[testPeer(4).PodCIDR]; ok {
+		t.Error("node-4's route points at a device that has not got node-4 as a peer")
+	}
+	if _, ok := routes[testPeer(2).PodCIDR]; ok {
+		t.Error("departed node-2's route is still there")
+	}
+	if err := reconcileOnce(t, c, k, []Peer{testPeer(3), testPeer(4)}); err != nil {
+		t.Fatal(err)
+	}
+	checkKernel(t, c, k, 3, 4)
+}
+
+// A route someone else added to exactly a peer's pod range is left alone,
+// through the peer coming and going: the peer is skipped with a reason,
+// and the other peers are configured.
+func TestReconcileForeignRoute(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode)
+			k := newFakeKernel()
+			theirs := testPeer(3).PodCIDR
+			k.foreign[theirs] = true
+			r := &reconciler{c: c, k: k, log: zaptest.NewLogger(t)}
+			if err := r.reconcile([]Peer{testPeer(2), testPeer(3), testPeer(4)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if !k.foreign[theirs] {
+				t.Error("the foreign route to node-3's pod range was taken over")
+			}
+			if got := r.status.PeerIDs(); strings.Join(got, " ") != "node-2 node-4" {
+				t.Errorf("configured peers %v, want node-2 and node-4", got)
+			}
+			if s := r.status.Skipped; len(s) != 1 || s[0].NodeID != "node-3" || !strings.Contains(s[0].Reason, "10.244.3.0/24 already has a route this node did not add") {
+				t.Errorf("skipped %+v, want node-3 for its pod range's foreign route", s)
+			}
+			checkKernel(t, c, k, 2, 4)
+			// Again, nothing changes; and when node-3 goes, nor does its
+			// range's route.
+			before := k.changeCount()
+			if err := r.reconcile([]Peer{testPeer(2), testPeer(3), testPeer(4)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if n := k.changeCount() - before; n != 0 {
+				t.Errorf("reconciling the same peers again made %d changes", n)
+			}
+			if err := r.reconcile([]Peer{testPeer(2)}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if !k.foreign[theirs] {
+				t.Error("the foreign route to node-3's pod range went with node-3")
+			}
+			checkKernel(t, c, k, 2)
+		})
+	}
+}
+
+// A route someone else adds between the reading of the kernel and the
+// change is not taken over either: the new route is added, not replaced,
+// and the kernel's refusal names it.
+func TestApplyNeverTakesOver(t *testing.T) {
+	c := testConfig(ModePlain)
+	k := newFakeKernel()
+	p := diff(decide(c, []Peer{testPeer(2), testPeer(3)}), nil, nil)
+	theirs := testPeer(2).PodCIDR
+	k.foreign[theirs] = true
+	err := p.apply(k, c.Device)
+	if err == nil || !strings.Contains(err.Error(), "adding route 10.244.2.0/24 via 192.168.0.2 to node-2's pods") {
+		t.Errorf("error %v, want one naming node-2's route", err)
+	}
+	if _, routes := k.state(); !k.foreign[theirs] || len(routes) != 1 {
+		t.Errorf("routes %v (foreign one kept: %v), want node-3's alone and the foreign one kept", routes, k.foreign[theirs])
+	}
+}
+
+// A peer whose pod range holds a node's cluster address (this node's, a
+// peer's, or its own) is skipped: its route would send what goes to that
+// address, WireGuard's own packets to the peer included, into the tunnel
+// or to the peer, cutting the node off from it.
+func TestDecideAddressInPodRange(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := testConfig(mode) // this node is 192.168.0.1
+			holdsOwn := testPeer(5)
+			holdsOwn.PodCIDR = netip.MustParsePrefix("192.168.0.0/30")
+			holdsPeer := testPeer(6)
+			holdsPeer.PodCIDR = netip.MustParsePrefix("192.168.0.3/32")
+			holdsItself := testPeer(7)
+			holdsItself.PodCIDR = netip.MustParsePrefix("192.168.0.0/24")
+			holdsItself.Address = netip.MustParseAddr("192.168.0.77")
+			mapped := testPeer(3)
+			mapped.Address = netip.MustParseAddr("::ffff:192.168.0.3")
+			d := decide(c, []Peer{testPeer(2), holdsOwn, holdsPeer, holdsItself, mapped})
+			var got []string
+			for _, p := range d.peers {
+				got = append(got, p.NodeID)
+			}
+			if want := "node-2 node-3"; strings.Join(got, " ") != want {
+				t.Errorf("configured peers %q, want %q", got, want)
+			}
+			skipped := make(map[string]string)
+			for _, s := range d.skipped {
+				skipped[s.NodeID] = s.Reason
+			}
+			for node, reason := range map[string]string{
+				"node-5": "pod range 192.168.0.0/30 holds this node's own address 192.168.0.1",
+				"node-6": "pod range 192.168.0.3/32 holds node-3's address 192.168.0.3",
+				"node-7": "pod range 192.168.0.0/24 holds",
+			} {
+				if r := skipped[node]; !strings.Contains(r, reason) {
+					t.Errorf("%s skipped for %q, want a reason with %q", node, r, reason)
+				}
+			}
+			if len(d.routes) != 2 {
+				t.Errorf("routes %v, want node-2's and node-3's", d.routes)
+			}
+		})
+	}
+}
+
+// A peer with this node's own public key (a cloned data disk, say) is
+// skipped: WireGuard ignores such a peer without an error, so keeping it
+// would route its pods into a device without it, call that in sync, and
+// plan the same change at every attempt.
+func TestReconcileOwnKey(t *testing.T) {
+	c := testConfig(ModeWireGuard)
+	k := newFakeKernel()
+	clone := testPeer(4)
+	clone.PublicKey = c.PrivateKey.PublicKey()
+	r := &reconciler{c: c, k: k, log: zaptest.NewLogger(t)}
+	peers := []Peer{testPeer(2), clone}
+	if err := r.reconcile(peers, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.status.Skipped; len(s) != 1 || s[0].NodeID != "node-4" || s[0].Reason != "same WireGuard key as this node" {
+		t.Errorf("skipped %+v, want node-4 for having this node's key", s)
+	}
+	checkKernel(t, c, k, 2)
+	before := k.changeCount()
+	if err := r.reconcile(peers, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.changeCount() - before; n != 0 {
+		t.Errorf("reconciling the same peers again made %d changes", n)
+	}
+}
+
+// An IPv4-mapped IPv6 pod range is refused: the kernel would route it as
+// IPv6, which no IPv4 packet matches, and lists it back as something else
+// than was asked for, so the peer would be applied again at every attempt.
+func TestDecideMappedPodRange(t *testing.T) {
+	for _, mode := range []Mode{ModeWireGuard, ModePlain} {
+		t.Run(string(mode), func(t *testing.T) {
+			mapped := testPeer(2)
+			mapped.PodCIDR = netip.MustParsePrefix("::ffff:a00:0/120")
+			d := decide(testConfig(mode), []Peer{mapped, testPeer(3)})
+			if len(d.peers) != 1 || d.peers[0].NodeID != "node-3" || len(d.routes) != 1 {
+				t.Errorf("configured %v with routes %v, want node-3 alone", d.peers, d.routes)
+			}
+			if len(d.skipped) != 1 || d.skipped[0].NodeID != "node-2" || !strings.Contains(d.skipped[0].Reason, "::ffff:10.0.0.0/120 is an IPv4-mapped IPv6 range") {
+				t.Errorf("skipped %v, want node-2 for its IPv4-mapped range", d.skipped)
+			}
+		})
 	}
 }

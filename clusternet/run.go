@@ -100,7 +100,8 @@ func Clear(c Config) error {
 	if err != nil {
 		return fmt.Errorf("clusternet: reading WireGuard device %s: %w", c.Device, err)
 	}
-	routes, err := k.Routes()
+	// Only the marked routes go: the others are not this package's.
+	routes, _, err := k.Routes()
 	if err != nil {
 		return fmt.Errorf("clusternet: listing routes: %w", err)
 	}
@@ -178,6 +179,7 @@ func waitFor(ctx context.Context, in *event.Inputs, d time.Duration) (string, er
 // reconcile brings the kernel in line with peers and publishes the status.
 func (r *reconciler) reconcile(peers []Peer, why string) error {
 	want := decide(r.c, peers)
+	p, err := r.plan(&want)
 	// Said once, not at every resync: a peer without a key yet stays
 	// skipped for a while.
 	if !slices.Equal(want.skipped, r.status.Skipped) {
@@ -191,7 +193,6 @@ func (r *reconciler) reconcile(peers []Peer, why string) error {
 	} else {
 		r.status.Device = ""
 	}
-	p, err := r.plan(want)
 	if err == nil && !p.empty() {
 		err = p.apply(r.k, r.c.Device)
 		r.status.Changed = time.Now()
@@ -215,15 +216,17 @@ func (r *reconciler) reconcile(peers []Peer, why string) error {
 	return err
 }
 
-// plan reads the kernel's state and diffs it against want.
-func (r *reconciler) plan(want desired) (plan, error) {
+// plan reads the kernel's state and diffs it against want, after dropping
+// from want the peers whose pod range someone else routes (yieldTo).
+func (r *reconciler) plan(want *desired) (plan, error) {
 	dev, err := r.k.Device(r.c.Device)
 	if err != nil {
 		return plan{}, fmt.Errorf("reading WireGuard device %s: %w", r.c.Device, err)
 	}
-	routes, err := r.k.Routes()
+	routes, foreign, err := r.k.Routes()
 	if err != nil {
 		return plan{}, fmt.Errorf("listing routes: %w", err)
 	}
-	return diff(want, dev, routes), nil
+	want.yieldTo(foreign, routes)
+	return diff(*want, dev, routes), nil
 }

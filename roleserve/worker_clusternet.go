@@ -22,8 +22,11 @@ import (
 // package clusternet).
 //
 // It runs whether or not the node holds KubernetesWorker: the curator
-// gives the range with the role, and every node, controller nodes
-// included, needs routes to the Pods of the workers. Both values keep
+// gives the range with the role, and the key is published before it. Only
+// a node running KubernetesWorker acts on the peers, though: the
+// kubernetesworker worker runs clusternet.Run over them beside the
+// kubelet, so a node without the role (a controller-only node) programs
+// no routes and does not reach the workers' Pods. Both values keep
 // their last answer while the stream is down (between a curator stepping
 // down and the next stream), so routes stay in place meanwhile; the next
 // stream's first message replaces them whole.
