@@ -207,17 +207,42 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 		return nil, nil, nil
 	}
 	r, cmp, op, err := choosePodRange(ctx, kv, n.Id)
-	if errors.Is(err, errPodRangesExhausted) {
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "node %s: %v", n.Id, err)
-	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, podRangeError(n.Id, err)
 	}
 	if n.Network == nil {
 		n.Network = &cpb.NodeNetwork{}
 	}
 	n.Network.PodRange = r.String()
 	return []clientv3.Cmp{cmp}, []clientv3.Op{op}, nil
+}
+
+// checkPodRangeLeft refuses, with givePodRange's error, a change that
+// would give node n (its record as it is) the roles roles, among them
+// KubernetesWorker, while n has no pod range and none is left. It writes
+// nothing: it is for a change that must be refused before it touches
+// what no transaction with the record spans (etcd's membership, in
+// UpdateNodeRoles); the write itself gives the range, and may still find
+// the pool emptied meanwhile by a grant this check did not wait for.
+func checkPodRangeLeft(ctx context.Context, kv clientv3.KV, n *cpb.Node, roles *cpb.Roles) error {
+	if roles.GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+		return nil
+	}
+	_, _, _, err := choosePodRange(ctx, kv, n.Id)
+	if err != nil {
+		return podRangeError(n.Id, err)
+	}
+	return nil
+}
+
+// podRangeError is choosePodRange's error err for node id as the reply to
+// a request: an empty pool is the request's refusal (ResourceExhausted),
+// anything else a failure to read the store, returned as it is.
+func podRangeError(id string, err error) error {
+	if errors.Is(err, errPodRangesExhausted) {
+		return status.Errorf(codes.ResourceExhausted, "node %s: %v", id, err)
+	}
+	return err
 }
 
 // releasePodRangeOp returns the pod range of n to the pool, for the

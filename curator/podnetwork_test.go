@@ -121,9 +121,11 @@ func TestPodRanges(t *testing.T) {
 	}
 }
 
-// A pool with no range left refuses the role, naming the cluster range,
-// and writes nothing.
-func TestPodRangesExhausted(t *testing.T) {
+// exhaustedPodRanges starts a test cluster whose pod network,
+// 10.250.0.0/23 of /24s, holds two node ranges, and gives both to two
+// workers: the pool is empty.
+func exhaustedPodRanges(t *testing.T) (*testCluster, cpb.ManagementServiceClient) {
+	t.Helper()
 	c := newTestCluster(t)
 	small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
 	if err != nil {
@@ -139,11 +141,52 @@ func TestPodRangesExhausted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return c, m
+}
+
+// A pool with no range left refuses the role, naming the cluster range
+// and both ways to free a range, and writes nothing.
+func TestPodRangesExhausted(t *testing.T) {
+	c, m := exhaustedPodRanges(t)
 	third := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 	before := c.storeState()
-	_, err = m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
+	_, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
 	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
 	c.wantStoreUnchanged(t, before, "a refused grant")
+}
+
+// A request that changes ConsensusMember and gives KubernetesWorker while
+// no range is left is refused before etcd's membership changes, which no
+// transaction with the record spans: the member stays, with its peer
+// certificate, and so does the record. (Checked only after the change,
+// the member was removed and the request then refused.)
+func TestPodRangesExhaustedLeavesMembership(t *testing.T) {
+	c, m := exhaustedPodRanges(t)
+	ctx := ctxT(t)
+	member := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: member, ConsensusMember: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if c.member(member) == nil {
+		t.Fatal("the node given ConsensusMember has no consensus member")
+	}
+	before := c.storeState()
+	_, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: member, ConsensusMember: proto.Bool(false), KubernetesWorker: proto.Bool(true)})
+	wantStatus(t, "ConsensusMember taken and KubernetesWorker given with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
+	if c.member(member) == nil {
+		t.Error("the refused request removed the node's consensus member")
+	}
+	c.wantStoreUnchanged(t, before, "a refused change of ConsensusMember and KubernetesWorker")
+
+	// Giving both is refused before the learner is added.
+	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	before = c.storeState()
+	_, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other, ConsensusMember: proto.Bool(true), KubernetesWorker: proto.Bool(true)})
+	wantStatus(t, "ConsensusMember and KubernetesWorker given with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
+	if mem := c.member(other); mem != nil {
+		t.Errorf("the refused request left a consensus member: %+v", mem)
+	}
+	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesWorker")
 }
 
 // However many grants race, each range goes to one node: the range's key
