@@ -88,13 +88,14 @@ func parsePodNetwork(p *cpb.PodNetwork) (netip.Prefix, int, error) {
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %q: want an IPv4 prefix such as %s: %w", p.ClusterRange, DefaultPodRange, err)
 	}
 	bits := int(p.NodePrefixLength)
+	reserved := reservedOverlap(r)
 	switch {
 	case !r.Addr().Is4():
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s: only IPv4 pod ranges are supported", r)
 	case r.Masked() != r:
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s has host bits set; did you mean %s?", r, r.Masked())
-	case r.Addr().IsLoopback() || r.Addr().IsLinkLocalUnicast() || r.Addr().IsMulticast() || !r.Addr().IsGlobalUnicast():
-		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s is not unicast addresses a Pod may have", r)
+	case reserved != nil:
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s overlaps %s (%s), addresses no Pod may have", r, reserved.prefix, reserved.what)
 	case r.Overlaps(controlplane.DefaultServiceCIDR):
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s overlaps the Kubernetes service range %s", r, controlplane.DefaultServiceCIDR)
 	case bits <= r.Bits() || bits > maxNodePodPrefixLength:
@@ -103,6 +104,37 @@ func parsePodNetwork(p *cpb.PodNetwork) (netip.Prefix, int, error) {
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s holds more than %d node ranges of /%d: take a longer node prefix or a smaller cluster range", r, maxNodePodRanges, bits)
 	}
 	return r, bits, nil
+}
+
+// reservedPodAddresses are the IPv4 addresses no Pod may have, because
+// every host already gives them another meaning (itself, its link, a
+// group, none at all): a cluster range must overlap none of them, at any
+// of its addresses, not only its first. Only IPv4 ranges are supported,
+// so there is no IPv6 list.
+var reservedPodAddresses = []reservedRange{
+	{netip.MustParsePrefix("0.0.0.0/8"), `"this network"`},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved, and the broadcast address"},
+}
+
+// reservedRange is a range of addresses no Pod may have, and what they
+// are, for the error that refuses a cluster range over them.
+type reservedRange struct {
+	prefix netip.Prefix
+	what   string
+}
+
+// reservedOverlap is the first of reservedPodAddresses that r overlaps,
+// nil if none.
+func reservedOverlap(r netip.Prefix) *reservedRange {
+	for i := range reservedPodAddresses {
+		if r.Overlaps(reservedPodAddresses[i].prefix) {
+			return &reservedPodAddresses[i]
+		}
+	}
+	return nil
 }
 
 // withPodNetworkDefaults returns p (nil: the defaults) with its unset

@@ -27,7 +27,17 @@ func TestCheckPodNetwork(t *testing.T) {
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0"}, "want an IPv4 prefix"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.1/16"}, "did you mean 10.200.0.0/16"},
 		{&cpb.PodNetwork{ClusterRange: "fd00::/48"}, "only IPv4"},
-		{&cpb.PodNetwork{ClusterRange: "127.16.0.0/16"}, "not unicast"},
+		{&cpb.PodNetwork{ClusterRange: "127.16.0.0/16"}, "overlaps 127.0.0.0/8 (loopback)"},
+		// Ranges whose first address is unicast but which hold addresses
+		// no Pod may have; node prefix lengths chosen so that the overlap
+		// is the only thing wrong.
+		{&cpb.PodNetwork{ClusterRange: "126.0.0.0/7", NodePrefixLength: 23}, "cluster range 126.0.0.0/7 overlaps 127.0.0.0/8 (loopback)"},
+		{&cpb.PodNetwork{ClusterRange: "168.0.0.0/6", NodePrefixLength: 22}, "cluster range 168.0.0.0/6 overlaps 169.254.0.0/16 (link-local)"},
+		{&cpb.PodNetwork{ClusterRange: "192.0.0.0/2", NodePrefixLength: 18}, "cluster range 192.0.0.0/2 overlaps 224.0.0.0/4 (multicast)"},
+		{&cpb.PodNetwork{ClusterRange: "0.1.0.0/16"}, "cluster range 0.1.0.0/16 overlaps 0.0.0.0/8"},
+		{&cpb.PodNetwork{ClusterRange: "240.0.0.0/12"}, "cluster range 240.0.0.0/12 overlaps 240.0.0.0/4"},
+		{&cpb.PodNetwork{ClusterRange: "255.255.255.0/24", NodePrefixLength: 28}, "overlaps 240.0.0.0/4 (reserved, and the broadcast address)"},
+		{&cpb.PodNetwork{ClusterRange: "10.244.0.0/14", NodePrefixLength: 24}, ""},
 		{&cpb.PodNetwork{ClusterRange: "10.96.0.0/16"}, "overlaps the Kubernetes service range"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/24", NodePrefixLength: 24}, "node prefix length 24"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/16", NodePrefixLength: 29}, "at most 28"},
