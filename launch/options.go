@@ -195,8 +195,11 @@ func (o *Options) podNetwork() *cpb.PodNetwork {
 // checkPodNetwork refuses a pod network the curator would refuse, or one
 // over the nodes' own addresses, whose traffic would be routed to Pods.
 func (o *Options) checkPodNetwork() error {
-	if o.PodNodePrefixLength < 0 {
-		return fmt.Errorf("launch: pod node prefix length %d is negative", o.PodNodePrefixLength)
+	// Checked before podNetwork's conversion to uint32, which would make
+	// 2^32+24 a valid 24. The curator's own bound (at most 28) is checked
+	// by CheckPodNetwork below.
+	if o.PodNodePrefixLength < 0 || o.PodNodePrefixLength > 32 {
+		return fmt.Errorf("launch: pod node prefix length %d (--pod-node-prefix): want 0 (the default) to 32, the length of an IPv4 prefix", o.PodNodePrefixLength)
 	}
 	if err := curator.CheckPodNetwork(o.podNetwork()); err != nil {
 		return fmt.Errorf("launch: %w", err)
