@@ -96,7 +96,9 @@ type Options struct {
 	// PodRange is the cluster's pod range, out of which each worker node
 	// gets a range of PodNodePrefixLength; the zero Prefix and 0 mean the
 	// curator's defaults (curator.DefaultPodRange, a /24 each). It must
-	// not overlap the nodes' addresses (the VM network).
+	// not overlap the nodes' addresses (the VM network). Both are for a
+	// new cluster: with RestoreBackup they are refused, since a restored
+	// cluster keeps the backup's pod network.
 	PodRange            netip.Prefix
 	PodNodePrefixLength int
 	// RestoreBackup, when set, restores a cluster from this backup file
