@@ -336,7 +336,15 @@ func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
 		if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
 			continue
 		}
-		// Serialised with UpdateNodeRoles, like every change of roles.
+		// No lock makes this safe: a role change without ConsensusMember
+		// (changeNodeConfirmed) takes none, and another curator shares
+		// none. The compare-and-swaps do: the record is written only if
+		// unchanged since it was read, and the range only if its key was
+		// never created (givePodRange), so whichever write loses reads
+		// again and plans again (updateNodeTxn), and a range is never
+		// given twice nor a role lost. l.membership is held only to stay
+		// out of a ConsensusMember change, between its membership change
+		// and its record's write, which would otherwise have to retry.
 		l.membership.Lock()
 		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 			if n == nil {
