@@ -227,7 +227,7 @@ func choosePodRange(ctx context.Context, kv clientv3.KV, id string) (netip.Prefi
 		}
 		return r, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, id), nil
 	}
-	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out; delete nodes that no longer run", errPodRangesExhausted, count, bits, cluster)
+	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out, and a node gives its range back only when its record is deleted: decommission and delete nodes that no longer run, and UP nodes whose KubernetesWorker was taken away and that need no range", errPodRangesExhausted, count, bits, cluster)
 }
 
 // givePodRange is the part of a change to node n's record that gives it a

@@ -162,6 +162,12 @@ func TestPodRangesExhausted(t *testing.T) {
 	before := c.storeState()
 	_, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
 	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
+	// Both ways a range is kept from the pool: a node that no longer
+	// runs, and an UP node that lost the role; both free it only when
+	// deleted.
+	for _, says := range []string{"nodes that no longer run", "KubernetesWorker was taken away", "decommission and delete"} {
+		wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, says)
+	}
 	c.wantStoreUnchanged(t, before, "a refused grant")
 }
 
