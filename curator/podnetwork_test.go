@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -395,5 +396,31 @@ func TestPodRangesGivenByNewLeader(t *testing.T) {
 	c.waitCachedNode(old.Id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() == "10.244.0.0/24" })
 	if owners := c.podRangeOwners(); owners["10.244.0.0/24"] != old.Id {
 		t.Errorf("ranges given out %v, want 10.244.0.0/24 to %s", owners, old.Id)
+	}
+}
+
+// Deleting a node frees its range only if the range's key names it: a
+// key that names another node (a record and key out of step, as after an
+// operator's edit) is that node's, and stays.
+func TestDeleteNodeLeavesAnotherNodesRange(t *testing.T) {
+	c, m, ctx := managementTest(t)
+	owner := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	owner.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	owner.Network = &cpb.NodeNetwork{PodRange: "10.244.5.0/24"}
+	c.putNode(owner)
+	gone := c.seedNode(cpb.NodeState_NODE_STATE_DECOMMISSIONED).node
+	gone.Network = &cpb.NodeNetwork{PodRange: "10.244.5.0/24"}
+	c.putNode(gone)
+	if _, err := c.etcd.Put(ctx, podRangeKey(netip.MustParsePrefix("10.244.5.0/24")), owner.Id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: gone.Id}); err != nil {
+		t.Fatalf("DeleteNode: %v", err)
+	}
+	if c.record(gone.Id) != nil {
+		t.Error("DeleteNode left the record")
+	}
+	if owners := c.podRangeOwners(); owners["10.244.5.0/24"] != owner.Id {
+		t.Errorf("after deleting %s, whose record named 10.244.5.0/24, the ranges given out are %v; want the range still %s's", gone.Id, owners, owner.Id)
 	}
 }
