@@ -88,13 +88,14 @@ func parsePodNetwork(p *cpb.PodNetwork) (netip.Prefix, int, error) {
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %q: want an IPv4 prefix such as %s: %w", p.ClusterRange, DefaultPodRange, err)
 	}
 	bits := int(p.NodePrefixLength)
+	reserved := reservedOverlap(r)
 	switch {
 	case !r.Addr().Is4():
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s: only IPv4 pod ranges are supported", r)
 	case r.Masked() != r:
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s has host bits set; did you mean %s?", r, r.Masked())
-	case r.Addr().IsLoopback() || r.Addr().IsLinkLocalUnicast() || r.Addr().IsMulticast() || !r.Addr().IsGlobalUnicast():
-		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s is not unicast addresses a Pod may have", r)
+	case reserved != nil:
+		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s overlaps %s (%s), addresses no Pod may have", r, reserved.prefix, reserved.what)
 	case r.Overlaps(controlplane.DefaultServiceCIDR):
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s overlaps the Kubernetes service range %s", r, controlplane.DefaultServiceCIDR)
 	case bits <= r.Bits() || bits > maxNodePodPrefixLength:
@@ -103,6 +104,37 @@ func parsePodNetwork(p *cpb.PodNetwork) (netip.Prefix, int, error) {
 		return netip.Prefix{}, 0, fmt.Errorf("pod network: cluster range %s holds more than %d node ranges of /%d: take a longer node prefix or a smaller cluster range", r, maxNodePodRanges, bits)
 	}
 	return r, bits, nil
+}
+
+// reservedPodAddresses are the IPv4 addresses no Pod may have, because
+// every host already gives them another meaning (itself, its link, a
+// group, none at all): a cluster range must overlap none of them, at any
+// of its addresses, not only its first. Only IPv4 ranges are supported,
+// so there is no IPv6 list.
+var reservedPodAddresses = []reservedRange{
+	{netip.MustParsePrefix("0.0.0.0/8"), `"this network"`},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved, and the broadcast address"},
+}
+
+// reservedRange is a range of addresses no Pod may have, and what they
+// are, for the error that refuses a cluster range over them.
+type reservedRange struct {
+	prefix netip.Prefix
+	what   string
+}
+
+// reservedOverlap is the first of reservedPodAddresses that r overlaps,
+// nil if none.
+func reservedOverlap(r netip.Prefix) *reservedRange {
+	for i := range reservedPodAddresses {
+		if r.Overlaps(reservedPodAddresses[i].prefix) {
+			return &reservedPodAddresses[i]
+		}
+	}
+	return nil
 }
 
 // withPodNetworkDefaults returns p (nil: the defaults) with its unset
@@ -195,7 +227,7 @@ func choosePodRange(ctx context.Context, kv clientv3.KV, id string) (netip.Prefi
 		}
 		return r, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, id), nil
 	}
-	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out; delete nodes that no longer run", errPodRangesExhausted, count, bits, cluster)
+	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out, and a node gives its range back only when its record is deleted: decommission and delete nodes that no longer run, and UP nodes whose KubernetesWorker was taken away and that need no range", errPodRangesExhausted, count, bits, cluster)
 }
 
 // givePodRange is the part of a change to node n's record that gives it a
@@ -207,17 +239,42 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 		return nil, nil, nil
 	}
 	r, cmp, op, err := choosePodRange(ctx, kv, n.Id)
-	if errors.Is(err, errPodRangesExhausted) {
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "node %s: %v", n.Id, err)
-	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, podRangeError(n.Id, err)
 	}
 	if n.Network == nil {
 		n.Network = &cpb.NodeNetwork{}
 	}
 	n.Network.PodRange = r.String()
 	return []clientv3.Cmp{cmp}, []clientv3.Op{op}, nil
+}
+
+// checkPodRangeLeft refuses, with givePodRange's error, a change that
+// would give node n (its record as it is) the roles roles, among them
+// KubernetesWorker, while n has no pod range and none is left. It writes
+// nothing: it is for a change that must be refused before it touches
+// what no transaction with the record spans (etcd's membership, in
+// UpdateNodeRoles); the write itself gives the range, and may still find
+// the pool emptied meanwhile by a grant this check did not wait for.
+func checkPodRangeLeft(ctx context.Context, kv clientv3.KV, n *cpb.Node, roles *cpb.Roles) error {
+	if roles.GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+		return nil
+	}
+	_, _, _, err := choosePodRange(ctx, kv, n.Id)
+	if err != nil {
+		return podRangeError(n.Id, err)
+	}
+	return nil
+}
+
+// podRangeError is choosePodRange's error err for node id as the reply to
+// a request: an empty pool is the request's refusal (ResourceExhausted),
+// anything else a failure to read the store, returned as it is.
+func podRangeError(id string, err error) error {
+	if errors.Is(err, errPodRangesExhausted) {
+		return status.Errorf(codes.ResourceExhausted, "node %s: %v", id, err)
+	}
+	return err
 }
 
 // releasePodRangeOp returns the pod range of n to the pool, for the
@@ -279,7 +336,15 @@ func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
 		if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
 			continue
 		}
-		// Serialised with UpdateNodeRoles, like every change of roles.
+		// No lock makes this safe: a role change without ConsensusMember
+		// (changeNodeConfirmed) takes none, and another curator shares
+		// none. The compare-and-swaps do: the record is written only if
+		// unchanged since it was read, and the range only if its key was
+		// never created (givePodRange), so whichever write loses reads
+		// again and plans again (updateNodeTxn), and a range is never
+		// given twice nor a role lost. l.membership is held only to stay
+		// out of a ConsensusMember change, between its membership change
+		// and its record's write, which would otherwise have to retry.
 		l.membership.Lock()
 		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 			if n == nil {

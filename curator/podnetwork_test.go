@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,17 @@ func TestCheckPodNetwork(t *testing.T) {
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0"}, "want an IPv4 prefix"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.1/16"}, "did you mean 10.200.0.0/16"},
 		{&cpb.PodNetwork{ClusterRange: "fd00::/48"}, "only IPv4"},
-		{&cpb.PodNetwork{ClusterRange: "127.16.0.0/16"}, "not unicast"},
+		{&cpb.PodNetwork{ClusterRange: "127.16.0.0/16"}, "overlaps 127.0.0.0/8 (loopback)"},
+		// Ranges whose first address is unicast but which hold addresses
+		// no Pod may have; node prefix lengths chosen so that the overlap
+		// is the only thing wrong.
+		{&cpb.PodNetwork{ClusterRange: "126.0.0.0/7", NodePrefixLength: 23}, "cluster range 126.0.0.0/7 overlaps 127.0.0.0/8 (loopback)"},
+		{&cpb.PodNetwork{ClusterRange: "168.0.0.0/6", NodePrefixLength: 22}, "cluster range 168.0.0.0/6 overlaps 169.254.0.0/16 (link-local)"},
+		{&cpb.PodNetwork{ClusterRange: "192.0.0.0/2", NodePrefixLength: 18}, "cluster range 192.0.0.0/2 overlaps 224.0.0.0/4 (multicast)"},
+		{&cpb.PodNetwork{ClusterRange: "0.1.0.0/16"}, "cluster range 0.1.0.0/16 overlaps 0.0.0.0/8"},
+		{&cpb.PodNetwork{ClusterRange: "240.0.0.0/12"}, "cluster range 240.0.0.0/12 overlaps 240.0.0.0/4"},
+		{&cpb.PodNetwork{ClusterRange: "255.255.255.0/24", NodePrefixLength: 28}, "overlaps 240.0.0.0/4 (reserved, and the broadcast address)"},
+		{&cpb.PodNetwork{ClusterRange: "10.244.0.0/14", NodePrefixLength: 24}, ""},
 		{&cpb.PodNetwork{ClusterRange: "10.96.0.0/16"}, "overlaps the Kubernetes service range"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/24", NodePrefixLength: 24}, "node prefix length 24"},
 		{&cpb.PodNetwork{ClusterRange: "10.200.0.0/16", NodePrefixLength: 29}, "at most 28"},
@@ -121,9 +132,11 @@ func TestPodRanges(t *testing.T) {
 	}
 }
 
-// A pool with no range left refuses the role, naming the cluster range,
-// and writes nothing.
-func TestPodRangesExhausted(t *testing.T) {
+// exhaustedPodRanges starts a test cluster whose pod network,
+// 10.250.0.0/23 of /24s, holds two node ranges, and gives both to two
+// workers: the pool is empty.
+func exhaustedPodRanges(t *testing.T) (*testCluster, cpb.ManagementServiceClient) {
+	t.Helper()
 	c := newTestCluster(t)
 	small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
 	if err != nil {
@@ -139,11 +152,58 @@ func TestPodRangesExhausted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return c, m
+}
+
+// A pool with no range left refuses the role, naming the cluster range
+// and both ways to free a range, and writes nothing.
+func TestPodRangesExhausted(t *testing.T) {
+	c, m := exhaustedPodRanges(t)
 	third := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 	before := c.storeState()
-	_, err = m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
+	_, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
 	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
+	// Both ways a range is kept from the pool: a node that no longer
+	// runs, and an UP node that lost the role; both free it only when
+	// deleted.
+	for _, says := range []string{"nodes that no longer run", "KubernetesWorker was taken away", "decommission and delete"} {
+		wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, says)
+	}
 	c.wantStoreUnchanged(t, before, "a refused grant")
+}
+
+// A request that changes ConsensusMember and gives KubernetesWorker while
+// no range is left is refused before etcd's membership changes, which no
+// transaction with the record spans: the member stays, with its peer
+// certificate, and so does the record. (Checked only after the change,
+// the member was removed and the request then refused.)
+func TestPodRangesExhaustedLeavesMembership(t *testing.T) {
+	c, m := exhaustedPodRanges(t)
+	ctx := ctxT(t)
+	member := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: member, ConsensusMember: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if c.member(member) == nil {
+		t.Fatal("the node given ConsensusMember has no consensus member")
+	}
+	before := c.storeState()
+	_, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: member, ConsensusMember: proto.Bool(false), KubernetesWorker: proto.Bool(true)})
+	wantStatus(t, "ConsensusMember taken and KubernetesWorker given with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
+	if c.member(member) == nil {
+		t.Error("the refused request removed the node's consensus member")
+	}
+	c.wantStoreUnchanged(t, before, "a refused change of ConsensusMember and KubernetesWorker")
+
+	// Giving both is refused before the learner is added.
+	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	before = c.storeState()
+	_, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other, ConsensusMember: proto.Bool(true), KubernetesWorker: proto.Bool(true)})
+	wantStatus(t, "ConsensusMember and KubernetesWorker given with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
+	if mem := c.member(other); mem != nil {
+		t.Errorf("the refused request left a consensus member: %+v", mem)
+	}
+	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesWorker")
 }
 
 // However many grants race, each range goes to one node: the range's key
@@ -336,5 +396,31 @@ func TestPodRangesGivenByNewLeader(t *testing.T) {
 	c.waitCachedNode(old.Id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() == "10.244.0.0/24" })
 	if owners := c.podRangeOwners(); owners["10.244.0.0/24"] != old.Id {
 		t.Errorf("ranges given out %v, want 10.244.0.0/24 to %s", owners, old.Id)
+	}
+}
+
+// Deleting a node frees its range only if the range's key names it: a
+// key that names another node (a record and key out of step, as after an
+// operator's edit) is that node's, and stays.
+func TestDeleteNodeLeavesAnotherNodesRange(t *testing.T) {
+	c, m, ctx := managementTest(t)
+	owner := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	owner.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	owner.Network = &cpb.NodeNetwork{PodRange: "10.244.5.0/24"}
+	c.putNode(owner)
+	gone := c.seedNode(cpb.NodeState_NODE_STATE_DECOMMISSIONED).node
+	gone.Network = &cpb.NodeNetwork{PodRange: "10.244.5.0/24"}
+	c.putNode(gone)
+	if _, err := c.etcd.Put(ctx, podRangeKey(netip.MustParsePrefix("10.244.5.0/24")), owner.Id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: gone.Id}); err != nil {
+		t.Fatalf("DeleteNode: %v", err)
+	}
+	if c.record(gone.Id) != nil {
+		t.Error("DeleteNode left the record")
+	}
+	if owners := c.podRangeOwners(); owners["10.244.5.0/24"] != owner.Id {
+		t.Errorf("after deleting %s, whose record named 10.244.5.0/24, the ranges given out are %v; want the range still %s's", gone.Id, owners, owner.Id)
 	}
 }

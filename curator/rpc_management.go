@@ -190,7 +190,14 @@ func (r *rpcServer) ApproveNode(ctx context.Context, req *cpb.ApproveNodeRequest
 //     (consensus.ErrNoMember) and only updates the record.
 //
 // Membership changes are serialised per leader term (leaderState.membership)
-// so that two requests cannot interleave their checks and changes.
+// so that two requests cannot interleave their checks and changes. What
+// would refuse the record's change is checked before the membership
+// changes (planRoles, and a pod range left for a new worker), so that a
+// refused request leaves the membership as it was; only a worker given
+// its range by another request in between can still empty the pool
+// after the check, and then the request fails after the membership
+// change, which the same request sent again, once a range is free,
+// completes.
 //
 // It is confirmedByWrite: a change of the other roles, which is the record
 // alone, is one transaction that also confirms the leadership and the
@@ -223,7 +230,17 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	if err != nil {
 		return nil, leaderWriteError(err)
 	}
-	if _, err := planRoles(cur, req); err != nil {
+	roles, err := planRoles(cur, req)
+	if err != nil {
+		return nil, err
+	}
+	// withRoles refuses a new worker when no pod range is left; that
+	// refusal must come before the membership change below, which the
+	// record's transaction cannot undo.
+	if err := checkPodRangeLeft(ctx, r.s.cfg.Client, cur, roles); err != nil {
+		if _, ok := status.FromError(err); !ok {
+			err = leaderWriteError(err)
+		}
 		return nil, err
 	}
 	var joinData *cpb.ConsensusJoinData

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestOptionsDefaults(t *testing.T) {
 
 func TestOptionsRefused(t *testing.T) {
 	a := netip.MustParseAddr("127.79.0.1")
-	for _, tc := range []struct {
+	cases := []struct {
 		o    Options
 		want string
 	}{
@@ -55,7 +56,20 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{VM: &VMOptions{}, PodRange: netip.MustParsePrefix("10.77.0.0/16")}, "overlaps the VM network 10.77.0.0/24"},
 		{Options{PodRange: netip.MustParsePrefix("10.96.0.0/16")}, "overlaps the Kubernetes service range"},
 		{Options{PodNodePrefixLength: 30}, "node prefix length 30"},
-	} {
+		{Options{PodNodePrefixLength: -1}, "pod node prefix length -1 (--pod-node-prefix)"},
+		{Options{PodNodePrefixLength: 33}, "pod node prefix length 33 (--pod-node-prefix): want 0 (the default) to 32"},
+	}
+	if strconv.IntSize == 64 {
+		// 2^32+24, which a conversion to uint32 would make 24 and the
+		// curator accept; a variable, since the constant overflows a
+		// 32-bit int.
+		var wide uint64 = 1<<32 + 24
+		cases = append(cases, struct {
+			o    Options
+			want string
+		}{Options{PodNodePrefixLength: int(wide)}, "pod node prefix length 4294967320 (--pod-node-prefix)"})
+	}
+	for _, tc := range cases {
 		if err := tc.o.setDefaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.o, err, tc.want)
 		}

@@ -96,7 +96,9 @@ type Options struct {
 	// PodRange is the cluster's pod range, out of which each worker node
 	// gets a range of PodNodePrefixLength; the zero Prefix and 0 mean the
 	// curator's defaults (curator.DefaultPodRange, a /24 each). It must
-	// not overlap the nodes' addresses (the VM network).
+	// not overlap the nodes' addresses (the VM network). Both are for a
+	// new cluster: with RestoreBackup they are refused, since a restored
+	// cluster keeps the backup's pod network.
 	PodRange            netip.Prefix
 	PodNodePrefixLength int
 	// RestoreBackup, when set, restores a cluster from this backup file
@@ -195,8 +197,11 @@ func (o *Options) podNetwork() *cpb.PodNetwork {
 // checkPodNetwork refuses a pod network the curator would refuse, or one
 // over the nodes' own addresses, whose traffic would be routed to Pods.
 func (o *Options) checkPodNetwork() error {
-	if o.PodNodePrefixLength < 0 {
-		return fmt.Errorf("launch: pod node prefix length %d is negative", o.PodNodePrefixLength)
+	// Checked before podNetwork's conversion to uint32, which would make
+	// 2^32+24 a valid 24. The curator's own bound (at most 28) is checked
+	// by CheckPodNetwork below.
+	if o.PodNodePrefixLength < 0 || o.PodNodePrefixLength > 32 {
+		return fmt.Errorf("launch: pod node prefix length %d (--pod-node-prefix): want 0 (the default) to 32, the length of an IPv4 prefix", o.PodNodePrefixLength)
 	}
 	if err := curator.CheckPodNetwork(o.podNetwork()); err != nil {
 		return fmt.Errorf("launch: %w", err)

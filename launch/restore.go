@@ -60,6 +60,11 @@ func (o *Options) checkRestore() error {
 	if o.RestoreBackup == "" {
 		return nil
 	}
+	// Refused rather than ignored: the pod network is in the backup, and
+	// the restored cluster keeps it (its workers keep their ranges).
+	if o.PodRange.IsValid() || o.PodNodePrefixLength != 0 {
+		return errors.New("launch: a restored cluster keeps the pod network of the cluster the backup was taken from: a pod range and node prefix length (PodRange, PodNodePrefixLength; --pod-range, --pod-node-prefix) are for a new cluster only; restore without them")
+	}
 	if o.ConfigDir == "" {
 		return errors.New("launch: restoring a backup needs the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup): give ConfigDir (--config)")
 	}

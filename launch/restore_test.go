@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,13 @@ func TestRestoreOptionsRefused(t *testing.T) {
 	}{
 		{Options{RestoreBackup: backup}, "needs the polisctl configuration"},
 		{Options{RestoreBackup: backup + ".missing", ConfigDir: t.TempDir()}, "the backup"},
+		// The backup's pod network is the restored cluster's: one asked
+		// for would be ignored, so it is refused.
+		{Options{RestoreBackup: backup, ConfigDir: t.TempDir(), PodRange: netip.MustParsePrefix("10.200.0.0/16")}, "--pod-range"},
+		{Options{RestoreBackup: backup, ConfigDir: t.TempDir(), PodNodePrefixLength: 26}, "--pod-node-prefix"},
 		{Options{RestoreBackup: backup, ConfigDir: t.TempDir()}, ""},
+		// Without a restore, they are checked as for any new cluster.
+		{Options{PodRange: netip.MustParsePrefix("10.200.0.0/16"), PodNodePrefixLength: 26}, ""},
 	} {
 		err := c.o.checkRestore()
 		if c.want == "" {

@@ -422,7 +422,9 @@ type PodNetwork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The cluster's pod range, an IPv4 prefix in CIDR form with no host bits
 	// set ("10.244.0.0/14"). It must not overlap the Kubernetes service
-	// range, loopback, link-local or multicast addresses.
+	// range, nor loopback, link-local, multicast or reserved addresses
+	// (0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4,
+	// which holds the broadcast address).
 	ClusterRange string `protobuf:"bytes,1,opt,name=cluster_range,json=clusterRange,proto3" json:"cluster_range,omitempty"`
 	// The prefix length of each node's pod range ("24": 256 addresses per
 	// node); longer than the cluster range's, at most 28.

@@ -88,7 +88,9 @@ type ManagementServiceClient interface {
 	// UNAVAILABLE; the curator client retries on the new leader, which
 	// carries the change out. RESOURCE_EXHAUSTED if KubernetesWorker is given
 	// to a node that has no pod range yet and the cluster's pod range has
-	// none left (NodeNetwork.pod_range).
+	// none left (NodeNetwork.pod_range: a range goes back only when its
+	// node's record is deleted, also from an UP node that lost the role);
+	// it is checked before etcd's membership changes.
 	UpdateNodeRoles(ctx context.Context, in *UpdateNodeRolesRequest, opts ...grpc.CallOption) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
@@ -337,7 +339,9 @@ type ManagementServiceServer interface {
 	// UNAVAILABLE; the curator client retries on the new leader, which
 	// carries the change out. RESOURCE_EXHAUSTED if KubernetesWorker is given
 	// to a node that has no pod range yet and the cluster's pod range has
-	// none left (NodeNetwork.pod_range).
+	// none left (NodeNetwork.pod_range: a range goes back only when its
+	// node's record is deleted, also from an UP node that lost the role);
+	// it is checked before etcd's membership changes.
 	UpdateNodeRoles(context.Context, *UpdateNodeRolesRequest) (*UpdateNodeRolesResponse, error)
 	// DecommissionNode takes an UP node out of the cluster for good: its
 	// roles are taken away (as by UpdateNodeRoles, which also revokes its
