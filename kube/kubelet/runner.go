@@ -364,32 +364,59 @@ func (r *Runner) cleanRuntimeState(log *zap.Logger) {
 // empty: no kubelet, container, shim or containerd left.
 const StoppedMessage = "the Kubernetes node stopped: no process left in its cgroup"
 
-// Renew replaces the kubelet's credentials and the apiservers: the files
-// are rewritten, the proxy follows the new list at once, and the kubelet
-// is restarted (SIGTERM; its runnable starts it again) to read them.
-// Containers keep running.
+// Renew replaces the kubelet's credentials and the apiservers: the proxy
+// follows the new list at once and, when the credentials differ from the
+// ones the kubelet has, the files are rewritten and the kubelet is
+// restarted (SIGTERM; its runnable starts it again) to read them.
+// Containers keep running. The same credentials leave the files and the
+// kubelet alone: a restarted kubelet has no Pod specs until an apiserver
+// answers, so restarting it for nothing while none does would stop it
+// restarting crashed containers and running probes.
 func (r *Runner) Renew(creds Credentials, servers []netip.AddrPort) error {
 	cfg := r.cfg.withCredentials(creds)
 	cfg.APIServers = servers
 	if _, err := cfg.withDefaults(); err != nil {
-		return err
+		return fmt.Errorf("kubelet: renewing: %w", err)
 	}
 	fs, err := cfg.files()
 	if err != nil {
-		return err
+		return fmt.Errorf("kubelet: renewing: %w", err)
 	}
 	r.mu.Lock()
+	same := r.creds.equal(creds)
 	r.creds = creds
 	pid := r.cur.KubeletPID
 	r.mu.Unlock()
+	r.proxy.SetServers(servers)
+	if same {
+		return nil
+	}
 	if err := write(fs); err != nil {
 		return err
 	}
-	r.proxy.SetServers(servers)
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	return nil
+}
+
+// SetAPIServers replaces the apiservers the local proxy relays to, at
+// once, and touches nothing else: the kubelet keeps running (its
+// kubeconfig names the proxy, not the apiservers).
+func (r *Runner) SetAPIServers(servers []netip.AddrPort) error {
+	cfg := r.cfg
+	cfg.APIServers = servers
+	if _, err := cfg.withDefaults(); err != nil {
+		return fmt.Errorf("kubelet: setting the apiservers: %w", err)
+	}
+	r.proxy.SetServers(servers)
+	return nil
+}
+
+// equal reports whether c and o are the same credentials.
+func (c Credentials) equal(o Credentials) bool {
+	return bytes.Equal(c.CA, o.CA) && bytes.Equal(c.ClientCert, o.ClientCert) && bytes.Equal(c.ClientKey, o.ClientKey) &&
+		bytes.Equal(c.ServingCert, o.ServingCert) && bytes.Equal(c.ServingKey, o.ServingKey)
 }
 
 func (c Config) withCredentials(creds Credentials) Config {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -421,4 +422,61 @@ func TestRunnerWaitsForAnAPIServer(t *testing.T) {
 	waitStatus(t, r, "containerd started again", func(s *Status) bool {
 		return s.ContainerdRunning && s.ContainerdPID != st.ContainerdPID
 	})
+}
+
+// Renewing with the credentials the kubelet has (the worker asks the
+// curator again for the apiservers while none answers) and setting the
+// apiservers change the proxy's list alone: the kubelet's files are not
+// rewritten and the kubelet is not restarted, since a restarted kubelet
+// has no Pod specs until an apiserver answers.
+func TestRunnerSameCredentialsKeepTheKubelet(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready readyNode
+	api := fakeAPIServer(t, c, "node-1", &ready)
+	cfg, logPath := fakeRuntime(t, t.TempDir())
+	asNodeOne(t, &cfg, c, api)
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	running := waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
+	kubeletStarted(t, logPath, 1)
+	kubeconfig := filepath.Join(cfg.RunDir, fileKubeconfig)
+	before, err := os.Stat(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := netip.MustParseAddrPort("127.0.0.1:1")
+	if err := r.Renew(cfg.Credentials, []netip.AddrPort{other, api}); err != nil {
+		t.Fatalf("Renew with the same credentials: %v", err)
+	}
+	if got := r.proxy.Order(); len(got) != 2 || !slices.Contains(got, other) {
+		t.Errorf("the proxy relays to %v after Renew, want %v and %v", got, other, api)
+	}
+	after, err := os.Stat(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// write renames a new file over each one: a rewrite is a new inode.
+	if !os.SameFile(before, after) {
+		t.Error("Renew with the same credentials rewrote the kubeconfig")
+	}
+	if err := r.SetAPIServers([]netip.AddrPort{api}); err != nil {
+		t.Fatalf("SetAPIServers: %v", err)
+	}
+	if got := r.proxy.Order(); !slices.Equal(got, []netip.AddrPort{api}) {
+		t.Errorf("the proxy relays to %v after SetAPIServers, want %v", got, api)
+	}
+	if err := r.SetAPIServers(nil); err == nil || !strings.Contains(err.Error(), "APIServers is empty") {
+		t.Errorf("SetAPIServers(nil): %v, want the empty list refused", err)
+	}
+	st := waitStatus(t, r, "the status", func(*Status) bool { return true })
+	if st.KubeletPID != running.KubeletPID || st.KubeletStarts != 1 || strings.Contains(readLog(t, logPath), "kubelet-stop") {
+		t.Errorf("the kubelet was restarted (pid %d, then %d; %d starts); log:\n%s", running.KubeletPID, st.KubeletPID, st.KubeletStarts, readLog(t, logPath))
+	}
 }
