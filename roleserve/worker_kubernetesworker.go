@@ -366,12 +366,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 			return err
 		}
 		if !ok {
-			// An early ask (for the apiservers' list) leaves kube-proxy and
-			// the DNS server alone: they reach the apiservers through the
-			// kubelet's proxy, and their certificates are good past the
-			// next renewal, which is sooner than their end.
-			due := !time.Now().Before(renewAt)
-			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, due), time.Now()
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, renewAt), time.Now()
 			continue
 		}
 		if roles.Latest().GetKubernetesWorker() == nil {
@@ -394,24 +389,46 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 }
 
-// renew asks for fresh credentials and hands them to the runner (and to
-// the node services if servicesToo); it returns when to renew next.
-func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, servicesToo bool) time.Time {
+// renew asks the curator for credentials and the apiservers' list; it
+// returns when to renew next. When the credentials are due (renewAt has
+// passed), the fresh ones go to the runner and the node services, which
+// restarts them. Before that (an early ask, for the list while no
+// apiserver answers) only the list goes to the runner's proxy: the
+// kubelet, kube-proxy and the DNS server keep running on credentials good
+// past renewAt, which is unchanged, since a restarted kubelet has no Pod
+// specs until an apiserver answers (it would stop restarting crashed
+// containers and running probes for as long as none does).
+func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, renewAt time.Time) time.Time {
 	log := supervisor.Logger(ctx)
+	due := !time.Now().Before(renewAt)
+	// A failed renewal is tried again after retry; a failed early ask
+	// leaves renewAt as it was (the next early ask is lastAsked's).
+	failed := renewAt
+	if due {
+		failed = time.Now().Add(w.retry)
+	}
 	if !hasCurator(m) {
-		log.Warn("cannot renew the kubelet's credentials: no curator")
-		return time.Now().Add(w.retry)
+		log.Warn("cannot ask the curator for the kubelet's credentials: no curator", zap.Bool("due", due))
+		return failed
 	}
 	issued, err := w.issue(ctx, m, keys)
-	if err == nil {
+	switch {
+	case err != nil:
+	case !due:
+		err = runner.SetAPIServers(issued.servers)
+	default:
 		err = runner.Renew(issued.creds, issued.servers)
-	}
-	if err == nil && servicesToo {
-		err = services.renew(w, issued)
+		if err == nil {
+			err = services.renew(w, issued)
+		}
 	}
 	if err != nil {
-		log.Warn("renewing the kubelet's credentials", zap.Error(err))
-		return time.Now().Add(w.retry)
+		log.Warn("asking the curator for the kubelet's credentials", zap.Bool("due", due), zap.Error(err))
+		return failed
+	}
+	if !due {
+		log.Info("followed the curator's list of apiservers; the credentials are not due yet", zap.Stringers("apiservers", issued.servers), zap.Time("renewAt", renewAt))
+		return renewAt
 	}
 	log.Info("renewed the kubelet's credentials", zap.Time("next", issued.renewAt))
 	return issued.renewAt

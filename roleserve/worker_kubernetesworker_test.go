@@ -2,10 +2,13 @@ package roleserve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -593,5 +596,92 @@ func TestPodMTUFromClusterLink(t *testing.T) {
 	}
 	if logs.FilterMessageSnippet("MTU is unknown").Len() != 1 {
 		t.Errorf("no warning says the link's MTU is unknown: %v", logs.All())
+	}
+}
+
+// stoppableAPIServer serves h as testutil.ServeMutualTLS does, and returns
+// a stop that closes the server (and its connections) before the test
+// ends: from then on nothing answers at the address.
+func stoppableAPIServer(t *testing.T, h http.Handler, serving pki.Pair, caPEM []byte) (netip.AddrPort, func()) {
+	t.Helper()
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate in the PEM")
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return netip.MustParseAddrPort(srv.Listener.Addr().String()), stop
+}
+
+// While no apiserver answers, the worker asks the curator again for the
+// apiservers every retry, and hands the list to the kubelet's proxy alone:
+// the credentials are not due, so the kubelet (which would have no Pod
+// specs until an apiserver answers) is not restarted.
+func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &labelledNode{name: creds.NodeID, labels: map[string]string{}}
+	serving, err := ca.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiServer, stopAPIServer := stoppableAPIServer(t, node, serving, ca.CACert)
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
+	rt, bundle, log := testRuntime(t)
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.cgroupV2 = func(string) bool { return true }
+	w.retry = 200 * time.Millisecond
+	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
+	w.clearPodNetwork = func() error { return nil }
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{})
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(workerRoles)
+	waitFor(t, &v.KubernetesWorker, "the kubelet running", func(s *KubernetesWorkerStatus) bool { return s != nil && s.KubeletRunning })
+	testutil.Eventually(t, time.Minute, "the kubelet noting its start", func() error {
+		if data := readFile(t, log); !strings.Contains(data, "kubelet --config") {
+			return fmt.Errorf("noted %q", data)
+		}
+		return nil
+	})
+	calls := func() int {
+		f.kubelet.mu.Lock()
+		defer f.kubelet.mu.Unlock()
+		return f.kubelet.calls
+	}
+	asked := calls()
+	stopAPIServer()
+	// Three more asks: at least two were answered and acted on.
+	testutil.Eventually(t, time.Minute, "the curator asked again for the apiservers", func() error {
+		if n := calls(); n < asked+3 {
+			return fmt.Errorf("asked %d times since the apiserver stopped, want 3 or more", n-asked)
+		}
+		return nil
+	})
+	if data := readFile(t, log); strings.Count(data, "kubelet --config") != 1 || strings.Contains(data, "kubelet-stop") {
+		t.Errorf("the kubelet was restarted by asks for the apiservers; log:\n%s", data)
+	}
+	if st := waitFor(t, &v.KubernetesWorker, "the status", func(*KubernetesWorkerStatus) bool { return true }); !st.Held || !st.KubeletRunning {
+		t.Errorf("status %v: the kubelet does not run", st)
 	}
 }
