@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -478,5 +479,42 @@ func TestRunnerSameCredentialsKeepTheKubelet(t *testing.T) {
 	st := waitStatus(t, r, "the status", func(*Status) bool { return true })
 	if st.KubeletPID != running.KubeletPID || st.KubeletStarts != 1 || strings.Contains(readLog(t, logPath), "kubelet-stop") {
 		t.Errorf("the kubelet was restarted (pid %d, then %d; %d starts); log:\n%s", running.KubeletPID, st.KubeletPID, st.KubeletStarts, readLog(t, logPath))
+	}
+}
+
+// A Renew while a Run writes the files (the kubelet not started yet, so
+// nothing to restart) is not undone by the Run: the files end up holding
+// the renewed credentials, which the kubelet then starts on.
+func TestRenewDuringPrepareWins(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := Config{Bundle: "/k/polis-kube", BinDir: "/k", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run")}
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	renewed := credentials(t, c, "node-1")
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		r.prepared = func() {
+			go func() { done <- r.Renew(renewed, cfg.APIServers) }()
+			// The Renew has returned, or waits for the Run's write to end.
+			synctest.Wait()
+		}
+		if err := r.prepare(); err != nil {
+			t.Fatalf("prepare: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+	})
+	if data, err := os.ReadFile(filepath.Join(cfg.RunDir, fileServingCert)); err != nil || string(data) != string(renewed.ServingCert) {
+		t.Errorf("the serving certificate written is not the renewed one (err %v)", err)
 	}
 }
