@@ -34,7 +34,10 @@ type File struct {
 type Spec struct {
 	// Name names the service in the status value's name and in messages.
 	Name string
-	// Files are written before every start of the command.
+	// Files are written at the start of each Run, before the command's
+	// first start, and rewritten by Renew. A process restarted within a
+	// run (it exited) finds them as last written: nothing else writes
+	// them, so they need not be written again.
 	Files []File
 	// Command is the process.
 	Command process.Command
