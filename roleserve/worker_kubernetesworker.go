@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -97,6 +98,7 @@ const (
 	notePodRange    = "starting: waiting for the node's pod range from the curator"
 	noteCredentials = "starting: asking the curator for the kubelet's credentials: "
 	noteStarting    = "starting"
+	noteNoKey       = "blocked: the node's WireGuard key cannot be used, and the pod network needs it: "
 )
 
 // Credentials renewal: at half their life, and a failed renewal is tried
@@ -262,6 +264,19 @@ func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
 func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string, podRange netip.Prefix) error {
 	w.runningPodRange = podRange
 	log := supervisor.Logger(ctx)
+	// The pod network's key, before anything starts: a key that cannot be
+	// used would end the run once containerd and the kubelet run, and
+	// every retry would kill every container. Nothing runs until it can
+	// be (a file an operator must mend: the supervisor's backoff retries).
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		note := err.Error()
+		if !strings.Contains(note, w.keyFile) {
+			note = w.keyFile + ": " + note
+		}
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote(noteNoKey + note)})
+		return fmt.Errorf("the pod network's WireGuard key: %w", err)
+	}
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
 	if err != nil {
@@ -320,10 +335,6 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	// The routes to the other workers' Pods, over WireGuard: beside the
 	// kubelet, for as long as it runs, with the node's own range (a
 	// changed range ends this run below).
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
-	if err != nil {
-		return fmt.Errorf("the pod network: %w", err)
-	}
 	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
 	netStatus.Set(nil) // nil until the pod network's first attempt
 	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, MTU: podMTU, Peers: w.peers, Status: netStatus}

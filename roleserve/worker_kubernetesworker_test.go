@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -683,5 +684,48 @@ func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
 	}
 	if st := waitFor(t, &v.KubernetesWorker, "the status", func(*KubernetesWorkerStatus) bool { return true }); !st.Held || !st.KubeletRunning {
 		t.Errorf("status %v: the kubelet does not run", st)
+	}
+}
+
+// A WireGuard key file that holds no key blocks the role before anything
+// starts (no credentials asked for, no containerd), and the status names
+// the file and what is wrong with it: a failure once containerd and the
+// kubelet ran would kill every container at each retry.
+func TestKubernetesWorkerBadKeyBlocksFirst(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID}
+	rt, bundle, log := testRuntime(t)
+	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
+	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, keyFile)
+	w.cgroupV2 = func(string) bool { return true }
+	var netRuns atomic.Int32
+	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { netRuns.Add(1); <-ctx.Done(); return ctx.Err() }
+	w.clearPodNetwork = func() error { return nil }
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{})
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(workerRoles)
+	st := waitFor(t, &v.KubernetesWorker, "the key's failure in the status", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.Held && strings.HasPrefix(s.Note, noteNoKey)
+	})
+	if !strings.Contains(st.Note, keyFile) || !strings.Contains(st.Note, "32 bytes, not 9") {
+		t.Errorf("note %q does not name the file %s and what is wrong", st.Note, keyFile)
+	}
+	f.kubelet.mu.Lock()
+	calls := f.kubelet.calls
+	f.kubelet.mu.Unlock()
+	if _, err := os.Stat(log); calls != 0 || st.ContainerdRunning || netRuns.Load() != 0 || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with no usable key: %d credential asks, containerd running %v, pod network runs %d, stand-in log %v; want none of them", calls, st.ContainerdRunning, netRuns.Load(), err)
 	}
 }
