@@ -127,13 +127,26 @@ const (
 // KubernetesWorker, has a container runtime and cgroup v2. Their
 // credentials come from the curator (IssueKubeletCredentials) for keys
 // made here, which never leave the node; they are renewed at half their
-// life, which restarts the kubelet and the services alone. The node's
-// Polis labels are the Node's (kubelet.NodeLabels): given at registration,
-// and handed to the runner whenever they change, which patches the Node.
+// life, which restarts the kubelet and the services alone; while no
+// apiserver answers the worker asks again early, for the apiservers'
+// list, which goes to the kubelet's proxy alone (nothing restarts). The
+// node's WireGuard key is loaded before anything starts: without a usable
+// one nothing runs and the status says why. The node's Polis labels are
+// the Node's (kubelet.NodeLabels): given at registration, and handed to
+// the runner whenever they change, which patches the Node.
+//
 // When the role goes, the run ends and the supervisor stops the runner's
 // subtree: the kubelet, every container, containerd, kube-proxy and the
-// DNS server; the pod network is cleared; the status says "stopped" only
-// then.
+// DNS server; the status says "stopped" only then. What running the node
+// leaves on the machine (leftoverSteps: the pod network's WireGuard device
+// and routes, kube-proxy's and portmap's nftables tables, the Pods'
+// bridge, CNI's state) outlives a run that ends with the role held (a
+// changed pod range, a failure), so that a node that runs again finds it.
+// Whenever the worker finds the role not held, however the last run ended
+// (or at its start: an agent before it may have left them), it removes
+// them, once the kernel says nothing of the node runs; a step that fails
+// is named in the status and tried again with a doubling wait, and the
+// status is clean only once all are gone.
 type workerKubernetesWorker struct {
 	*Worker
 	cfg     KubernetesConfig
