@@ -176,6 +176,10 @@
 // clusternet.Run over networkPeers: a WireGuard device with one peer per
 // other worker and a route to each one's pod range through it, so that
 // Pods reach Pods on every node, encrypted between nodes. The device and
-// routes outlive an agent's restart (Pods keep talking) and are removed
-// when the role goes (clusternet.Clear).
+// routes outlive a run that ends with the role held, and with them the
+// rest of what running the node leaves on the machine (kube-proxy's and
+// portmap's nftables tables, the Pods' bridge, CNI's state): whenever the
+// kubernetesworker worker finds the role not held, however the last run
+// ended, it removes them (clusternet.Clear and the rest), each failure in
+// its status and tried again.
 package roleserve

@@ -245,6 +245,9 @@ func (s *KubernetesWorkerStatus) String() string {
 	switch {
 	case s == nil:
 		return "none"
+	case !s.Held && s.Note != "":
+		// Removing what the role left, or why that failed.
+		return "no KubernetesWorker role (" + s.Note + ")"
 	case !s.Held:
 		return "no KubernetesWorker role"
 	}

@@ -10,10 +10,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +25,7 @@ import (
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
+	"github.com/polis-os/polis/internal/cgroupdir"
 	"github.com/polis-os/polis/kube/dns"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/nodeservice"
@@ -97,12 +101,23 @@ const (
 	notePodRange    = "starting: waiting for the node's pod range from the curator"
 	noteCredentials = "starting: asking the curator for the kubelet's credentials: "
 	noteStarting    = "starting"
+	noteNoKey       = "blocked: the node's WireGuard key cannot be used, and the pod network needs it: "
+	// Once the role is gone.
+	noteRemoving  = "stopped; removing what the role left on the machine"
+	noteLeftovers = "removing what the role left on the machine failed, trying again in %v: %v"
 )
 
 // Credentials renewal: at half their life, and a failed renewal is tried
 // again after renewRetry (the old ones still work until they expire); the
 // same renewal refreshes the apiservers early when none answers.
 const renewRetry = time.Minute
+
+// A failed removal of what the role left is tried again after
+// leftoversRetry, doubled at each failure up to leftoversRetryMax.
+const (
+	leftoversRetry    = 5 * time.Second
+	leftoversRetryMax = 5 * time.Minute
+)
 
 // workerKubernetesWorker runs the Kubernetes node (kube/kubelet:
 // containerd, then kubelet) and its node services beside it (kube/proxy:
@@ -112,13 +127,26 @@ const renewRetry = time.Minute
 // KubernetesWorker, has a container runtime and cgroup v2. Their
 // credentials come from the curator (IssueKubeletCredentials) for keys
 // made here, which never leave the node; they are renewed at half their
-// life, which restarts the kubelet and the services alone. The node's
-// Polis labels are the Node's (kubelet.NodeLabels): given at registration,
-// and handed to the runner whenever they change, which patches the Node.
+// life, which restarts the kubelet and the services alone; while no
+// apiserver answers the worker asks again early, for the apiservers'
+// list, which goes to the kubelet's proxy alone (nothing restarts). The
+// node's WireGuard key is loaded before anything starts: without a usable
+// one nothing runs and the status says why. The node's Polis labels are
+// the Node's (kubelet.NodeLabels): given at registration, and handed to
+// the runner whenever they change, which patches the Node.
+//
 // When the role goes, the run ends and the supervisor stops the runner's
 // subtree: the kubelet, every container, containerd, kube-proxy and the
-// DNS server; the pod network is cleared; the status says "stopped" only
-// then.
+// DNS server; the status says "stopped" only then. What running the node
+// leaves on the machine (leftoverSteps: the pod network's WireGuard device
+// and routes, kube-proxy's and portmap's nftables tables, the Pods'
+// bridge, CNI's state) outlives a run that ends with the role held (a
+// changed pod range, a failure), so that a node that runs again finds it.
+// Whenever the worker finds the role not held, however the last run ended
+// (or at its start: an agent before it may have left them), it removes
+// them, once the kernel says nothing of the node runs; a step that fails
+// is named in the status and tried again with a doubling wait, and the
+// status is clean only once all are gone.
 type workerKubernetesWorker struct {
 	*Worker
 	cfg     KubernetesConfig
@@ -132,11 +160,22 @@ type workerKubernetesWorker struct {
 	// keyFile keeps the node's WireGuard private key (the clusternet
 	// worker made it and published its public half).
 	keyFile string
-	// runPodNetwork connects this node's Pods to the peers' (clusternet.Run)
-	// and clearPodNetwork undoes it when the role goes (clusternet.Clear):
-	// test seams, since the real ones program the machine's network.
-	runPodNetwork   func(ctx context.Context, c clusternet.Config) error
-	clearPodNetwork func() error
+	// runPodNetwork connects this node's Pods to the peers' (clusternet.Run):
+	// a test seam, since the real one programs the machine's network.
+	runPodNetwork func(ctx context.Context, c clusternet.Config) error
+	// leftovers are what running the role leaves on the machine, and how
+	// to remove each, in order (leftoverSteps); a test seam, since the
+	// real ones change the machine's network.
+	leftovers []cleanupStep
+	// dirty says that the machine may hold leftovers: from the worker's
+	// start (an earlier run, or an agent before this one, may have left
+	// them) and whenever runNode started the node. left are those still
+	// to remove, taken from leftovers when a removal begins, and dropped
+	// one by one as each is removed.
+	dirty bool
+	left  []cleanupStep
+	// leftoversRetry is leftoversRetry; tests shorten it.
+	leftoversRetry time.Duration
 	// linkMTU is clusternet.LinkMTU, a test seam.
 	linkMTU func(netip.Addr) (int, error)
 	// runningPodRange is the pod range the running node was started
@@ -158,21 +197,23 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 	h.Produces(nodeservice.StatusName(dns.Name))
 	h.Produces(clusternet.StatusName)
 	return &workerKubernetesWorker{
-		Worker:          h,
-		cfg:             cfg,
-		address:         address,
-		cgroupV2:        hasCgroupV2,
-		retry:           renewRetry,
-		keyFile:         keyFile,
-		runPodNetwork:   clusternet.Run,
-		clearPodNetwork: func() error { return clusternet.Clear(clusternet.Config{}) },
-		linkMTU:         clusternet.LinkMTU,
-		peers:           Reads[[]clusternet.Peer](h, &v.NetworkPeers),
-		localRoles:      Reads[*cpb.Roles](h, &v.LocalRoles),
-		membership:      Reads[*ClusterMembership](h, &v.Membership),
-		localLabels:     Reads[map[string]string](h, &v.LocalLabels),
-		podRange:        Reads[netip.Prefix](h, &v.LocalPodRange),
-		status:          Writes[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
+		Worker:         h,
+		cfg:            cfg,
+		address:        address,
+		cgroupV2:       hasCgroupV2,
+		retry:          renewRetry,
+		keyFile:        keyFile,
+		runPodNetwork:  clusternet.Run,
+		leftovers:      leftoverSteps(cfg.Runtime),
+		dirty:          true,
+		leftoversRetry: leftoversRetry,
+		linkMTU:        clusternet.LinkMTU,
+		peers:          Reads[[]clusternet.Peer](h, &v.NetworkPeers),
+		localRoles:     Reads[*cpb.Roles](h, &v.LocalRoles),
+		membership:     Reads[*ClusterMembership](h, &v.Membership),
+		localLabels:    Reads[map[string]string](h, &v.LocalLabels),
+		podRange:       Reads[netip.Prefix](h, &v.LocalPodRange),
+		status:         Writes[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
 	}
 }
 
@@ -199,8 +240,22 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 	m := Input(in, w.membership, nil)
 	labels := Input(in, w.localLabels, nil)
 	podRange := Input(in, w.podRange, nil)
+	// A failed removal of the leftovers is tried again at retryAt (zero:
+	// none failed), after a wait that doubles; leftNote says why it
+	// failed until it succeeds.
+	var (
+		retry    time.Duration
+		retryAt  time.Time
+		leftNote string
+	)
 	for {
-		why, err := in.Wait(ctx)
+		var why event.Why
+		var err error
+		if retryAt.IsZero() {
+			why, err = in.Wait(ctx)
+		} else {
+			why, _, err = waitUntil(ctx, in, retryAt)
+		}
 		if err != nil {
 			return err
 		}
@@ -209,10 +264,111 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 			log.Info("running the Kubernetes node", zap.Stringer("because", why), zap.Stringer("podRange", podRange.Latest()))
 			return w.runNode(ctx, m.Latest(), labels.Latest(), podRange.Latest())
 		}
+		switch {
+		case st.Held:
+			// Held, so the node will run: what it left stays (the role
+			// is only blocked), and runNode marks the machine dirty.
+			retry, retryAt, leftNote = 0, time.Time{}, ""
+		case (w.dirty || len(w.left) > 0) && !time.Now().Before(retryAt):
+			// Whenever the role is not held, however the last run ended
+			// (or in an agent before this one): the runs' subtrees have
+			// stopped, so nothing of the node runs any more.
+			if err := w.removeLeftovers(ctx); err != nil {
+				retry = min(max(2*retry, w.leftoversRetry), leftoversRetryMax)
+				retryAt, leftNote = time.Now().Add(retry), truncateNote(fmt.Sprintf(noteLeftovers, retry, err))
+			} else {
+				retry, retryAt, leftNote = 0, time.Time{}, ""
+			}
+		}
+		if !st.Held {
+			st.Note = leftNote
+		}
 		log.Info("not running the Kubernetes node", zap.Stringer("because", why), zap.Bool("held", st.Held), zap.String("note", st.Note))
 		w.status.Set(st)
 		supervisor.Signal(ctx, supervisor.SignalHealthy)
 	}
+}
+
+// cleanupStep is one thing running the role leaves on the machine, and
+// how to remove it: idempotent, finding nothing to remove is no error.
+type cleanupStep struct {
+	name string
+	// gate: the steps after it wait until it succeeds.
+	gate bool
+	run  func(ctx context.Context) error
+}
+
+// leftoverSteps are what running the role on rt leaves on the machine once
+// the node has stopped, in the order they are removed: none without a
+// runtime (a process-mode node runs no Pods, and the machine's network is
+// not its own). The node's cgroup must be empty first: the rest would pull
+// the network from under Pods that still ran. The pod network's device
+// and routes (kept across an agent's restart), kube-proxy's nftables
+// tables (which would go on sending ClusterIPs to Pods long gone) and
+// portmap's, the Pods' bridge with its gateway address and route, and
+// CNI's state (host-local's reservations, cached results): Pods are
+// killed through their cgroup, so CNI DEL never ran for them.
+func leftoverSteps(rt *KubernetesRuntime) []cleanupStep {
+	if rt == nil {
+		return nil
+	}
+	return []cleanupStep{
+		{name: "the Kubernetes node's processes", gate: true, run: func(context.Context) error { return nodeStopped(rt.Cgroup) }},
+		{name: "the pod network's WireGuard device and routes", run: func(context.Context) error { return clusternet.Clear(clusternet.Config{}) }},
+		{name: "the nftables tables of kube-proxy and host ports", run: func(ctx context.Context) error {
+			return proxy.DeleteTables(ctx, rt.BinDir, append(proxy.Tables(), kubelet.HostPortTable))
+		}},
+		{name: "the Pods' bridge " + kubelet.Bridge, run: func(context.Context) error { return kubelet.DeleteBridge() }},
+		{name: "the Pods' CNI state", run: func(context.Context) error { return kubelet.RemoveCNIState(kubelet.CNIStateDir) }},
+	}
+}
+
+// nodeStopped fails while processes are left in the Kubernetes node's
+// cgroup (kubelet.Config.Cgroup; none in tests): the runner's stop killed
+// them all, and the kernel's word for it is checked, not assumed.
+func nodeStopped(cgroup string) error {
+	if cgroup == "" {
+		return nil
+	}
+	populated, err := cgroupdir.Populated(cgroup)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case populated:
+		return fmt.Errorf("processes are left in %s", cgroup)
+	}
+	return nil
+}
+
+// removeLeftovers removes what the role left (w.left, taken from
+// w.leftovers when the machine is dirty), each step in turn, and keeps
+// those that failed (and the ones after a failed gate) for the next try;
+// it returns the failures, each with its step's name.
+func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context) error {
+	log := supervisor.Logger(ctx)
+	if w.dirty {
+		w.left, w.dirty = slices.Clone(w.leftovers), false
+	}
+	var failed []cleanupStep
+	var errs []error
+	for i, s := range w.left {
+		err := s.run(ctx)
+		if err == nil {
+			log.Info("removed what the KubernetesWorker role left", zap.String("what", s.name))
+			continue
+		}
+		log.Warn("removing what the KubernetesWorker role left", zap.String("what", s.name), zap.Error(err))
+		failed = append(failed, s)
+		errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		if s.gate {
+			failed = append(failed, w.left[i+1:]...)
+			break
+		}
+	}
+	w.left = failed
+	return errors.Join(errs...)
 }
 
 // blocked says why a held KubernetesWorker cannot run now; "" if it can
@@ -262,6 +418,19 @@ func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
 func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembership, labels map[string]string, podRange netip.Prefix) error {
 	w.runningPodRange = podRange
 	log := supervisor.Logger(ctx)
+	// The pod network's key, before anything starts: a key that cannot be
+	// used would end the run once containerd and the kubelet run, and
+	// every retry would kill every container. Nothing runs until it can
+	// be (a file an operator must mend: the supervisor's backoff retries).
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		note := err.Error()
+		if !strings.Contains(note, w.keyFile) {
+			note = w.keyFile + ": " + note
+		}
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote(noteNoKey + note)})
+		return fmt.Errorf("the pod network's WireGuard key: %w", err)
+	}
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
 	if err != nil {
@@ -300,30 +469,25 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 	// Whatever ends the run from here, the status says so once the
 	// runner's subtree (kubelet, containers, containerd) has stopped; a
-	// start that failed before keeps the note that says why.
+	// start that failed before keeps the note that says why. What the
+	// node leaves on the machine (the pod network, nftables tables, the
+	// bridge, CNI's state) stays while the role is held; the next run
+	// that finds it gone removes it (removeLeftovers).
 	held := true
 	supervisor.Cleanup(ctx, func() {
-		st := &KubernetesWorkerStatus{Held: held}
-		if held {
-			st.Note = noteStopped
-		} else if err := w.clearPodNetwork(); err != nil {
-			// The routes and the WireGuard device stay across an
-			// agent's restart (Pods keep talking); only a role that
-			// is gone takes them away.
-			log.Warn("removing the pod network's routes and device", zap.Error(err))
+		st := &KubernetesWorkerStatus{Held: held, Note: noteStopped}
+		if !held {
+			st.Note = noteRemoving
 		}
 		w.status.Set(st)
 	})
+	w.dirty = true
 	if err := supervisor.Run(ctx, "node", runner.Run); err != nil {
 		return err
 	}
 	// The routes to the other workers' Pods, over WireGuard: beside the
 	// kubelet, for as long as it runs, with the node's own range (a
 	// changed range ends this run below).
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
-	if err != nil {
-		return fmt.Errorf("the pod network: %w", err)
-	}
 	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
 	netStatus.Set(nil) // nil until the pod network's first attempt
 	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, MTU: podMTU, Peers: w.peers, Status: netStatus}
@@ -366,12 +530,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 			return err
 		}
 		if !ok {
-			// An early ask (for the apiservers' list) leaves kube-proxy and
-			// the DNS server alone: they reach the apiservers through the
-			// kubelet's proxy, and their certificates are good past the
-			// next renewal, which is sooner than their end.
-			due := !time.Now().Before(renewAt)
-			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, due), time.Now()
+			renewAt, lastAsked = w.renew(ctx, m.Latest(), keys, runner, services, renewAt), time.Now()
 			continue
 		}
 		if roles.Latest().GetKubernetesWorker() == nil {
@@ -394,24 +553,46 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 }
 
-// renew asks for fresh credentials and hands them to the runner (and to
-// the node services if servicesToo); it returns when to renew next.
-func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, servicesToo bool) time.Time {
+// renew asks the curator for credentials and the apiservers' list; it
+// returns when to renew next. When the credentials are due (renewAt has
+// passed), the fresh ones go to the runner and the node services, which
+// restarts them. Before that (an early ask, for the list while no
+// apiserver answers) only the list goes to the runner's proxy: the
+// kubelet, kube-proxy and the DNS server keep running on credentials good
+// past renewAt, which is unchanged, since a restarted kubelet has no Pod
+// specs until an apiserver answers (it would stop restarting crashed
+// containers and running probes for as long as none does).
+func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, renewAt time.Time) time.Time {
 	log := supervisor.Logger(ctx)
+	due := !time.Now().Before(renewAt)
+	// A failed renewal is tried again after retry; a failed early ask
+	// leaves renewAt as it was (the next early ask is lastAsked's).
+	failed := renewAt
+	if due {
+		failed = time.Now().Add(w.retry)
+	}
 	if !hasCurator(m) {
-		log.Warn("cannot renew the kubelet's credentials: no curator")
-		return time.Now().Add(w.retry)
+		log.Warn("cannot ask the curator for the kubelet's credentials: no curator", zap.Bool("due", due))
+		return failed
 	}
 	issued, err := w.issue(ctx, m, keys)
-	if err == nil {
+	switch {
+	case err != nil:
+	case !due:
+		err = runner.SetAPIServers(issued.servers)
+	default:
 		err = runner.Renew(issued.creds, issued.servers)
-	}
-	if err == nil && servicesToo {
-		err = services.renew(w, issued)
+		if err == nil {
+			err = services.renew(w, issued)
+		}
 	}
 	if err != nil {
-		log.Warn("renewing the kubelet's credentials", zap.Error(err))
-		return time.Now().Add(w.retry)
+		log.Warn("asking the curator for the kubelet's credentials", zap.Bool("due", due), zap.Error(err))
+		return failed
+	}
+	if !due {
+		log.Info("followed the curator's list of apiservers; the credentials are not due yet", zap.Stringers("apiservers", issued.servers), zap.Time("renewAt", renewAt))
+		return renewAt
 	}
 	log.Info("renewed the kubelet's credentials", zap.Time("next", issued.renewAt))
 	return issued.renewAt

@@ -2,10 +2,14 @@ package roleserve
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -225,7 +229,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	w.cgroupV2 = func(string) bool { return true }
 	w.retry = 500 * time.Millisecond
 	// The pod network, as clusternet.Run would get it: its config, and
-	// whether it was cleared.
+	// whether what the role leaves was removed.
 	netCfgs := make(chan clusternet.Config, 1)
 	var cleared atomic.Int32
 	w.runPodNetwork = func(ctx context.Context, c clusternet.Config) error {
@@ -233,7 +237,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	w.clearPodNetwork = func() error { cleared.Add(1); return nil }
+	w.leftovers = []cleanupStep{{name: "everything", run: func(context.Context) error { cleared.Add(1); return nil }}}
 	// The cluster link has jumbo frames: the tunnel and the Pods get
 	// them less WireGuard's overhead.
 	w.linkMTU = func(a netip.Addr) (int, error) {
@@ -328,7 +332,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		return s != nil && !s.NetworkInSync && slices.Equal(s.NetworkPeers, []string{"node-a"})
 	})
 	if n := cleared.Load(); n != 0 {
-		t.Errorf("the pod network was cleared %d times while the role is held", n)
+		t.Errorf("what the role leaves was removed %d times while the role is held", n)
 	}
 	// kube-proxy and the DNS server have theirs, with their own users;
 	// the kubelet gives Pods the node's address as their nameserver.
@@ -343,9 +347,9 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	}
 
 	v.LocalRoles.Set(noRoles)
-	waitFor(t, &v.KubernetesWorker, "the role gone", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held })
+	waitFor(t, &v.KubernetesWorker, "the role gone, what it left removed", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held && s.Note == "" })
 	if n := cleared.Load(); n != 1 {
-		t.Errorf("the pod network was cleared %d times once the role went, want once", n)
+		t.Errorf("what the role left was removed %d times once the role went, want once", n)
 	}
 	if data := readFile(t, log); !strings.Contains(data, "containerd-stop") || strings.Contains(data, "kubelet") {
 		t.Errorf("want containerd stopped, and no kubelet ever started, before the status says the role is gone; log:\n%s", data)
@@ -432,7 +436,7 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	w.cgroupV2 = func(string) bool { return true }
 	// Not this machine's network.
 	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
-	w.clearPodNetwork = func() error { return nil }
+	w.leftovers = nil
 	supervisor.TestHarness(t, w.run)
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
@@ -593,5 +597,289 @@ func TestPodMTUFromClusterLink(t *testing.T) {
 	}
 	if logs.FilterMessageSnippet("MTU is unknown").Len() != 1 {
 		t.Errorf("no warning says the link's MTU is unknown: %v", logs.All())
+	}
+}
+
+// stoppableAPIServer serves h as testutil.ServeMutualTLS does, and returns
+// a stop that closes the server (and its connections) before the test
+// ends: from then on nothing answers at the address.
+func stoppableAPIServer(t *testing.T, h http.Handler, serving pki.Pair, caPEM []byte) (netip.AddrPort, func()) {
+	t.Helper()
+	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate in the PEM")
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return netip.MustParseAddrPort(srv.Listener.Addr().String()), stop
+}
+
+// While no apiserver answers, the worker asks the curator again for the
+// apiservers every retry, and hands the list to the kubelet's proxy alone:
+// the credentials are not due, so the kubelet (which would have no Pod
+// specs until an apiserver answers) is not restarted.
+func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &labelledNode{name: creds.NodeID, labels: map[string]string{}}
+	serving, err := ca.IssueServing([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, netip.MustParseAddr("10.96.0.1"), []string{"localhost"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiServer, stopAPIServer := stoppableAPIServer(t, node, serving, ca.CACert)
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
+	rt, bundle, log := testRuntime(t)
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.cgroupV2 = func(string) bool { return true }
+	w.retry = 200 * time.Millisecond
+	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
+	w.leftovers = nil
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{})
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(workerRoles)
+	waitFor(t, &v.KubernetesWorker, "the kubelet running", func(s *KubernetesWorkerStatus) bool { return s != nil && s.KubeletRunning })
+	testutil.Eventually(t, time.Minute, "the kubelet noting its start", func() error {
+		if data := readFile(t, log); !strings.Contains(data, "kubelet --config") {
+			return fmt.Errorf("noted %q", data)
+		}
+		return nil
+	})
+	calls := func() int {
+		f.kubelet.mu.Lock()
+		defer f.kubelet.mu.Unlock()
+		return f.kubelet.calls
+	}
+	asked := calls()
+	stopAPIServer()
+	// Three more asks: at least two were answered and acted on.
+	testutil.Eventually(t, time.Minute, "the curator asked again for the apiservers", func() error {
+		if n := calls(); n < asked+3 {
+			return fmt.Errorf("asked %d times since the apiserver stopped, want 3 or more", n-asked)
+		}
+		return nil
+	})
+	if data := readFile(t, log); strings.Count(data, "kubelet --config") != 1 || strings.Contains(data, "kubelet-stop") {
+		t.Errorf("the kubelet was restarted by asks for the apiservers; log:\n%s", data)
+	}
+	if st := waitFor(t, &v.KubernetesWorker, "the status", func(*KubernetesWorkerStatus) bool { return true }); !st.Held || !st.KubeletRunning {
+		t.Errorf("status %v: the kubelet does not run", st)
+	}
+}
+
+// A WireGuard key file that holds no key blocks the role before anything
+// starts (no credentials asked for, no containerd), and the status names
+// the file and what is wrong with it: a failure once containerd and the
+// kubelet ran would kill every container at each retry.
+func TestKubernetesWorkerBadKeyBlocksFirst(t *testing.T) {
+	creds := testCredentials(t)
+	ca, err := pki.NewCluster("test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeCurator()
+	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID}
+	rt, bundle, log := testRuntime(t)
+	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
+	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, keyFile)
+	w.cgroupV2 = func(string) bool { return true }
+	var netRuns atomic.Int32
+	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { netRuns.Add(1); <-ctx.Done(); return ctx.Err() }
+	w.leftovers = nil
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(fakeMembership(t, f, creds))
+	v.LocalLabels.Set(map[string]string{})
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(workerRoles)
+	st := waitFor(t, &v.KubernetesWorker, "the key's failure in the status", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.Held && strings.HasPrefix(s.Note, noteNoKey)
+	})
+	if !strings.Contains(st.Note, keyFile) || !strings.Contains(st.Note, "32 bytes, not 9") {
+		t.Errorf("note %q does not name the file %s and what is wrong", st.Note, keyFile)
+	}
+	f.kubelet.mu.Lock()
+	calls := f.kubelet.calls
+	f.kubelet.mu.Unlock()
+	if _, err := os.Stat(log); calls != 0 || st.ContainerdRunning || netRuns.Load() != 0 || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("with no usable key: %d credential asks, containerd running %v, pod network runs %d, stand-in log %v; want none of them", calls, st.ContainerdRunning, netRuns.Load(), err)
+	}
+}
+
+// stepLog records the leftover steps a worker runs, in order.
+type stepLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *stepLog) step(name string, gate bool, fail func() error) cleanupStep {
+	return cleanupStep{name: name, gate: gate, run: func(context.Context) error {
+		l.mu.Lock()
+		l.calls = append(l.calls, name)
+		l.mu.Unlock()
+		if fail != nil {
+			return fail()
+		}
+		return nil
+	}}
+}
+
+func (l *stepLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// failUntil fails with "injected" until fixed is set.
+func failUntil(fixed *atomic.Bool) func() error {
+	return func() error {
+		if !fixed.Load() {
+			return errors.New("injected")
+		}
+		return nil
+	}
+}
+
+// A worker that starts with the role not held removes what an earlier
+// run may have left, in order; a step that fails is in the status and is
+// tried again, alone, until it succeeds, after which the status is clean
+// and nothing runs again.
+func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.leftoversRetry = 10 * time.Millisecond
+	var log stepLog
+	var fixed atomic.Bool
+	w.leftovers = []cleanupStep{log.step("stopped", true, nil), log.step("pod network", false, failUntil(&fixed)), log.step("tables", false, nil), log.step("bridge", false, nil)}
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(nil)
+	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(netip.Prefix{})
+	v.LocalRoles.Set(noRoles)
+
+	st := waitFor(t, &v.KubernetesWorker, "the failed step in the status", func(s *KubernetesWorkerStatus) bool { return s != nil && s.Note != "" })
+	if st.Held || !strings.Contains(st.Note, "pod network: injected") || !strings.Contains(st.Note, "trying again") {
+		t.Errorf("status %+v, want the role not held and the failed step named", st)
+	}
+	if s := st.String(); !strings.Contains(s, "pod network: injected") {
+		t.Errorf("String() %q does not say what failed", s)
+	}
+	testutil.Eventually(t, time.Minute, "the failed step tried again", func() error {
+		if n := strings.Count(strings.Join(log.get(), ","), "pod network"); n < 3 {
+			return fmt.Errorf("tried %d times", n)
+		}
+		return nil
+	})
+	fixed.Store(true)
+	waitFor(t, &v.KubernetesWorker, "a clean status", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held && s.Note == "" })
+	calls := log.get()
+	if want := []string{"stopped", "pod network", "tables", "bridge"}; !slices.Equal(calls[:4], want) {
+		t.Errorf("first try ran %v, want %v", calls[:4], want)
+	}
+	for _, c := range calls[4:] {
+		if c != "pod network" {
+			t.Errorf("the retries ran %v, want the failed step alone", calls[4:])
+			break
+		}
+	}
+	// Other inputs wake the worker: nothing is removed again.
+	n := len(calls)
+	v.LocalLabels.Set(map[string]string{"zone": "a"})
+	waitFor(t, &v.KubernetesWorker, "the status after a wake", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held && s.Note == "" })
+	if got := log.get(); len(got) != n {
+		t.Errorf("steps ran again with nothing left: %v", got[n:])
+	}
+}
+
+// A failed gate (the node's processes not all gone) holds back every step
+// after it, which then all run once it succeeds.
+func TestKubernetesWorkerLeftoversGate(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.leftoversRetry = 10 * time.Millisecond
+	var log stepLog
+	var fixed atomic.Bool
+	w.leftovers = []cleanupStep{log.step("stopped", true, failUntil(&fixed)), log.step("pod network", false, nil)}
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(nil)
+	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(netip.Prefix{})
+	v.LocalRoles.Set(noRoles)
+	st := waitFor(t, &v.KubernetesWorker, "the failed gate in the status", func(s *KubernetesWorkerStatus) bool { return s != nil && s.Note != "" })
+	if !strings.Contains(st.Note, "stopped: injected") {
+		t.Errorf("note %q does not name the failed gate", st.Note)
+	}
+	testutil.Eventually(t, time.Minute, "the gate tried again", func() error {
+		if n := len(log.get()); n < 2 {
+			return fmt.Errorf("%d tries", n)
+		}
+		return nil
+	})
+	if calls := log.get(); slices.Contains(calls, "pod network") {
+		t.Errorf("a step ran behind a failed gate: %v", calls)
+	}
+	fixed.Store(true)
+	waitFor(t, &v.KubernetesWorker, "a clean status", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held && s.Note == "" })
+	if calls := log.get(); calls[len(calls)-1] != "pod network" || strings.Count(strings.Join(calls, ","), "pod network") != 1 {
+		t.Errorf("steps ran %v, want the pod network's once, after the gate", calls)
+	}
+}
+
+// What the role leaves is removed in this order, the node's processes
+// first (the gate); a node without a runtime has nothing to remove (its
+// machine's network is not its own). nodeStopped takes the kernel's word.
+func TestLeftoverSteps(t *testing.T) {
+	if steps := leftoverSteps(nil); len(steps) != 0 {
+		t.Errorf("without a runtime: %d steps", len(steps))
+	}
+	var names []string
+	steps := leftoverSteps(&KubernetesRuntime{BinDir: "/b"})
+	for _, s := range steps {
+		names = append(names, s.name)
+	}
+	want := []string{"the Kubernetes node's processes", "the pod network's WireGuard device and routes", "the nftables tables of kube-proxy and host ports", "the Pods' bridge " + kubelet.Bridge, "the Pods' CNI state"}
+	if !slices.Equal(names, want) || !steps[0].gate || slices.ContainsFunc(steps[1:], func(s cleanupStep) bool { return s.gate }) {
+		t.Errorf("steps %v (gate first: %v), want %v with the first alone a gate", names, steps[0].gate, want)
+	}
+
+	cgroup := t.TempDir()
+	for populated, wantErr := range map[string]bool{"0": false, "1": true} {
+		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.events"), []byte("populated "+populated+"\nfrozen 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodeStopped(cgroup); (err != nil) != wantErr || (wantErr && !strings.Contains(err.Error(), cgroup)) {
+			t.Errorf("populated %s: %v", populated, err)
+		}
+	}
+	if err := nodeStopped(filepath.Join(cgroup, "gone")); err != nil {
+		t.Errorf("a cgroup that is not there: %v", err)
 	}
 }

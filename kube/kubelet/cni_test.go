@@ -72,3 +72,25 @@ func TestCNIConfigPodMTU(t *testing.T) {
 		}
 	}
 }
+
+// The bridge is the one the node removes when the role goes (Bridge), in
+// the network whose state it removes (CNINetwork), and its plugin may
+// replace the gateway address a bridge kept from an earlier range
+// (forceAddress): otherwise every Pod's ADD fails once the range changed.
+func TestCNIConfigBridge(t *testing.T) {
+	var conf struct {
+		Name    string           `json:"name"`
+		Plugins []map[string]any `json:"plugins"`
+	}
+	c := Config{PodCIDR: netip.MustParsePrefix("10.244.7.0/24")}
+	if err := json.Unmarshal(c.cniConfig(), &conf); err != nil {
+		t.Fatalf("the CNI configuration is not JSON: %v", err)
+	}
+	if conf.Name != CNINetwork {
+		t.Errorf("network %q, want %q", conf.Name, CNINetwork)
+	}
+	bridge := conf.Plugins[0]
+	if bridge["bridge"] != Bridge || bridge["forceAddress"] != true || bridge["isGateway"] != true {
+		t.Errorf("bridge plugin %v, want bridge %q, forceAddress and isGateway true", bridge, Bridge)
+	}
+}

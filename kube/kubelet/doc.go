@@ -59,6 +59,10 @@
 // after a reboot, and stop, tear down and remove them the same way.
 // Nothing is cleaned when processes are left or without Config.Cgroup,
 // and nothing is removed while a mount is still below the directories.
+// What the Pods leave outside RunDir stays too (the node may run them
+// again): the bridge Bridge, CNI's state and portmap's nftables table,
+// which DeleteBridge, RemoveCNIState and HostPortTable are for (the
+// kubernetes worker removes them when the role goes).
 //
 // Whether the Node is Ready is watched, not polled (nodeready): the runner
 // lists the Node selected by its name (the Node authorizer lets a node

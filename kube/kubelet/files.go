@@ -146,10 +146,14 @@ func hostsTOML(endpoint string) []byte {
 // ports through untouched; one with host ports needs the nft binary,
 // which it names when missing. No masquerading: Pod addresses are
 // routed, not hidden. The bridge and the Pods' interfaces get PodMTU,
-// when given.
+// when given. The bridge outlives a stop (see Bridge) and keeps the
+// gateway address of the range it was made for: forceAddress lets the
+// bridge plugin replace it when the range changed (the node's record made
+// again), where it would otherwise fail every Pod's ADD ("already has an
+// IP address different from").
 func (c Config) cniConfig() []byte {
 	bridge := map[string]any{
-		"type": "bridge", "bridge": "polis0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+		"type": "bridge", "bridge": Bridge, "isGateway": true, "forceAddress": true, "ipMasq": false, "hairpinMode": true,
 		"ipam": map[string]any{
 			"type":   "host-local",
 			"ranges": [][]map[string]string{{{"subnet": c.PodCIDR.Masked().String()}}},
@@ -161,7 +165,7 @@ func (c Config) cniConfig() []byte {
 	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "polis",
+		"name":       CNINetwork,
 		"plugins": []any{
 			bridge,
 			map[string]any{"type": "loopback"},

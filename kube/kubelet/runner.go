@@ -77,6 +77,19 @@ type Runner struct {
 	// labels are the Node's labels as SetLabels last said.
 	labels memory.Value[map[string]string]
 
+	// filesLock is held while the credentials the files hold are chosen
+	// and written (prepare, Renew), so that the files last written hold
+	// the credentials last chosen: without it a Run that read the old
+	// ones could write them over a Renew's, and start the kubelet on them
+	// (no SIGTERM: it did not run yet). A channel of one, not a
+	// sync.Mutex, so that a test (testing/synctest) sees a Renew that
+	// waits for it as blocked.
+	filesLock chan struct{}
+	// prepared, if set, is called by prepare with the files lock held,
+	// once the credentials are chosen and before they are written: a test
+	// seam.
+	prepared func()
+
 	mu    sync.Mutex
 	cur   Status
 	creds Credentials
@@ -92,7 +105,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, creds: cfg.Credentials}
+	r := &Runner{cfg: cfg, creds: cfg.Credentials, filesLock: make(chan struct{}, 1)}
 	r.status.Name = StatusName
 	r.labels.Set(maps.Clone(cfg.Labels))
 	r.proxy.SetServers(cfg.APIServers)
@@ -224,11 +237,7 @@ func (r *Runner) prepare() error {
 			return fmt.Errorf("kubelet: making %s private: %w", dir, err)
 		}
 	}
-	fs, err := r.cfg.withCredentials(r.credentials()).files()
-	if err != nil {
-		return err
-	}
-	if err := write(fs); err != nil {
+	if err := r.writeFiles(); err != nil {
 		return err
 	}
 	if r.cfg.Cgroup != "" {
@@ -236,6 +245,24 @@ func (r *Runner) prepare() error {
 	}
 	return nil
 }
+
+// writeFiles writes the files with the credentials the runner holds now,
+// under the files lock.
+func (r *Runner) writeFiles() error {
+	r.lockFiles()
+	defer r.unlockFiles()
+	fs, err := r.cfg.withCredentials(r.credentials()).files()
+	if err != nil {
+		return err
+	}
+	if r.prepared != nil {
+		r.prepared()
+	}
+	return write(fs)
+}
+
+func (r *Runner) lockFiles()   { r.filesLock <- struct{}{} }
+func (r *Runner) unlockFiles() { <-r.filesLock }
 
 // waitContainerd waits, until timeout, for containerd to answer on socket,
 // or fails if it exits first. containerd is asked only once the socket is
@@ -364,32 +391,61 @@ func (r *Runner) cleanRuntimeState(log *zap.Logger) {
 // empty: no kubelet, container, shim or containerd left.
 const StoppedMessage = "the Kubernetes node stopped: no process left in its cgroup"
 
-// Renew replaces the kubelet's credentials and the apiservers: the files
-// are rewritten, the proxy follows the new list at once, and the kubelet
-// is restarted (SIGTERM; its runnable starts it again) to read them.
-// Containers keep running.
+// Renew replaces the kubelet's credentials and the apiservers: the proxy
+// follows the new list at once and, when the credentials differ from the
+// ones the kubelet has, the files are rewritten and the kubelet is
+// restarted (SIGTERM; its runnable starts it again) to read them.
+// Containers keep running. The same credentials leave the files and the
+// kubelet alone: a restarted kubelet has no Pod specs until an apiserver
+// answers, so restarting it for nothing while none does would stop it
+// restarting crashed containers and running probes.
 func (r *Runner) Renew(creds Credentials, servers []netip.AddrPort) error {
 	cfg := r.cfg.withCredentials(creds)
 	cfg.APIServers = servers
 	if _, err := cfg.withDefaults(); err != nil {
-		return err
+		return fmt.Errorf("kubelet: renewing: %w", err)
 	}
 	fs, err := cfg.files()
 	if err != nil {
-		return err
+		return fmt.Errorf("kubelet: renewing: %w", err)
 	}
+	r.lockFiles()
+	defer r.unlockFiles()
 	r.mu.Lock()
+	same := r.creds.equal(creds)
 	r.creds = creds
 	pid := r.cur.KubeletPID
 	r.mu.Unlock()
+	r.proxy.SetServers(servers)
+	if same {
+		return nil
+	}
 	if err := write(fs); err != nil {
 		return err
 	}
-	r.proxy.SetServers(servers)
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	return nil
+}
+
+// SetAPIServers replaces the apiservers the local proxy relays to, at
+// once, and touches nothing else: the kubelet keeps running (its
+// kubeconfig names the proxy, not the apiservers).
+func (r *Runner) SetAPIServers(servers []netip.AddrPort) error {
+	cfg := r.cfg
+	cfg.APIServers = servers
+	if _, err := cfg.withDefaults(); err != nil {
+		return fmt.Errorf("kubelet: setting the apiservers: %w", err)
+	}
+	r.proxy.SetServers(servers)
+	return nil
+}
+
+// equal reports whether c and o are the same credentials.
+func (c Credentials) equal(o Credentials) bool {
+	return bytes.Equal(c.CA, o.CA) && bytes.Equal(c.ClientCert, o.ClientCert) && bytes.Equal(c.ClientKey, o.ClientKey) &&
+		bytes.Equal(c.ServingCert, o.ServingCert) && bytes.Equal(c.ServingKey, o.ServingKey)
 }
 
 func (c Config) withCredentials(creds Credentials) Config {

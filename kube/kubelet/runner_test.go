@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -421,4 +423,98 @@ func TestRunnerWaitsForAnAPIServer(t *testing.T) {
 	waitStatus(t, r, "containerd started again", func(s *Status) bool {
 		return s.ContainerdRunning && s.ContainerdPID != st.ContainerdPID
 	})
+}
+
+// Renewing with the credentials the kubelet has (the worker asks the
+// curator again for the apiservers while none answers) and setting the
+// apiservers change the proxy's list alone: the kubelet's files are not
+// rewritten and the kubelet is not restarted, since a restarted kubelet
+// has no Pod specs until an apiserver answers.
+func TestRunnerSameCredentialsKeepTheKubelet(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready readyNode
+	api := fakeAPIServer(t, c, "node-1", &ready)
+	cfg, logPath := fakeRuntime(t, t.TempDir())
+	asNodeOne(t, &cfg, c, api)
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor.TestHarness(t, r.Run)
+	running := waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
+	kubeletStarted(t, logPath, 1)
+	kubeconfig := filepath.Join(cfg.RunDir, fileKubeconfig)
+	before, err := os.Stat(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := netip.MustParseAddrPort("127.0.0.1:1")
+	if err := r.Renew(cfg.Credentials, []netip.AddrPort{other, api}); err != nil {
+		t.Fatalf("Renew with the same credentials: %v", err)
+	}
+	if got := r.proxy.Order(); len(got) != 2 || !slices.Contains(got, other) {
+		t.Errorf("the proxy relays to %v after Renew, want %v and %v", got, other, api)
+	}
+	after, err := os.Stat(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// write renames a new file over each one: a rewrite is a new inode.
+	if !os.SameFile(before, after) {
+		t.Error("Renew with the same credentials rewrote the kubeconfig")
+	}
+	if err := r.SetAPIServers([]netip.AddrPort{api}); err != nil {
+		t.Fatalf("SetAPIServers: %v", err)
+	}
+	if got := r.proxy.Order(); !slices.Equal(got, []netip.AddrPort{api}) {
+		t.Errorf("the proxy relays to %v after SetAPIServers, want %v", got, api)
+	}
+	if err := r.SetAPIServers(nil); err == nil || !strings.Contains(err.Error(), "APIServers is empty") {
+		t.Errorf("SetAPIServers(nil): %v, want the empty list refused", err)
+	}
+	st := waitStatus(t, r, "the status", func(*Status) bool { return true })
+	if st.KubeletPID != running.KubeletPID || st.KubeletStarts != 1 || strings.Contains(readLog(t, logPath), "kubelet-stop") {
+		t.Errorf("the kubelet was restarted (pid %d, then %d; %d starts); log:\n%s", running.KubeletPID, st.KubeletPID, st.KubeletStarts, readLog(t, logPath))
+	}
+}
+
+// A Renew while a Run writes the files (the kubelet not started yet, so
+// nothing to restart) is not undone by the Run: the files end up holding
+// the renewed credentials, which the kubelet then starts on.
+func TestRenewDuringPrepareWins(t *testing.T) {
+	c, err := pki.NewCluster("test", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := Config{Bundle: "/k/polis-kube", BinDir: "/k", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run")}
+	cfg.NodeName, cfg.NodeIP = "node-1", netip.MustParseAddr("192.0.2.7")
+	cfg.Credentials = credentials(t, c, "node-1")
+	cfg.APIServers = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	renewed := credentials(t, c, "node-1")
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		r.prepared = func() {
+			go func() { done <- r.Renew(renewed, cfg.APIServers) }()
+			// The Renew has returned, or waits for the Run's write to end.
+			synctest.Wait()
+		}
+		if err := r.prepare(); err != nil {
+			t.Fatalf("prepare: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+	})
+	if data, err := os.ReadFile(filepath.Join(cfg.RunDir, fileServingCert)); err != nil || string(data) != string(renewed.ServingCert) {
+		t.Errorf("the serving certificate written is not the renewed one (err %v)", err)
+	}
 }

@@ -34,7 +34,10 @@ type File struct {
 type Spec struct {
 	// Name names the service in the status value's name and in messages.
 	Name string
-	// Files are written before every start of the command.
+	// Files are written at the start of each Run, before the command's
+	// first start, and rewritten by Renew. A process restarted within a
+	// run (it exited) finds them as last written: nothing else writes
+	// them, so they need not be written again.
 	Files []File
 	// Command is the process.
 	Command process.Command
@@ -78,6 +81,17 @@ type Runner struct {
 	spec   Spec
 	status memory.Value[*Status]
 
+	// filesLock is held while the files are chosen and written (Run,
+	// Renew), so that the files last written are the last chosen: without
+	// it a Run that took the old files could write them over a Renew's
+	// and start the process on them (no SIGTERM: it did not run yet). A
+	// channel of one, not a sync.Mutex, so that a test (testing/synctest)
+	// sees a Renew that waits for it as blocked.
+	filesLock chan struct{}
+	// chosen, if set, is called by Run with the files lock held, once the
+	// files are chosen and before they are written: a test seam.
+	chosen func()
+
 	mu    sync.Mutex
 	files []File
 	cur   Status
@@ -105,7 +119,7 @@ func New(spec Spec) (*Runner, error) {
 	if spec.StopGrace == 0 {
 		spec.StopGrace = DefaultStopGrace
 	}
-	r := &Runner{spec: spec, files: spec.Files}
+	r := &Runner{spec: spec, files: spec.Files, filesLock: make(chan struct{}, 1)}
 	r.status.Name = StatusName(spec.Name)
 	r.cur.Note = "not started"
 	r.publishLocked()
@@ -128,10 +142,7 @@ func (r *Runner) Status() event.ValueWatch[*Status] { return &r.status }
 // it (with the supervisor's backoff) when it exits. It is a
 // supervisor.Runnable.
 func (r *Runner) Run(ctx context.Context) error {
-	r.mu.Lock()
-	fs := r.files
-	r.mu.Unlock()
-	if err := write(fs); err != nil {
+	if err := r.writeFiles(); err != nil {
 		r.update(func(s *Status) { s.Note = "failed, restarting: " + err.Error() })
 		return err
 	}
@@ -173,18 +184,39 @@ func (r *Runner) Renew(fs []File) error {
 	if err := checkFiles(fs); err != nil {
 		return fmt.Errorf("nodeservice %s: %w", r.spec.Name, err)
 	}
+	r.lockFiles()
+	defer r.unlockFiles()
 	r.mu.Lock()
 	r.files = fs
 	pid := r.cur.PID
 	r.mu.Unlock()
 	if err := write(fs); err != nil {
-		return err
+		return fmt.Errorf("nodeservice %s: %w", r.spec.Name, err)
 	}
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	return nil
 }
+
+// writeFiles writes the files the runner holds now, under the files lock.
+func (r *Runner) writeFiles() error {
+	r.lockFiles()
+	defer r.unlockFiles()
+	r.mu.Lock()
+	fs := r.files
+	r.mu.Unlock()
+	if r.chosen != nil {
+		r.chosen()
+	}
+	if err := write(fs); err != nil {
+		return fmt.Errorf("nodeservice %s: %w", r.spec.Name, err)
+	}
+	return nil
+}
+
+func (r *Runner) lockFiles()   { r.filesLock <- struct{}{} }
+func (r *Runner) unlockFiles() { <-r.filesLock }
 
 func (r *Runner) update(f func(*Status)) {
 	r.mu.Lock()

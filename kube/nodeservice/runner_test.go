@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -116,4 +117,34 @@ func waitSeen(t *testing.T, dir, content string) string {
 		return nil
 	})
 	return string(seen)
+}
+
+// A Renew while a Run writes the files (the process not started yet, so
+// nothing to restart) is not undone by the Run: the files end up holding
+// what Renew gave, which the process then starts on.
+func TestRenewDuringRunWins(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	files := func(k string) []File { return []File{{Path: key, Data: []byte(k), Secret: true}} }
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(Spec{Name: "test", Files: files("one"), Command: process.Command{Path: "/bin/true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		r.chosen = func() {
+			go func() { done <- r.Renew(files("two")) }()
+			// The Renew has returned, or waits for the Run's write to end.
+			synctest.Wait()
+		}
+		if err := r.writeFiles(); err != nil {
+			t.Fatalf("writing the files: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+	})
+	if data, err := os.ReadFile(key); err != nil || string(data) != "two" {
+		t.Errorf("the file holds %q (err %v), want the renewed two", data, err)
+	}
 }

@@ -23,6 +23,12 @@
 // kubeconfig; Args the command line. Health and metrics are served on the
 // node's loopback address only.
 //
+// kube-proxy leaves its tables (Tables: ip and ip6 kube-proxy) when it
+// stops. DeleteTables deletes them, with the nft of Config.BinDir, for a
+// node that stops running kube-proxy for good (the kubernetes worker, when
+// the role goes); it deletes the kubelet's Pods' host-port table the same
+// way.
+//
 // # What it does not do
 //
 // It does not route pod traffic between nodes (a Service's endpoints on
