@@ -590,6 +590,13 @@ def go_dependencies():
         version = "v1.2.0",
     )
     go_repository(
+        name = "com_github_google_nftables",
+        build_file_proto_mode = "disable_global",
+        importpath = "github.com/google/nftables",
+        sum = "h1:bkyZ0cbpVeMHXOrtlFc8ISmfVqq5gPJukoYieyVmITg=",
+        version = "v0.3.0",
+    )
+    go_repository(
         name = "com_github_google_s2a_go",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/google/s2a-go",
@@ -811,8 +818,8 @@ def go_dependencies():
         name = "com_github_mdlayher_netlink",
         build_file_proto_mode = "disable_global",
         importpath = "github.com/mdlayher/netlink",
-        sum = "h1:/UtM3ofJap7Vl4QWCPDGXY8d3GIY2UGSDbK+QWmY8/g=",
-        version = "v1.7.2",
+        sum = "h1:A1Cq6Ysb0GM0tpKMbdCXCIfBclan4oHk1Jb+Hrejirg=",
+        version = "v1.7.3-0.20250113171957-fbb4dce95f42",
     )
     go_repository(
         name = "com_github_mdlayher_socket",

@@ -66,6 +66,11 @@ type Config struct {
 	// is skipped.
 	Address netip.Addr
 	PodCIDR netip.Prefix
+	// ClusterPodRange, when given, is the cluster's pod range, which holds
+	// PodCIDR: what this node's Pods send outside it leaves with the
+	// node's address (the egress rule, egress.go). When not given, the
+	// node has no egress rule (one an earlier run wrote is deleted).
+	ClusterPodRange netip.Prefix
 	// ListenPort is the UDP port the WireGuard device listens on, and the
 	// port of every peer's endpoint: all nodes use the same one.
 	ListenPort int
@@ -125,6 +130,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("clusternet: negative resync interval %v", c.Resync)
 	case c.Address.IsValid() && c.Address.Zone() != "":
 		return c, fmt.Errorf("clusternet: own address %v has a zone", c.Address)
+	case c.ClusterPodRange.IsValid():
+		if err := checkEgress(c.PodCIDR, c.ClusterPodRange); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }

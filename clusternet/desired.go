@@ -35,6 +35,9 @@ func decide(c Config, peers []Peer) desired {
 	d := desired{routes: make(map[netip.Prefix]route, len(peers))}
 	if c.Mode == ModeWireGuard {
 		d.device = &device{PrivateKey: c.PrivateKey, ListenPort: c.ListenPort, MTU: c.MTU, Up: true, Peers: make(map[Key]wgPeer, len(peers))}
+		if a, ok := tunnelAddress(c.PodCIDR); ok {
+			d.device.Addresses = []netip.Prefix{a}
+		}
 	}
 	skip := func(p Peer, reason string) {
 		d.skipped = append(d.skipped, SkippedPeer{NodeID: p.NodeID, Reason: reason})
@@ -189,4 +192,24 @@ func (l addressList) heldBy(r netip.Prefix) (nodeAddress, bool) {
 		return l[i], true
 	}
 	return nodeAddress{}, false
+}
+
+// tunnelAddress is the address the WireGuard device holds: the first of
+// the node's pod range (the Pods' gateway, which their bridge holds too),
+// as a single address. The kernel picks a route's link's own address as
+// the source of what the node itself sends that way, so with it the
+// node's own packets to a remote Pod, and those it masquerades on their
+// way there (a NodePort's, say), leave the tunnel with an address of this
+// node's pod range, which the peer accepts; without it they would carry
+// the node's cluster address, which the peer's WireGuard drops. ok is
+// false when there is no pod range.
+func tunnelAddress(podCIDR netip.Prefix) (netip.Prefix, bool) {
+	if !podCIDR.IsValid() {
+		return netip.Prefix{}, false
+	}
+	a := podCIDR.Masked().Addr().Next()
+	if !a.IsValid() || !podCIDR.Contains(a) {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
 }

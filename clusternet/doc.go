@@ -72,21 +72,35 @@
 // what someone else changed of the device and of the routes that carry the
 // mark.
 //
+// # The node's own packets, and the Pods' beyond the pod network
+//
+// The WireGuard device holds the first address of the node's pod range
+// (the Pods' gateway, which their bridge holds too), as a single address.
+// The kernel gives what the node itself sends through the tunnel (a
+// host-network process's connection to a remote Pod, or a NodePort's
+// traffic it masquerades on the way to one) that address as its source,
+// which is inside the node's pod range: the peer's WireGuard accepts it,
+// where it would drop the node's cluster address.
+//
+// The other way, what a Pod sends to an address outside the cluster's pod
+// range (Config.ClusterPodRange) leaves with the node's address: the
+// apiserver behind the `kubernetes` Service, another node's own address,
+// the rest of the cluster network have no route to any Pod. That is the
+// egress rule (egress.go), an nftables table of the package's own.
+//
 // # What it does not do
 //
 // It connects only the nodes it runs on: the role server runs it beside
 // the kubelet, on nodes running KubernetesWorker, whose peers are the
 // other such nodes. A node without that role (a controller-only node) has
-// no routes to the Pods, and is no worker's peer.
+// no routes to the Pods, and is no worker's peer: its apiserver reaches
+// no Pod (no webhooks or aggregated APIs served by Pods), though Pods
+// reach it (the egress rule).
 //
 // It does not choose pod ranges or publish keys (the curator does, and the
 // role server feeds the peers), nor configure the pod bridge (CNI does),
 // nor enable IP forwarding (the CNI bridge plugin does, as a gateway).
 // Only pod ranges travel through the tunnel: traffic between the nodes'
 // own addresses (etcd, the curator, kubelet) stays on the cluster network
-// as before, protected by its own mTLS. A packet the node itself sends to
-// a remote Pod leaves the tunnel with a source address outside the node's
-// pod range unless the sender picks one inside it, and the peer's
-// WireGuard drops it; Pod-to-Pod traffic, which has pod addresses on both
-// ends, is what this package carries.
+// as before, protected by its own mTLS.
 package clusternet

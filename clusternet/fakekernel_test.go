@@ -27,6 +27,9 @@ type fakeKernel struct {
 	// failRoute makes every change to a route to the destination fail,
 	// for as long as it is set: a route the kernel keeps refusing.
 	failRoute map[netip.Prefix]error
+	// egress is the egress rule's pod range and cluster range; nil when
+	// there is none.
+	egress *[2]netip.Prefix
 }
 
 func newFakeKernel() *fakeKernel {
@@ -57,7 +60,61 @@ func (k *fakeKernel) Device(name string) (*device, error) {
 	}
 	d := *k.dev
 	d.Peers = maps.Clone(k.dev.Peers)
+	d.Addresses = slices.Clone(k.dev.Addresses)
 	return &d, nil
+}
+
+func (k *fakeKernel) SetAddresses(name string, add, remove []netip.Prefix) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("SetAddresses"); err != nil {
+		return err
+	}
+	if k.dev == nil || k.devName != name {
+		return fmt.Errorf("no link %s", name)
+	}
+	k.dev.Addresses = slices.DeleteFunc(k.dev.Addresses, func(a netip.Prefix) bool { return slices.Contains(remove, a) })
+	for _, a := range add {
+		if !slices.Contains(k.dev.Addresses, a) {
+			k.dev.Addresses = append(k.dev.Addresses, a)
+		}
+	}
+	slices.SortFunc(k.dev.Addresses, comparePrefix)
+	k.changes++
+	return nil
+}
+
+func (k *fakeKernel) SetEgress(podRange, clusterRange netip.Prefix) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("SetEgress"); err != nil {
+		return err
+	}
+	if err := checkEgress(podRange, clusterRange); err != nil {
+		return err
+	}
+	k.egress = &[2]netip.Prefix{podRange, clusterRange}
+	return nil
+}
+
+func (k *fakeKernel) ClearEgress() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.failing("ClearEgress"); err != nil {
+		return err
+	}
+	k.egress = nil
+	return nil
+}
+
+// egressRule returns the egress rule's ranges; ok is false without one.
+func (k *fakeKernel) egressRule() (podRange, clusterRange netip.Prefix, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.egress == nil {
+		return netip.Prefix{}, netip.Prefix{}, false
+	}
+	return k.egress[0], k.egress[1], true
 }
 
 func (k *fakeKernel) CreateDevice(name string, mtu int) error {
@@ -225,6 +282,7 @@ func (k *fakeKernel) state() (*device, map[netip.Prefix]route) {
 	if k.dev != nil {
 		c := *k.dev
 		c.Peers = maps.Clone(k.dev.Peers)
+		c.Addresses = slices.Clone(k.dev.Addresses)
 		d = &c
 	}
 	return d, maps.Clone(k.routes)

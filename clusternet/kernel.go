@@ -37,6 +37,14 @@ type kernel interface {
 	ReplaceRoute(r route) error
 	// DeleteRoute removes the marked route r.
 	DeleteRoute(r route) error
+	// SetAddresses gives the link called name the addresses add and takes
+	// the addresses remove from it.
+	SetAddresses(name string, add, remove []netip.Prefix) error
+	// SetEgress writes the egress rule for the node's pod range and the
+	// cluster's (egress.go), replacing the table whole.
+	SetEgress(podRange, clusterRange netip.Prefix) error
+	// ClearEgress deletes the egress rule's table, if there is one.
+	ClearEgress() error
 }
 
 // routeProtocol marks the routes this package adds (the routing protocol
@@ -52,6 +60,9 @@ type device struct {
 	ListenPort int
 	MTU        int
 	Up         bool
+	// Addresses are the link's own addresses (not its link-local ones),
+	// sorted.
+	Addresses []netip.Prefix
 	// Peers by public key.
 	Peers map[Key]wgPeer
 }

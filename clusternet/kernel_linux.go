@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/wgctrl"
@@ -20,6 +22,11 @@ import (
 type netlinkKernel struct {
 	nl *netlink.Handle
 	wg *wgctrl.Client
+	// nft is nftables' netlink socket (egress_linux.go), opened with the
+	// others so that it belongs to the same namespace; nil, with nftErr
+	// saying why, on a kernel without nftables.
+	nft    *nftables.Conn
+	nftErr error
 }
 
 func newNetlinkKernel() (*netlinkKernel, error) {
@@ -32,11 +39,16 @@ func newNetlinkKernel() (*netlinkKernel, error) {
 		nl.Close()
 		return nil, fmt.Errorf("clusternet: opening WireGuard's netlink family: %w", err)
 	}
-	return &netlinkKernel{nl: nl, wg: wg}, nil
+	k := &netlinkKernel{nl: nl, wg: wg}
+	k.nft, k.nftErr = nftables.New(nftables.AsLasting())
+	return k, nil
 }
 
 func (k *netlinkKernel) Close() error {
 	k.nl.Close()
+	if k.nft != nil {
+		k.nft.CloseLasting()
+	}
 	return k.wg.Close()
 }
 
@@ -62,6 +74,19 @@ func (k *netlinkKernel) Device(name string) (*device, error) {
 		Up:         l.Attrs().Flags&net.FlagUp != 0,
 		Peers:      make(map[Key]wgPeer, len(d.Peers)),
 	}
+	addrs, err := k.nl.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing link %s's addresses: %w", name, err)
+	}
+	for _, a := range addrs {
+		if a.Scope == int(netlink.SCOPE_LINK) || a.IPNet == nil {
+			continue
+		}
+		if pfx, ok := addressOf(*a.IPNet); ok {
+			dev.Addresses = append(dev.Addresses, pfx)
+		}
+	}
+	slices.SortFunc(dev.Addresses, comparePrefix)
 	for _, p := range d.Peers {
 		wp := wgPeer{PublicKey: Key(p.PublicKey)}
 		if p.Endpoint != nil {
@@ -113,6 +138,47 @@ func (k *netlinkKernel) SetUp(name string) error {
 		return err
 	}
 	return k.nl.LinkSetUp(l)
+}
+
+func (k *netlinkKernel) SetAddresses(name string, add, remove []netip.Prefix) error {
+	l, err := k.nl.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range remove {
+		if err := k.nl.AddrDel(l, netlinkAddr(a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			errs = append(errs, fmt.Errorf("removing %v: %w", a, err))
+		}
+	}
+	for _, a := range add {
+		if err := k.nl.AddrAdd(l, netlinkAddr(a)); err != nil && !errors.Is(err, unix.EEXIST) {
+			errs = append(errs, fmt.Errorf("adding %v: %w", a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// netlinkAddr is a as netlink has it.
+func netlinkAddr(a netip.Prefix) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}}
+}
+
+// addressOf is n as an interface address: its address unmasked, unlike
+// prefixOf's.
+func addressOf(n net.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, bits := n.Mask.Size()
+	if bits == 32 {
+		a = a.Unmap()
+	}
+	if bits != a.BitLen() {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, ones), true
 }
 
 func (k *netlinkKernel) ConfigureDevice(name string, c deviceChange) error {

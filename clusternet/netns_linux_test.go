@@ -450,6 +450,18 @@ func testNetns(t *testing.T, mode Mode) {
 		t.Errorf("the capture did not see the marker in plain mode (%d bytes captured)", len(wire))
 	}
 
+	// What node-a itself sends to pod-b: in WireGuard mode it leaves
+	// with the tunnel's own address (the first of node-a's pod range),
+	// which node-b's WireGuard accepts from node-a, where the cluster
+	// address would be dropped; in plain mode with the cluster address.
+	wantSource := netip.MustParseAddr("192.168.0.1")
+	if mode == ModeWireGuard {
+		wantSource = netip.MustParseAddr("10.77.1.1")
+	}
+	if got := l.sourceSeen("node-a", "pod-b", "10.77.2.2"); got != wantSource {
+		t.Errorf("pod-b saw node-a's own connection come from %v, want %v", got, wantSource)
+	}
+
 	// A second reconciler, as after a restart, finds everything in place.
 	again := l.runNode(mode, "a", keyA, peersA)
 	if st := waitStatus(t, again, func(s *Status) bool { return s.InSync }); !st.Changed.IsZero() {

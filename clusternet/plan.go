@@ -20,6 +20,8 @@ type plan struct {
 	setMTU    bool
 	configure deviceChange
 	setUp     bool
+	// addAddresses and removeAddresses change the device's addresses.
+	addAddresses, removeAddresses []netip.Prefix
 	// add are the routes to destinations that have none of ours: added,
 	// never replacing, so that someone else's route is never taken over.
 	add     []route // sorted by destination
@@ -32,13 +34,14 @@ type plan struct {
 
 func (p plan) empty() bool {
 	return !p.deleteDevice && !p.createDevice && !p.setMTU && p.configure.empty() && !p.setUp &&
-		len(p.add) == 0 && len(p.replace) == 0 && len(p.delete) == 0
+		len(p.addAddresses) == 0 && len(p.removeAddresses) == 0 && len(p.add) == 0 && len(p.replace) == 0 && len(p.delete) == 0
 }
 
 func (p plan) String() string {
-	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, add %d routes, replace %d routes, delete %d routes",
+	return fmt.Sprintf("delete device %v, create device %v, set MTU %v, set key %v, set port %v, remove %d peers, set %d peers, set up %v, add %d addresses, remove %d addresses, add %d routes, replace %d routes, delete %d routes",
 		p.deleteDevice, p.createDevice, p.setMTU, p.configure.PrivateKey != nil, p.configure.ListenPort != nil,
-		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.add), len(p.replace), len(p.delete))
+		len(p.configure.Remove), len(p.configure.Set), p.setUp, len(p.addAddresses), len(p.removeAddresses),
+		len(p.add), len(p.replace), len(p.delete))
 }
 
 // diff is the plan that takes the kernel from (dev, routes) to want. dev is
@@ -62,6 +65,7 @@ func diff(want desired, dev *device, routes []route) plan {
 		for _, k := range sortedKeys(want.device.Peers) {
 			p.configure.Set = append(p.configure.Set, want.device.Peers[k])
 		}
+		p.addAddresses = slices.Clone(want.device.Addresses)
 	default:
 		if dev.MTU != want.device.MTU {
 			p.setMTU, p.mtu = true, want.device.MTU
@@ -84,6 +88,16 @@ func diff(want desired, dev *device, routes []route) plan {
 			}
 		}
 		p.setUp = !dev.Up
+		for _, a := range want.device.Addresses {
+			if !slices.Contains(dev.Addresses, a) {
+				p.addAddresses = append(p.addAddresses, a)
+			}
+		}
+		for _, a := range dev.Addresses {
+			if !slices.Contains(want.device.Addresses, a) {
+				p.removeAddresses = append(p.removeAddresses, a)
+			}
+		}
 	}
 	have := make(map[netip.Prefix]route, len(routes))
 	for _, r := range routes {
@@ -137,8 +151,10 @@ func (p plan) apply(k kernel, name string) error {
 	// lacks its peer would drop the peer's traffic, where the route it
 	// replaces might not have.
 	ready := true
+	// exists is whether the device is there to be given addresses.
+	exists := !p.deleteDevice
 	if p.createDevice && fail(k.CreateDevice(name, p.mtu), "creating WireGuard device %s", name) {
-		ready = false
+		ready, exists = false, false
 	}
 	// A wrong MTU does not keep the device from carrying packets: the
 	// steps after it go ahead.
@@ -147,6 +163,11 @@ func (p plan) apply(k kernel, name string) error {
 	}
 	if ready && !p.configure.empty() && fail(k.ConfigureDevice(name, p.configure), "configuring WireGuard device %s", name) {
 		ready = false
+	}
+	// The device's address only chooses the source of the node's own
+	// packets: the routes need not wait for it.
+	if exists && (len(p.addAddresses) > 0 || len(p.removeAddresses) > 0) {
+		fail(k.SetAddresses(name, p.addAddresses, p.removeAddresses), "setting WireGuard device %s's addresses to add %v, remove %v", name, p.addAddresses, p.removeAddresses)
 	}
 	if ready && p.setUp && fail(k.SetUp(name), "bringing WireGuard device %s up", name) {
 		ready = false

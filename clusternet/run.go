@@ -78,8 +78,8 @@ func Run(ctx context.Context, c Config) error {
 	return r.run(ctx)
 }
 
-// Clear removes what Run put in the kernel (the WireGuard device of c and
-// every route marked as this package's), for a node that stops connecting
+// Clear removes what Run put in the kernel (the WireGuard device of c,
+// every route marked as this package's and the egress rule), for a node that stops connecting
 // pod networks. Run itself leaves them in place when it returns, so that
 // Pods keep reaching each other while the agent restarts. c.Peers is not
 // needed.
@@ -107,7 +107,8 @@ func Clear(c Config) error {
 	}
 	// No device and no routes: the desired state of plain mode with no peers.
 	nothing := desired{}
-	if err := diff(nothing, dev, routes).apply(k, c.Device); err != nil {
+	err = errors.Join(diff(nothing, dev, routes).apply(k, c.Device), k.ClearEgress())
+	if err != nil {
 		return fmt.Errorf("clusternet: %w", err)
 	}
 	return nil
@@ -118,6 +119,9 @@ type reconciler struct {
 	k      kernel
 	log    *zap.Logger
 	status Status
+	// egressDone is whether the egress rule is as the configuration says
+	// since the last attempt.
+	egressDone bool
 }
 
 func (r *reconciler) run(ctx context.Context) error {
@@ -202,6 +206,7 @@ func (r *reconciler) reconcile(peers []Peer, why string) error {
 	} else if err == nil {
 		r.log.Debug("kernel already in line", zap.String("because", why), zap.Int("peers", len(want.peers)))
 	}
+	err = errors.Join(err, r.egress(why))
 	r.status.InSync = err == nil
 	if err != nil {
 		r.status.LastError = err.Error()
@@ -214,6 +219,29 @@ func (r *reconciler) reconcile(peers []Peer, why string) error {
 		r.c.Status.Set(&s)
 	}
 	return err
+}
+
+// egress brings the egress rule in line with the configuration: at the
+// first attempt, after a failed one and at every resync (which undoes
+// what someone else changed; the table is written whole in one
+// transaction, so rewriting an unchanged rule disturbs nothing).
+func (r *reconciler) egress(why string) error {
+	if r.egressDone && why != "resync" {
+		return nil
+	}
+	var err error
+	if r.c.ClusterPodRange.IsValid() {
+		if err = r.k.SetEgress(r.c.PodCIDR, r.c.ClusterPodRange); err == nil && !r.egressDone {
+			r.log.Info("egress rule set", zap.Stringer("podRange", r.c.PodCIDR), zap.Stringer("clusterPodRange", r.c.ClusterPodRange))
+		}
+	} else {
+		err = r.k.ClearEgress()
+	}
+	r.egressDone = err == nil
+	if err != nil {
+		return fmt.Errorf("egress rule: %w", err)
+	}
+	return nil
 }
 
 // plan reads the kernel's state and diffs it against want, after dropping

@@ -305,7 +305,7 @@ func TestNetworkPeers(t *testing.T) {
 
 	fromB := c.watchPeers(conns[1])
 	first := fromB.until("b's first list", func(*cpb.WatchNetworkPeersResponse) bool { return true })
-	want := &cpb.WatchNetworkPeersResponse{PodRange: "10.244.1.0/24", Peers: []*cpb.NetworkPeer{{NodeId: a.Id, Address: a.Status.ExternalAddress, PodRange: "10.244.0.0/24"}}}
+	want := &cpb.WatchNetworkPeersResponse{PodRange: "10.244.1.0/24", ClusterPodRange: "10.244.0.0/14", Peers: []*cpb.NetworkPeer{{NodeId: a.Id, Address: a.Status.ExternalAddress, PodRange: "10.244.0.0/24"}}}
 	if !proto.Equal(first, want) {
 		t.Fatalf("b's first list %v, want %v", first, want)
 	}

@@ -52,6 +52,12 @@ func (r *rpcServer) SetWireGuardKey(ctx context.Context, req *cpb.SetWireGuardKe
 func (r *rpcServer) WatchNetworkPeers(_ *cpb.WatchNetworkPeersRequest, stream grpc.ServerStreamingServer[cpb.WatchNetworkPeersResponse]) error {
 	ctx := stream.Context()
 	caller := callerFrom(ctx).NodeID
+	// Chosen at bootstrap and never changed: read once per stream.
+	pods, err := readPodNetwork(ctx, r.s.cfg.Client)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "%v", err)
+	}
+	clusterRange := pods.GetClusterRange()
 	// As in Watch: the stream ends with the curator's following of etcd,
 	// and with the caller's standing (followNodes).
 	var sent *nodeSnapshot
@@ -63,6 +69,7 @@ func (r *rpcServer) WatchNetworkPeers(_ *cpb.WatchNetworkPeersRequest, stream gr
 		}
 		sent = snap
 		msg := networkPeersOf(snap, caller)
+		msg.ClusterPodRange = clusterRange
 		if last != nil && proto.Equal(msg, last) {
 			return nil
 		}

@@ -39,16 +39,17 @@
 //
 //	worker            reads                                 writes
 //	clusterdirectory  membership                            directory
-//	clusternet        membership                            localPodRange, networkPeers
+//	clusternet        membership                            clusterPodRange, localPodRange,
+//	                                                        networkPeers
 //	controlplane      localRoles                            consensus.status,
 //	                                                        consensusSnapshots, curator.status,
 //	                                                        localControlPlane, localCurator
 //	heartbeat         membership                            nothing
 //	kubernetes        consensus.status, localControlPlane,  kube.controlplane.status, kubernetes
 //	                  localRoles
-//	kubernetesworker  localLabels, localPodRange,           clusternet.status, kube.dns.status,
-//	                  localRoles, membership, networkPeers  kube.kubelet.status,
-//	                                                        kube.proxy.status, kubernetesWorker
+//	kubernetesworker  clusterPodRange, localLabels,         clusternet.status, kube.dns.status,
+//	                  localPodRange, localRoles,            kube.kubelet.status,
+//	                  membership, networkPeers              kube.proxy.status, kubernetesWorker
 //	membership        credentials, directory, localCurator  membership
 //	rolefetch         membership                            localLabels, localRoles
 //	statuspush        consensusSnapshots,                   nothing
@@ -57,6 +58,7 @@
 //	                  membership
 //
 //	value                     written by           read by
+//	clusterPodRange           clusternet           kubernetesworker
 //	clusternet.status         kubernetesworker     nothing
 //	consensus.status          controlplane         kubernetes
 //	consensusSnapshots        controlplane         statuspush

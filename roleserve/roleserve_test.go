@@ -33,11 +33,11 @@ func TestRoleServerGraph(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 	const want = `clusterdirectory: reads membership; writes directory
-clusternet: reads membership; writes localPodRange, networkPeers
+clusternet: reads membership; writes clusterPodRange, localPodRange, networkPeers
 controlplane: reads localRoles; writes consensus.status, consensusSnapshots, curator.status, localControlPlane, localCurator
 heartbeat: reads membership; writes nothing
 kubernetes: reads consensus.status, localControlPlane, localRoles; writes kube.controlplane.status, kubernetes
-kubernetesworker: reads localLabels, localPodRange, localRoles, membership, networkPeers; writes clusternet.status, kube.dns.status, kube.kubelet.status, kube.proxy.status, kubernetesWorker
+kubernetesworker: reads clusterPodRange, localLabels, localPodRange, localRoles, membership, networkPeers; writes clusternet.status, kube.dns.status, kube.kubelet.status, kube.proxy.status, kubernetesWorker
 membership: reads credentials, directory, localCurator; writes membership
 rolefetch: reads membership; writes localLabels, localRoles
 statuspush: reads consensusSnapshots, dataClusterBound, kubernetes, kubernetesWorker, localCurator, membership; writes nothing

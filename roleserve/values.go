@@ -61,6 +61,11 @@ type Values struct {
 	// zero Prefix while the node has none (it never held
 	// KubernetesWorker) or the curator has not answered yet.
 	LocalPodRange memory.Value[netip.Prefix]
+	// ClusterPodRange is the cluster's pod range, out of which every
+	// node's is given (curator WatchNetworkPeers): what the node's Pods
+	// send outside it leaves with the node's address (clusternet's
+	// egress rule). The zero Prefix until the curator has said.
+	ClusterPodRange memory.Value[netip.Prefix]
 	// NetworkPeers are the other worker nodes whose Pods this node
 	// reaches, by node ID (curator WatchNetworkPeers). Unset until the
 	// curator has been asked.
@@ -87,6 +92,8 @@ func NewValues() *Values {
 	v.ConsensusSnapshots.Name = "consensusSnapshots"
 	v.LocalPodRange.Name = "localPodRange"
 	v.LocalPodRange.Equal = func(a, b netip.Prefix) bool { return a == b }
+	v.ClusterPodRange.Name = "clusterPodRange"
+	v.ClusterPodRange.Equal = func(a, b netip.Prefix) bool { return a == b }
 	v.NetworkPeers.Name = "networkPeers"
 	v.DataClusterBound.Name = "dataClusterBound"
 	v.DataClusterBound.Set(false)

@@ -36,19 +36,21 @@ type workerClusterNet struct {
 	keyFile string
 	started bool
 
-	membership event.ValueWatch[*ClusterMembership] // reads
-	podRange   event.Value[netip.Prefix]            // writes
-	peers      event.Value[[]clusternet.Peer]       // writes
+	membership      event.ValueWatch[*ClusterMembership] // reads
+	podRange        event.Value[netip.Prefix]            // writes
+	clusterPodRange event.Value[netip.Prefix]            // writes
+	peers           event.Value[[]clusternet.Peer]       // writes
 }
 
 func newWorkerClusterNet(g *Graph, v *Values, keyFile string) *workerClusterNet {
 	h := g.Worker("clusternet")
 	return &workerClusterNet{
-		Worker:     h,
-		keyFile:    keyFile,
-		membership: Reads[*ClusterMembership](h, &v.Membership),
-		podRange:   Writes[netip.Prefix](h, &v.LocalPodRange),
-		peers:      Writes[[]clusternet.Peer](h, &v.NetworkPeers),
+		Worker:          h,
+		keyFile:         keyFile,
+		membership:      Reads[*ClusterMembership](h, &v.Membership),
+		podRange:        Writes[netip.Prefix](h, &v.LocalPodRange),
+		clusterPodRange: Writes[netip.Prefix](h, &v.ClusterPodRange),
+		peers:           Writes[[]clusternet.Peer](h, &v.NetworkPeers),
 	}
 }
 
@@ -59,6 +61,7 @@ func (w *workerClusterNet) run(ctx context.Context) error {
 		// kubernetesworker worker can say what it waits for. The peers
 		// stay unset: nobody acts on a list that was never asked for.
 		w.podRange.Set(netip.Prefix{})
+		w.clusterPodRange.Set(netip.Prefix{})
 		w.started = true
 	}
 	key, err := clusternet.LoadOrCreateKey(w.keyFile)
@@ -92,8 +95,11 @@ func (w *workerClusterNet) run(ctx context.Context) error {
 		if err != nil {
 			return stopIfDecommissioned(ctx, fmt.Errorf("watching the network peers: %w", err))
 		}
-		own, peers := parseNetworkPeers(ctx, msg)
-		log.Info("network peers", zap.String("podRange", prefixOrNone(own)), zap.Int("peers", len(peers)))
+		own, cluster, peers := parseNetworkPeers(ctx, msg)
+		log.Info("network peers", zap.String("podRange", prefixOrNone(own)), zap.String("clusterPodRange", prefixOrNone(cluster)), zap.Int("peers", len(peers)))
+		// The cluster's first: the kubernetesworker worker starts a node
+		// on the node's own range, and reads the cluster's then.
+		w.clusterPodRange.Set(cluster)
 		w.podRange.Set(own)
 		w.peers.Set(peers)
 	}
@@ -109,21 +115,15 @@ func (w *workerClusterNet) publishKey(ctx context.Context, m *ClusterMembership,
 }
 
 // parseNetworkPeers turns the curator's message into the node's pod range
-// (the zero Prefix if it has none) and peers. The curator checks what it
-// stores; an entry that does not parse all the same is left out, with a
-// warning, rather than taking the other peers' routes down with it.
-func parseNetworkPeers(ctx context.Context, msg *cpb.WatchNetworkPeersResponse) (netip.Prefix, []clusternet.Peer) {
+// and the cluster's (each the zero Prefix if there is none) and the peers.
+// The curator checks what it stores; an entry that does not parse all the
+// same is left out, with a warning, rather than taking the other peers'
+// routes down with it.
+func parseNetworkPeers(ctx context.Context, msg *cpb.WatchNetworkPeersResponse) (own, cluster netip.Prefix, peers []clusternet.Peer) {
 	log := supervisor.Logger(ctx)
-	var own netip.Prefix
-	if r := msg.GetPodRange(); r != "" {
-		p, err := netip.ParsePrefix(r)
-		if err != nil {
-			log.Warn("ignoring this node's pod range from the curator", zap.String("podRange", r), zap.Error(err))
-		} else {
-			own = p
-		}
-	}
-	peers := make([]clusternet.Peer, 0, len(msg.GetPeers()))
+	own = parseRange(log, "this node's pod range", msg.GetPodRange())
+	cluster = parseRange(log, "the cluster's pod range", msg.GetClusterPodRange())
+	peers = make([]clusternet.Peer, 0, len(msg.GetPeers()))
 	for _, p := range msg.GetPeers() {
 		peer, err := parsePeer(p)
 		if err != nil {
@@ -132,7 +132,21 @@ func parseNetworkPeers(ctx context.Context, msg *cpb.WatchNetworkPeersResponse) 
 		}
 		peers = append(peers, peer)
 	}
-	return own, peers
+	return own, cluster, peers
+}
+
+// parseRange parses the curator's range r ("" is none), warning about
+// what does not parse, and returns the zero Prefix for either.
+func parseRange(log *zap.Logger, what, r string) netip.Prefix {
+	if r == "" {
+		return netip.Prefix{}
+	}
+	p, err := netip.ParsePrefix(r)
+	if err != nil {
+		log.Warn("ignoring "+what+" from the curator", zap.String("range", r), zap.Error(err))
+		return netip.Prefix{}
+	}
+	return p
 }
 
 func parsePeer(p *cpb.NetworkPeer) (clusternet.Peer, error) {

@@ -179,15 +179,19 @@ type workerKubernetesWorker struct {
 	// linkMTU is clusternet.LinkMTU, a test seam.
 	linkMTU func(netip.Addr) (int, error)
 	// runningPodRange is the pod range the running node was started
-	// with (runNode); a change ends the run.
-	runningPodRange netip.Prefix
+	// with (runNode); a change ends the run. runningClusterPodRange is
+	// the cluster's, as the curator said at that start (the zero Prefix
+	// if it did not: no egress rule).
+	runningPodRange        netip.Prefix
+	runningClusterPodRange netip.Prefix
 
-	localRoles  event.ValueWatch[*cpb.Roles]         // reads
-	membership  event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
-	localLabels event.ValueWatch[map[string]string]  // reads (the Node's labels, kept by the runner)
-	podRange    event.ValueWatch[netip.Prefix]       // reads (the CNI range)
-	peers       event.ValueWatch[[]clusternet.Peer]  // reads (by clusternet.Run)
-	status      event.Value[*KubernetesWorkerStatus] // writes
+	localRoles      event.ValueWatch[*cpb.Roles]         // reads
+	membership      event.ValueWatch[*ClusterMembership] // reads (the curator, the node's ID)
+	localLabels     event.ValueWatch[map[string]string]  // reads (the Node's labels, kept by the runner)
+	podRange        event.ValueWatch[netip.Prefix]       // reads (the CNI range)
+	clusterPodRange event.ValueWatch[netip.Prefix]       // reads (the egress rule's, kube-proxy's)
+	peers           event.ValueWatch[[]clusternet.Peer]  // reads (by clusternet.Run)
+	status          event.Value[*KubernetesWorkerStatus] // writes
 }
 
 func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, address netip.Addr, keyFile string) *workerKubernetesWorker {
@@ -197,23 +201,24 @@ func newWorkerKubernetesWorker(g *Graph, v *Values, cfg KubernetesConfig, addres
 	h.Produces(nodeservice.StatusName(dns.Name))
 	h.Produces(clusternet.StatusName)
 	return &workerKubernetesWorker{
-		Worker:         h,
-		cfg:            cfg,
-		address:        address,
-		cgroupV2:       hasCgroupV2,
-		retry:          renewRetry,
-		keyFile:        keyFile,
-		runPodNetwork:  clusternet.Run,
-		leftovers:      leftoverSteps(cfg.Runtime),
-		dirty:          true,
-		leftoversRetry: leftoversRetry,
-		linkMTU:        clusternet.LinkMTU,
-		peers:          Reads[[]clusternet.Peer](h, &v.NetworkPeers),
-		localRoles:     Reads[*cpb.Roles](h, &v.LocalRoles),
-		membership:     Reads[*ClusterMembership](h, &v.Membership),
-		localLabels:    Reads[map[string]string](h, &v.LocalLabels),
-		podRange:       Reads[netip.Prefix](h, &v.LocalPodRange),
-		status:         Writes[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
+		Worker:          h,
+		cfg:             cfg,
+		address:         address,
+		cgroupV2:        hasCgroupV2,
+		retry:           renewRetry,
+		keyFile:         keyFile,
+		runPodNetwork:   clusternet.Run,
+		leftovers:       leftoverSteps(cfg.Runtime),
+		dirty:           true,
+		leftoversRetry:  leftoversRetry,
+		linkMTU:         clusternet.LinkMTU,
+		peers:           Reads[[]clusternet.Peer](h, &v.NetworkPeers),
+		localRoles:      Reads[*cpb.Roles](h, &v.LocalRoles),
+		membership:      Reads[*ClusterMembership](h, &v.Membership),
+		localLabels:     Reads[map[string]string](h, &v.LocalLabels),
+		podRange:        Reads[netip.Prefix](h, &v.LocalPodRange),
+		clusterPodRange: Reads[netip.Prefix](h, &v.ClusterPodRange),
+		status:          Writes[*KubernetesWorkerStatus](h, &v.KubernetesWorker),
 	}
 }
 
@@ -240,6 +245,9 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 	m := Input(in, w.membership, nil)
 	labels := Input(in, w.localLabels, nil)
 	podRange := Input(in, w.podRange, nil)
+	// Set before the node's own range (workerClusterNet), so known by
+	// the time a run starts; it never changes in a cluster's life.
+	clusterPodRange := Input(in, w.clusterPodRange, nil)
 	// A failed removal of the leftovers is tried again at retryAt (zero:
 	// none failed), after a wait that doubles; leftNote says why it
 	// failed until it succeeds.
@@ -262,6 +270,7 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 		st := &KubernetesWorkerStatus{Held: roles.Latest().GetKubernetesWorker() != nil}
 		if st.Note = w.blocked(st.Held, m.Latest(), labels.Latest(), podRange.Latest()); st.Held && st.Note == "" {
 			log.Info("running the Kubernetes node", zap.Stringer("because", why), zap.Stringer("podRange", podRange.Latest()))
+			w.runningClusterPodRange = clusterPodRange.Latest()
 			return w.runNode(ctx, m.Latest(), labels.Latest(), podRange.Latest())
 		}
 		switch {
@@ -490,7 +499,10 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	// changed range ends this run below).
 	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
 	netStatus.Set(nil) // nil until the pod network's first attempt
-	netCfg := clusternet.Config{PrivateKey: key, Address: w.address, PodCIDR: podRange, MTU: podMTU, Peers: w.peers, Status: netStatus}
+	netCfg := clusternet.Config{
+		PrivateKey: key, Address: w.address, PodCIDR: podRange, ClusterPodRange: w.runningClusterPodRange,
+		MTU: podMTU, Peers: w.peers, Status: netStatus,
+	}
 	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
 		return err
 	}
@@ -755,7 +767,7 @@ func (w *workerKubernetesWorker) nodeServiceSpecs(issued *issuedCredentials) (pr
 		// peer entry accepts; the node's address would be dropped there.
 		// Traffic from other nodes' Pods never passes this node's
 		// Service rules.
-		NodeName: issued.nodeName, NodeIP: w.address, ClusterCIDR: w.runningPodRange,
+		NodeName: issued.nodeName, NodeIP: w.address, ClusterCIDR: w.proxyClusterCIDR(),
 		Server: server, CA: issued.creds.CA, Cert: issued.proxy.Cert, Key: issued.proxy.Key,
 	}.Spec()
 	if err != nil {
@@ -802,4 +814,14 @@ func (s *nodeServices) renew(w *workerKubernetesWorker, issued *issuedCredential
 		return err
 	}
 	return s.dns.runner.Renew(dnsSpec.Files)
+}
+
+// proxyClusterCIDR is kube-proxy's cluster range (whose sources' traffic
+// to a Service it leaves unmasqueraded): the cluster's pod range, or
+// this node's alone while the curator has not said the cluster's.
+func (w *workerKubernetesWorker) proxyClusterCIDR() netip.Prefix {
+	if w.runningClusterPodRange.IsValid() {
+		return w.runningClusterPodRange
+	}
+	return w.runningPodRange
 }

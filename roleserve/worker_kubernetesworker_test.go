@@ -186,6 +186,7 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 
 	// Through the worker's run: the status, and nothing more.
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	supervisor.TestHarness(t, w.run)
@@ -223,6 +224,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 	m := fakeMembership(t, f, creds)
 	rt, bundle, log := testRuntime(t)
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, keyFile)
@@ -308,6 +310,9 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		if c := netCfg; c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey != key || c.Peers == nil || c.Status == nil {
 			t.Errorf("the pod network runs with range %v, address %v, key from the key file: %v, peers given: %v, status: %v; want %v, %v, true, true, true",
 				c.PodCIDR, c.Address, c.PrivateKey == key, c.Peers != nil, c.Status != nil, testPodRange, kubeAddr)
+		}
+		if netCfg.ClusterPodRange != testClusterPodRange {
+			t.Errorf("the pod network runs with the cluster's pod range %v, want %v (the egress rule's)", netCfg.ClusterPodRange, testClusterPodRange)
 		}
 		if want := 9000 - clusternet.Overhead; netCfg.MTU != want {
 			t.Errorf("the pod network's MTU is %d, want %d (the cluster link's less WireGuard's overhead)", netCfg.MTU, want)
@@ -431,6 +436,7 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
 	rt, bundle, log := testRuntime(t)
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	w.cgroupV2 = func(string) bool { return true }
@@ -480,6 +486,9 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 
 // testPodRange is the pod range the tests' curator gave the node.
 var testPodRange = netip.MustParsePrefix("10.244.7.0/24")
+
+// testClusterPodRange holds testPodRange.
+var testClusterPodRange = netip.MustParsePrefix("10.244.0.0/14")
 
 // The role's status says what the pod network did, after what the
 // runners say: a process down or the Node not Ready comes first, then the
@@ -647,6 +656,7 @@ func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
 	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
 	rt, bundle, log := testRuntime(t)
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	w.cgroupV2 = func(string) bool { return true }
@@ -705,6 +715,7 @@ func TestKubernetesWorkerBadKeyBlocksFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: bundle, Runtime: rt}, kubeAddr, keyFile)
 	w.cgroupV2 = func(string) bool { return true }
@@ -771,6 +782,7 @@ func failUntil(fixed *atomic.Bool) func() error {
 func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
 	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	w.leftoversRetry = 10 * time.Millisecond
@@ -822,6 +834,7 @@ func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
 func TestKubernetesWorkerLeftoversGate(t *testing.T) {
 	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
 	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
 	w.leftoversRetry = 10 * time.Millisecond

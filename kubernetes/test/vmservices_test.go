@@ -27,7 +27,8 @@ const serviceByNameTimeout = 10 * time.Minute
 // and demo.default.svc.cluster.local), and both replicas answer over
 // repeated requests, so the Service's traffic crosses to the other worker
 // over the pod network; a name outside the cluster's domain is not
-// answered. It logs Service created → reachable by name.
+// answered; the apiserver is reached through the kubernetes Service. It
+// logs Service created → reachable by name.
 func checkServicesByName(ctx context.Context, t *testing.T, cs *kubernetes.Clientset, owner *ownerConn, kubectl func(args ...string) (string, error), pods []corev1.Pod) {
 	t.Helper()
 	waitList(ctx, t, "every worker's kube-proxy and DNS server running", func() (bool, string, error) {
@@ -102,6 +103,20 @@ func checkServicesByName(ctx context.Context, t *testing.T, cs *kubernetes.Clien
 	if out, err := get("http://nothing.example/"); err == nil {
 		t.Errorf("GET http://nothing.example/ succeeded: %q", out)
 	}
+
+	// The apiserver through the `kubernetes` Service: its endpoint is the
+	// controller's own address, outside the pod network, which only the
+	// egress rule (clusternet's) lets the answers find their way back
+	// from. The demo's client knows no cluster CA, so reaching it shows
+	// as the TLS handshake's refusal of the apiserver's certificate; an
+	// unreachable apiserver as a timeout.
+	// Each try takes the client's 10 s when nothing answers.
+	api, cancelAPI := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelAPI()
+	waitList(api, t, "the apiserver reached from a demo Pod through the kubernetes Service", func() (bool, string, error) {
+		out, _ := get("https://kubernetes.default.svc.cluster.local/")
+		return strings.Contains(out, "x509: certificate signed by unknown authority"), out, nil
+	})
 }
 
 func allSeen(m map[string]bool) bool {

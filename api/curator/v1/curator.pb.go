@@ -151,9 +151,14 @@ type WatchNetworkPeersResponse struct {
 	// none.
 	PodRange string `protobuf:"bytes,1,opt,name=pod_range,json=podRange,proto3" json:"pod_range,omitempty"`
 	// Every other node whose pods the caller must reach, by node ID.
-	Peers         []*NetworkPeer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Peers []*NetworkPeer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	// The cluster's pod range (PodNetwork.range), out of which every
+	// node's pod range is given: what a node's Pods send to an address
+	// outside it leaves with the node's own address (clusternet's egress
+	// NAT). Empty for a cluster without a pod network.
+	ClusterPodRange string `protobuf:"bytes,3,opt,name=cluster_pod_range,json=clusterPodRange,proto3" json:"cluster_pod_range,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchNetworkPeersResponse) Reset() {
@@ -198,6 +203,13 @@ func (x *WatchNetworkPeersResponse) GetPeers() []*NetworkPeer {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *WatchNetworkPeersResponse) GetClusterPodRange() string {
+	if x != nil {
+		return x.ClusterPodRange
+	}
+	return ""
 }
 
 // NetworkPeer is another worker node on the pod network.
@@ -1833,10 +1845,11 @@ const file_polis_curator_v1_curator_proto_rawDesc = "" +
 	"\x16SetWireGuardKeyRequest\x120\n" +
 	"\x14wireguard_public_key\x18\x01 \x01(\fR\x12wireguardPublicKey\"\x19\n" +
 	"\x17SetWireGuardKeyResponse\"\x1a\n" +
-	"\x18WatchNetworkPeersRequest\"m\n" +
+	"\x18WatchNetworkPeersRequest\"\x99\x01\n" +
 	"\x19WatchNetworkPeersResponse\x12\x1b\n" +
 	"\tpod_range\x18\x01 \x01(\tR\bpodRange\x123\n" +
-	"\x05peers\x18\x02 \x03(\v2\x1d.polis.curator.v1.NetworkPeerR\x05peers\"\x8f\x01\n" +
+	"\x05peers\x18\x02 \x03(\v2\x1d.polis.curator.v1.NetworkPeerR\x05peers\x12*\n" +
+	"\x11cluster_pod_range\x18\x03 \x01(\tR\x0fclusterPodRange\"\x8f\x01\n" +
 	"\vNetworkPeer\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1b\n" +
