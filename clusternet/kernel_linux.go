@@ -312,18 +312,8 @@ func (k *netlinkKernel) DeleteRoute(r route) error {
 // unmapped then, but an IPv6 prefix stays IPv6 even when its address is
 // IPv4-mapped, as the kernel has it.
 func prefixOf(n net.IPNet) (netip.Prefix, bool) {
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, bits := n.Mask.Size()
-	if bits == 32 {
-		a = a.Unmap()
-	}
-	if bits != a.BitLen() {
-		return netip.Prefix{}, false
-	}
-	return netip.PrefixFrom(a, ones).Masked(), true
+	p, ok := addressOf(n)
+	return p.Masked(), ok
 }
 
 // LinkMTU is the MTU of the link that holds the address a in this
