@@ -2,14 +2,11 @@ package roleserve
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -609,33 +606,6 @@ func TestPodMTUFromClusterLink(t *testing.T) {
 	}
 }
 
-// stoppableAPIServer serves h as testutil.ServeMutualTLS does, and returns
-// a stop that closes the server (and its connections) before the test
-// ends: from then on nothing answers at the address.
-func stoppableAPIServer(t *testing.T, h http.Handler, serving pki.Pair, caPEM []byte) (netip.AddrPort, func()) {
-	t.Helper()
-	pair, err := tls.X509KeyPair(serving.Cert, serving.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		t.Fatal("no CA certificate in the PEM")
-	}
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
-	srv.StartTLS()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return netip.MustParseAddrPort(srv.Listener.Addr().String()), stop
-}
-
 // While no apiserver answers, the worker asks the curator again for the
 // apiservers every retry, and hands the list to the kubelet's proxy alone:
 // the credentials are not due, so the kubelet (which would have no Pod
@@ -651,7 +621,7 @@ func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiServer, stopAPIServer := stoppableAPIServer(t, node, serving, ca.CACert)
+	apiServer, stopAPIServer := testutil.StoppableMutualTLS(t, node, serving.Cert, serving.Key, ca.CACert)
 	f := newFakeCurator()
 	f.kubelet = &kubeletIssuer{ca: ca, node: creds.NodeID, apiServer: apiServer}
 	rt, bundle, log := testRuntime(t)

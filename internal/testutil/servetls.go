@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
 	"testing"
 )
 
@@ -14,6 +15,16 @@ import (
 // and keyPEM, and only to clients with a certificate that caPEM's CA
 // issued. It returns the address served.
 func ServeMutualTLS(t testing.TB, h http.Handler, certPEM, keyPEM, caPEM []byte) netip.AddrPort {
+	t.Helper()
+	addr, _ := StoppableMutualTLS(t, h, certPEM, keyPEM, caPEM)
+	return addr
+}
+
+// StoppableMutualTLS is ServeMutualTLS with a stop, for a test of what
+// happens when the server goes away: stop closes the server and its
+// connections, after which nothing answers at the address. It may be
+// called more than once; the test's end calls it too.
+func StoppableMutualTLS(t testing.TB, h http.Handler, certPEM, keyPEM, caPEM []byte) (netip.AddrPort, func()) {
 	t.Helper()
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
@@ -26,6 +37,13 @@ func ServeMutualTLS(t testing.TB, h http.Handler, certPEM, keyPEM, caPEM []byte)
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert}
 	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return netip.MustParseAddrPort(srv.Listener.Addr().String())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return netip.MustParseAddrPort(srv.Listener.Addr().String()), stop
 }
