@@ -866,3 +866,101 @@ func TestLeftoverSteps(t *testing.T) {
 		t.Errorf("a cgroup that is not there: %v", err)
 	}
 }
+
+// A node holding KubernetesController without KubernetesWorker routes to
+// the workers' Pods: it removes what an earlier worker role left but for
+// the pod network, which it runs alone from its own range (no egress
+// rule: no Pods here), reports the peers, and once the controller role
+// goes the pod network stops and is removed too.
+func TestKubernetesWorkerRoutesForController(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.leftoversRetry = 10 * time.Millisecond
+	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	var log stepLog
+	network := log.step("pod network", false, nil)
+	network.podNetwork = true
+	w.leftovers = []cleanupStep{log.step("stopped", true, nil), network, log.step("tables", false, nil)}
+	netCfgs := make(chan clusternet.Config, 1)
+	var netStopped atomic.Int32
+	w.runPodNetwork = func(ctx context.Context, c clusternet.Config) error {
+		netCfgs <- c
+		<-ctx.Done()
+		netStopped.Add(1)
+		return ctx.Err()
+	}
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(nil)
+	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(controllerRoles)
+
+	var c clusternet.Config
+	select {
+	case c = <-netCfgs:
+	case <-time.After(time.Minute):
+		t.Fatal("the pod network did not start for a controller")
+	}
+	if c.PodCIDR != testPodRange || c.Address != kubeAddr || c.PrivateKey.IsZero() || c.ClusterPodRange.IsValid() || c.Peers == nil {
+		t.Errorf("pod network config: range %v, address %v, key set %v, cluster range %v, peers %v; want %v, %v, a key, none (no egress rule), the peers' value",
+			c.PodCIDR, c.Address, !c.PrivateKey.IsZero(), c.ClusterPodRange, c.Peers != nil, testPodRange, kubeAddr)
+	}
+	if got, want := log.get(), []string{"stopped", "tables"}; !slices.Equal(got, want) {
+		t.Errorf("leftover steps before routing %v, want %v (the pod network kept)", got, want)
+	}
+	st := waitFor(t, &v.KubernetesWorker, "routing, not in sync yet", func(s *KubernetesWorkerStatus) bool { return s != nil && s.PodRoutes })
+	if st.Held || !strings.Contains(st.Note, "has not configured the kernel yet") {
+		t.Errorf("status %+v, want not held and the pod network not yet configured", st)
+	}
+	c.Status.Set(&clusternet.Status{InSync: true, Peers: []clusternet.Peer{{NodeID: "worker-b"}, {NodeID: "worker-a"}}})
+	st = waitFor(t, &v.KubernetesWorker, "routing in sync", func(s *KubernetesWorkerStatus) bool { return s != nil && s.PodRoutes && s.NetworkInSync })
+	if !slices.Equal(st.NetworkPeers, []string{"worker-a", "worker-b"}) || st.Note != "" {
+		t.Errorf("status %+v, want both workers as peers and no note", st)
+	}
+	if s := st.String(); !strings.Contains(s, "routing to Pods for KubernetesController") || !strings.Contains(s, "worker-a, worker-b") {
+		t.Errorf("String() %q does not say it routes, and to whom", s)
+	}
+	if p := kubernetesProto(nil, st); p.GetNetworkPeers() != 2 || !p.GetNetworkInSync() || p.GetKubeletRunning() {
+		t.Errorf("reported %v, want two peers in sync", p)
+	}
+
+	// The controller role gone: the pod network stops, and is removed.
+	v.LocalRoles.Set(noRoles)
+	waitFor(t, &v.KubernetesWorker, "no role, nothing left", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.Held && !s.PodRoutes && s.Note == "" })
+	if netStopped.Load() != 1 {
+		t.Errorf("pod network stopped %d times, want once", netStopped.Load())
+	}
+	if got := log.get(); !slices.Contains(got[2:], "pod network") {
+		t.Errorf("leftover steps %v: the pod network was not removed after the role went", got)
+	}
+}
+
+// Routing for a controller needs the role without KubernetesWorker's (which
+// routes itself), a runtime (a machine whose network is the node's) and a
+// pod range.
+func TestRoutesWanted(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b"}
+	both := &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}, KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	for _, tc := range []struct {
+		name  string
+		roles *cpb.Roles
+		rt    *KubernetesRuntime
+		r     netip.Prefix
+		want  bool
+	}{
+		{"controller", controllerRoles, rt, testPodRange, true},
+		{"controller and worker", both, rt, testPodRange, false},
+		{"worker", workerRoles, rt, testPodRange, false},
+		{"neither", noRoles, rt, testPodRange, false},
+		{"no runtime", controllerRoles, nil, testPodRange, false},
+		{"no range", controllerRoles, rt, netip.Prefix{}, false},
+	} {
+		w := newWorkerKubernetesWorker(&Graph{}, NewValues(), KubernetesConfig{Runtime: tc.rt}, kubeAddr, "")
+		if got := w.routesWanted(tc.roles, tc.r); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
