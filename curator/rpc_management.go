@@ -192,12 +192,12 @@ func (r *rpcServer) ApproveNode(ctx context.Context, req *cpb.ApproveNodeRequest
 // Membership changes are serialised per leader term (leaderState.membership)
 // so that two requests cannot interleave their checks and changes. What
 // would refuse the record's change is checked before the membership
-// changes (planRoles, and a pod range left for a new worker), so that a
-// refused request leaves the membership as it was; only a worker given
-// its range by another request in between can still empty the pool
-// after the check, and then the request fails after the membership
-// change, which the same request sent again, once a range is free,
-// completes.
+// changes (planRoles, and a pod range left for a node given a Kubernetes
+// role: needsPodRange), so that a refused request leaves the membership
+// as it was; only a worker or controller given its range by another
+// request in between can still empty the pool after the check, and then
+// the request fails after the membership change, which the same request
+// sent again, once a range is free, completes.
 //
 // It is confirmedByWrite: a change of the other roles, which is the record
 // alone, is one transaction that also confirms the leadership and the
@@ -234,9 +234,9 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	if err != nil {
 		return nil, err
 	}
-	// withRoles refuses a new worker when no pod range is left; that
-	// refusal must come before the membership change below, which the
-	// record's transaction cannot undo.
+	// withRoles refuses a new worker or controller when no pod range is
+	// left; that refusal must come before the membership change below,
+	// which the record's transaction cannot undo.
 	if err := checkPodRangeLeft(ctx, r.s.cfg.Client, cur, roles); err != nil {
 		if _, ok := status.FromError(err); !ok {
 			err = leaderWriteError(err)
@@ -280,9 +280,9 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 
 // withRoles is the change UpdateNodeRoles makes to node n's record: the
 // roles req asks for (planRoles), with joinData for a ConsensusMember it
-// gives, and a pod range for a new worker in the same transaction, so no
-// node ever holds KubernetesWorker without one. An error is the
-// request's refusal.
+// gives, and a pod range for a node given KubernetesWorker or
+// KubernetesController in the same transaction (givePodRange), so no node
+// ever holds either without one. An error is the request's refusal.
 func (r *rpcServer) withRoles(ctx context.Context, n *cpb.Node, req *cpb.UpdateNodeRolesRequest, joinData *cpb.ConsensusJoinData) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 	roles, err := planRoles(n, req)
 	if err != nil {
