@@ -268,8 +268,12 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 // that needs a pod range, while n has none and none is left. It writes
 // nothing: it is for a change that must be refused before it touches
 // what no transaction with the record spans (etcd's membership, in
-// UpdateNodeRoles); the write itself gives the range, and may still find
-// the pool emptied meanwhile by a grant this check did not wait for.
+// UpdateNodeRoles); the write itself gives the range. The caller holds
+// l.membership from this check to that write, and so does every change
+// that gives a range (UpdateNodeRoles, the sweep), so within the term
+// nothing takes the range meanwhile; a deposed leader's writes fail on
+// their leadership condition. Only an operator's hand in etcd can still
+// empty the pool in between, and then the write is refused as here.
 func checkPodRangeLeft(ctx context.Context, kv clientv3.KV, n *cpb.Node, roles *cpb.Roles) error {
 	if !needsPodRange(roles) || n.GetNetwork().GetPodRange() != "" {
 		return nil
@@ -351,15 +355,17 @@ func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
 		if !needsPodRange(n.GetRoles()) || n.GetNetwork().GetPodRange() != "" {
 			continue
 		}
-		// No lock makes this safe: a role change without ConsensusMember
+		// No lock makes this safe: a role change that gives no range
 		// (changeNodeConfirmed) takes none, and another curator shares
 		// none. The compare-and-swaps do: the record is written only if
 		// unchanged since it was read, and the range only if its key was
 		// never created (givePodRange), so whichever write loses reads
 		// again and plans again (updateNodeTxn), and a range is never
-		// given twice nor a role lost. l.membership is held only to stay
-		// out of a ConsensusMember change, between its membership change
-		// and its record's write, which would otherwise have to retry.
+		// given twice nor a role lost. l.membership is held, as by every
+		// change that gives a range, to stay out of a ConsensusMember
+		// change between its check for a free range (checkPodRangeLeft)
+		// and its record's write, which would otherwise find the pool
+		// emptied after etcd's membership changed.
 		l.membership.Lock()
 		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 			if n == nil {

@@ -296,6 +296,106 @@ func TestPodRangesExhaustedRefusesController(t *testing.T) {
 	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesController")
 }
 
+// A grant that gives a pod range without changing ConsensusMember waits
+// for l.membership, which a ConsensusMember change holds from its check
+// for a free range (checkPodRangeLeft) to its record's write, with etcd's
+// membership changed in between: the grant cannot take the last range
+// there, and is refused once the change has it. The test stands in for
+// the ConsensusMember change, holding the lock and making its check and
+// write itself, with one range left; the grants are a worker's, a
+// controller's, and one that asks for no role but finds a worker
+// recorded without a range. (Without the lock, each grant took the last
+// range at once, and the change's write then failed.)
+func TestPodRangeGrantWaitsForMembershipChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// grant is the request that races, for a node that setup made.
+		grant func(c *testCluster) *cpb.UpdateNodeRolesRequest
+	}{
+		{"worker", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			id := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			return &cpb.UpdateNodeRolesRequest{NodeId: id, KubernetesWorker: proto.Bool(true)}
+		}},
+		{"controller", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			return &cpb.UpdateNodeRolesRequest{NodeId: c.status.NodeID, KubernetesController: proto.Bool(true)}
+		}},
+		{"worker recorded without a range", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			n := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+			n.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+			c.putNode(n)
+			c.waitCachedNode(n.Id, func(cached *cpb.Node) bool { return cached.GetRoles().GetKubernetesWorker() != nil })
+			return &cpb.UpdateNodeRolesRequest{NodeId: n.Id, KubernetesController: proto.Bool(false)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t)
+			small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.etcd.Put(ctxT(t), podNetworkKey, string(small)); err != nil {
+				t.Fatal(err)
+			}
+			m := c.management()
+			taken := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			if _, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: taken, KubernetesWorker: proto.Bool(true)}); err != nil {
+				t.Fatal(err)
+			}
+			changing := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			l, err := event.Get(ctxT(t), &c.curator.leader, event.Filter(func(l *leaderState) bool { return l != nil }))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The ConsensusMember change's check, under the lock (held
+			// before the setup of the grant, so that the sweep of a new
+			// term could not give its node a range first either).
+			l.membership.Lock()
+			locked := true
+			defer func() {
+				if locked {
+					l.membership.Unlock()
+				}
+			}()
+			req := tc.grant(c)
+			if err := checkPodRangeLeft(ctxT(t), c.etcd, c.record(changing), &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}); err != nil {
+				t.Fatalf("one range is left, but: %v", err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := m.UpdateNodeRoles(ctxT(t), req)
+				done <- err
+			}()
+			// Long enough for an unlocked grant to finish: it is one
+			// transaction.
+			select {
+			case err := <-done:
+				t.Fatalf("the grant (%v) finished while a ConsensusMember change held the lock: %v; range of %s %q", req, err, req.NodeId, c.podRange(req.NodeId))
+			case <-time.After(time.Second):
+			}
+			// The ConsensusMember change's write gets the range checked
+			// for.
+			if _, err := updateNodeTxn(ctxT(t), l.leadership, c.etcd, changing, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+				n.Roles.KubernetesWorker = &cpb.KubernetesWorkerRole{}
+				cmps, ops, err := givePodRange(ctxT(t), c.etcd, n)
+				return n, cmps, ops, err
+			}); err != nil {
+				t.Fatalf("the ConsensusMember change's write, after its check found a range: %v", err)
+			}
+			l.membership.Unlock()
+			locked = false
+			err = <-done
+			wantStatus(t, "the grant after the ConsensusMember change took the last range", err, codes.ResourceExhausted, "node "+req.NodeId+": no pod range left")
+			if r := c.podRange(req.NodeId); r != "" {
+				t.Errorf("the refused grant's node has range %s", r)
+			}
+			if r := c.podRange(changing); r != "10.250.1.0/24" {
+				t.Errorf("the ConsensusMember change's node has range %q, want 10.250.1.0/24", r)
+			}
+		})
+	}
+}
+
 // However many grants race, each range goes to one node: the range's key
 // is created in the transaction that records it, so a grant that chose a
 // range another took meanwhile fails and chooses again.
