@@ -29,8 +29,8 @@ type BootstrapParams struct {
 	// snapshots; nil means the defaults (consensus.DefaultSnapshotInterval
 	// and DefaultSnapshotKeep).
 	SnapshotPolicy *cpb.SnapshotPolicy
-	// PodNetwork is the cluster's pod range and the size of each worker
-	// node's share of it; nil means the defaults (DefaultPodRange,
+	// PodNetwork is the cluster's pod range and the size of each
+	// Kubernetes node's (worker's or controller's) share of it; nil means the defaults (DefaultPodRange,
 	// DefaultNodePodPrefixLength). It is stored with the defaults filled
 	// in, so a later change of the defaults leaves the cluster as it is.
 	PodNetwork *cpb.PodNetwork
@@ -56,6 +56,8 @@ var ErrBootstrapMismatch = errors.New("curator: the store holds another cluster"
 // until an operator gives one (UpdateNodeRoles; polis-launch --kubernetes
 // gives the first node KubernetesController): the role means a running
 // Kubernetes control plane, which needs the Kubernetes bundle on the node.
+// Nor does any node have a pod range until then: UpdateNodeRoles gives it
+// with the role (podnetwork.go).
 //
 // It is idempotent: run again with the same owner and node (after a crash
 // half-way, or when the node's control plane restarts before the node has

@@ -200,17 +200,21 @@
 //
 // # The pod network
 //
-// Each node that holds KubernetesWorker has its own pod range out of the
-// cluster's (PodNetwork, chosen at bootstrap, DefaultPodRange unless
-// said otherwise), given by UpdateNodeRoles in the write that gives the
-// role and kept until the node's record is deleted (podnetwork.go: one
-// key per range, created in that write, so no two curators ever give a
-// range twice); each new leader gives one to any worker recorded without
-// (a cluster from before pod ranges). A node publishes the public half
-// of its WireGuard key (SetWireGuardKey) and follows its peers
-// (WatchNetworkPeers, rpc_network.go, served from the node cache like
-// Watch): every other UP worker with its address, range and key, the
-// whole list again whenever a record changes it.
+// Each node that holds KubernetesWorker or KubernetesController has its
+// own pod range out of the cluster's (PodNetwork, chosen at bootstrap,
+// DefaultPodRange unless said otherwise), given by UpdateNodeRoles in the
+// write that gives the role and kept until the node's record is deleted
+// (podnetwork.go: one key per range, created in that write, so no two
+// curators ever give a range twice); each new leader gives one to any
+// such node recorded without (a cluster from before pod ranges, or
+// before controllers got them). A worker's Pods take their addresses
+// from it; a controller-only node uses its first address alone, as its
+// tunnel's, so that its apiserver reaches Pods and their replies route
+// back. A node publishes the public half of its WireGuard key
+// (SetWireGuardKey) and follows its peers (WatchNetworkPeers,
+// rpc_network.go, served from the node cache like Watch): every other UP
+// worker or controller with its address, range and key, the whole list
+// again whenever a record changes it.
 //
 // # The cluster's Kubernetes PKI
 //

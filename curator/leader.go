@@ -20,7 +20,9 @@ type leaderState struct {
 
 	// membership serialises the management calls that change etcd's
 	// membership along with node records (UpdateNodeRoles,
-	// DecommissionNode), so that their checks and changes never interleave.
+	// DecommissionNode), so that their checks and changes never interleave;
+	// every change that gives a pod range holds it too (podnetwork.go), so
+	// that none takes the range a membership change checked for.
 	membership sync.Mutex
 
 	// registration serialises the calls that create node records or

@@ -16,8 +16,8 @@ import (
 // under it (ErrNotLeader) is let go, and the next term tries again; any
 // other error ends the runnable, what naming what failed, for the
 // supervisor to restart it. Work that a new leader must finish or check
-// (a recovery's follow-up, ranges for workers recorded without one) is
-// written this way.
+// (a recovery's follow-up, ranges for Kubernetes nodes recorded without
+// one) is written this way.
 func (s *Service) oncePerTerm(ctx context.Context, timeout time.Duration, what string, do func(context.Context, *leaderState) error) error {
 	var in event.Inputs
 	defer in.Close()

@@ -20,10 +20,16 @@ import (
 	"github.com/polis-os/polis/supervisor"
 )
 
-// The pod network: every node that holds KubernetesWorker gets its own pod
-// range out of the cluster's (PodNetwork, chosen at bootstrap), so that
-// Pods on different nodes never share an address and each node can route
-// to the others' Pods by their range.
+// The pod network: every node that holds KubernetesWorker or
+// KubernetesController (needsPodRange) gets its own pod range out of the
+// cluster's (PodNetwork, chosen at bootstrap), so that Pods on different
+// nodes never share an address and each node can route to the others'
+// Pods by their range. A worker gives its range to its Pods; a node that
+// holds KubernetesController alone runs no Pods and uses only the range's
+// first address, as its WireGuard tunnel's own: the workers accept its
+// packets (a peer's source must lie in its range) and their Pods' replies
+// route back to it, so its apiserver reaches webhooks, aggregated APIs
+// and the Pods its proxy subresources serve.
 //
 // Who has which range is kept twice, in one transaction: in the node's
 // record (NodeNetwork.pod_range, what watchers and polisctl see) and under
@@ -32,7 +38,7 @@ import (
 // (CreateRevision = 0), so two curators, or a deposed leader and its
 // successor, can never give one range twice, even where both read the same
 // free list; the loser's transaction fails and it chooses again. A range
-// stays with its node when the role is taken away and given again, and
+// stays with its node when its roles are taken away and given again, and
 // across reboots; it goes back to the pool only when the node's record is
 // deleted, in the deleting transaction.
 
@@ -227,15 +233,23 @@ func choosePodRange(ctx context.Context, kv clientv3.KV, id string) (netip.Prefi
 		}
 		return r, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, id), nil
 	}
-	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out, and a node gives its range back only when its record is deleted: decommission and delete nodes that no longer run, and UP nodes whose KubernetesWorker was taken away and that need no range", errPodRangesExhausted, count, bits, cluster)
+	return netip.Prefix{}, clientv3.Cmp{}, clientv3.Op{}, fmt.Errorf("%w: all %d node ranges of /%d in the cluster pod range %s are given out, and a node gives its range back only when its record is deleted: decommission and delete nodes that no longer run, and UP nodes that hold neither KubernetesWorker nor KubernetesController any more and need no range", errPodRangesExhausted, count, bits, cluster)
+}
+
+// needsPodRange says whether a node holding roles needs a pod range of
+// its own: it holds KubernetesWorker (its Pods' addresses) or
+// KubernetesController (its apiserver's address on the pod network).
+func needsPodRange(roles *cpb.Roles) bool {
+	return roles.GetKubernetesWorker() != nil || roles.GetKubernetesController() != nil
 }
 
 // givePodRange is the part of a change to node n's record that gives it a
-// pod range if it holds KubernetesWorker and has none: n gets the range,
-// and the returned condition and write go into the same transaction. A
-// node that has a range, or does not hold the role, is left as it is.
+// pod range if it needs one (needsPodRange) and has none: n gets the
+// range, and the returned condition and write go into the same
+// transaction. A node that has a range, or holds neither role, is left as
+// it is.
 func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.Cmp, []clientv3.Op, error) {
-	if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+	if !needsPodRange(n.GetRoles()) || n.GetNetwork().GetPodRange() != "" {
 		return nil, nil, nil
 	}
 	r, cmp, op, err := choosePodRange(ctx, kv, n.Id)
@@ -250,14 +264,18 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 }
 
 // checkPodRangeLeft refuses, with givePodRange's error, a change that
-// would give node n (its record as it is) the roles roles, among them
-// KubernetesWorker, while n has no pod range and none is left. It writes
+// would give node n (its record as it is) the roles roles, among them one
+// that needs a pod range, while n has none and none is left. It writes
 // nothing: it is for a change that must be refused before it touches
 // what no transaction with the record spans (etcd's membership, in
-// UpdateNodeRoles); the write itself gives the range, and may still find
-// the pool emptied meanwhile by a grant this check did not wait for.
+// UpdateNodeRoles); the write itself gives the range. The caller holds
+// l.membership from this check to that write, and so does every change
+// that gives a range (UpdateNodeRoles, the sweep), so within the term
+// nothing takes the range meanwhile; a deposed leader's writes fail on
+// their leadership condition. Only an operator's hand in etcd can still
+// empty the pool in between, and then the write is refused as here.
 func checkPodRangeLeft(ctx context.Context, kv clientv3.KV, n *cpb.Node, roles *cpb.Roles) error {
-	if roles.GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+	if !needsPodRange(roles) || n.GetNetwork().GetPodRange() != "" {
 		return nil
 	}
 	_, _, _, err := choosePodRange(ctx, kv, n.Id)
@@ -310,20 +328,21 @@ func checkNodeNetwork(nn *cpb.NodeNetwork) error {
 // wireGuardKeySize is the size of a WireGuard (Curve25519) key.
 const wireGuardKeySize = 32
 
-// podRangesTimeout bounds one term's look for workers without a range.
+// podRangesTimeout bounds one term's look for nodes without a range.
 const podRangesTimeout = time.Minute
 
 // runPodRanges gives, once per leader term, a pod range to every node
-// that holds KubernetesWorker without one: a record written before pod
-// ranges existed (an upgraded cluster), or by hand. UpdateNodeRoles gives
-// the range with the role, so this finds nothing in a cluster that always
-// had them. A pool with no range left is logged, not retried: the node
-// waits for its range, and says so in its status.
+// that needs one (needsPodRange) and has none: a record written before
+// pod ranges existed, or before controllers got them (an upgraded
+// cluster), or by hand. UpdateNodeRoles gives the range with the role, so
+// this finds nothing in a cluster that always had them. A pool with no
+// range left is logged, not retried: the node waits for its range, and
+// says so in its status.
 //
 //	reads:  s.leader, node records
 //	writes: node records' pod ranges, podRangePrefix
 func (s *Service) runPodRanges(ctx context.Context) error {
-	return s.oncePerTerm(ctx, podRangesTimeout, "giving pod ranges to workers without one", s.givePodRanges)
+	return s.oncePerTerm(ctx, podRangesTimeout, "giving pod ranges to Kubernetes nodes without one", s.givePodRanges)
 }
 
 func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
@@ -333,18 +352,20 @@ func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
 	}
 	log := supervisor.Logger(ctx)
 	for id, n := range snap.nodes {
-		if n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
+		if !needsPodRange(n.GetRoles()) || n.GetNetwork().GetPodRange() != "" {
 			continue
 		}
-		// No lock makes this safe: a role change without ConsensusMember
+		// No lock makes this safe: a role change that gives no range
 		// (changeNodeConfirmed) takes none, and another curator shares
 		// none. The compare-and-swaps do: the record is written only if
 		// unchanged since it was read, and the range only if its key was
 		// never created (givePodRange), so whichever write loses reads
 		// again and plans again (updateNodeTxn), and a range is never
-		// given twice nor a role lost. l.membership is held only to stay
-		// out of a ConsensusMember change, between its membership change
-		// and its record's write, which would otherwise have to retry.
+		// given twice nor a role lost. l.membership is held, as by every
+		// change that gives a range, to stay out of a ConsensusMember
+		// change between its check for a free range (checkPodRangeLeft)
+		// and its record's write, which would otherwise find the pool
+		// emptied after etcd's membership changed.
 		l.membership.Lock()
 		next, err := updateNodeTxn(ctx, l.leadership, s.cfg.Client, id, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 			if n == nil {
@@ -355,14 +376,14 @@ func (s *Service) givePodRanges(ctx context.Context, l *leaderState) error {
 		})
 		l.membership.Unlock()
 		if status.Code(err) == codes.ResourceExhausted {
-			log.Error("a worker node has no pod range, and none is left", zap.String("node", id), zap.Error(err))
+			log.Error("a Kubernetes node has no pod range, and none is left", zap.String("node", id), zap.Error(err))
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		if next != nil {
-			log.Info("gave a worker node without one a pod range", zap.String("node", id), zap.String("podRange", next.GetNetwork().GetPodRange()))
+			log.Info("gave a Kubernetes node without one a pod range", zap.String("node", id), zap.String("podRange", next.GetNetwork().GetPodRange()))
 		}
 	}
 	return nil

@@ -2,7 +2,9 @@ package curator
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -74,10 +76,10 @@ func (c *testCluster) podRangeOwners() map[string]string {
 	return out
 }
 
-// Each node given KubernetesWorker gets its own range, the lowest free
-// one, in the write that gives the role; it keeps it when the role is
-// taken away and given again, and it goes back to the pool when the node
-// is deleted.
+// Each node given KubernetesWorker or KubernetesController gets its own
+// range, the lowest free one, in the write that gives the role; it keeps
+// it when the role is taken away and given again, and it goes back to the
+// pool when the node is deleted.
 func TestPodRanges(t *testing.T) {
 	c, m, ctx := managementTest(t)
 	worker := func(id string, on bool) {
@@ -89,21 +91,25 @@ func TestPodRanges(t *testing.T) {
 	a := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 	b := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 	if r := c.podRange(a); r != "" {
-		t.Fatalf("a node without KubernetesWorker has pod range %s", r)
+		t.Fatalf("a node without a Kubernetes role has pod range %s", r)
 	}
-	// The first node's controller role gives no range.
-	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: c.status.NodeID, KubernetesController: proto.Bool(true)}); err != nil {
+	// The first node's controller role gives it the first range.
+	first := c.status.NodeID
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)}); err != nil {
 		t.Fatal(err)
+	}
+	if r := c.podRange(first); r != "10.244.0.0/24" {
+		t.Fatalf("the first node, given KubernetesController, has pod range %q, want 10.244.0.0/24", r)
 	}
 	worker(a, true)
 	worker(b, true)
-	if ra, rb := c.podRange(a), c.podRange(b); ra != "10.244.0.0/24" || rb != "10.244.1.0/24" {
-		t.Fatalf("pod ranges %q and %q, want 10.244.0.0/24 and 10.244.1.0/24", ra, rb)
+	if ra, rb := c.podRange(a), c.podRange(b); ra != "10.244.1.0/24" || rb != "10.244.2.0/24" {
+		t.Fatalf("pod ranges %q and %q, want 10.244.1.0/24 and 10.244.2.0/24", ra, rb)
 	}
 	worker(a, false)
 	worker(a, true)
-	if r := c.podRange(a); r != "10.244.0.0/24" {
-		t.Errorf("after the role was taken and given again: %q, want 10.244.0.0/24", r)
+	if r := c.podRange(a); r != "10.244.1.0/24" {
+		t.Errorf("after the role was taken and given again: %q, want 10.244.1.0/24", r)
 	}
 	info, err := m.GetClusterInfo(ctx, &cpb.GetClusterInfoRequest{})
 	if err != nil {
@@ -116,19 +122,19 @@ func TestPodRanges(t *testing.T) {
 	if _, err := m.DecommissionNode(ctx, &cpb.DecommissionNodeRequest{NodeId: a}); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.podRange(a); r != "10.244.0.0/24" {
+	if r := c.podRange(a); r != "10.244.1.0/24" {
 		t.Errorf("a decommissioned node's range %q: kept until it is deleted", r)
 	}
 	if _, err := m.DeleteNode(ctx, &cpb.DeleteNodeRequest{NodeId: a}); err != nil {
 		t.Fatal(err)
 	}
-	if owners := c.podRangeOwners(); len(owners) != 1 || owners["10.244.1.0/24"] != b {
-		t.Errorf("after deleting %s, the ranges given out are %v; want only b's", a, owners)
+	if owners := c.podRangeOwners(); len(owners) != 2 || owners["10.244.0.0/24"] != first || owners["10.244.2.0/24"] != b {
+		t.Errorf("after deleting %s, the ranges given out are %v; want only the first node's and b's", a, owners)
 	}
 	d := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 	worker(d, true)
-	if r := c.podRange(d); r != "10.244.0.0/24" {
-		t.Errorf("a new worker after a deletion got %q, want the freed 10.244.0.0/24", r)
+	if r := c.podRange(d); r != "10.244.1.0/24" {
+		t.Errorf("a new worker after a deletion got %q, want the freed 10.244.1.0/24", r)
 	}
 }
 
@@ -164,9 +170,9 @@ func TestPodRangesExhausted(t *testing.T) {
 	_, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: third, KubernetesWorker: proto.Bool(true)})
 	wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, "10.250.0.0/23")
 	// Both ways a range is kept from the pool: a node that no longer
-	// runs, and an UP node that lost the role; both free it only when
-	// deleted.
-	for _, says := range []string{"nodes that no longer run", "KubernetesWorker was taken away", "decommission and delete"} {
+	// runs, and an UP node that lost both Kubernetes roles; both free it
+	// only when deleted.
+	for _, says := range []string{"nodes that no longer run", "hold neither KubernetesWorker nor KubernetesController", "decommission and delete"} {
 		wantStatus(t, "a third worker in a /23 of /24s", err, codes.ResourceExhausted, says)
 	}
 	c.wantStoreUnchanged(t, before, "a refused grant")
@@ -204,6 +210,190 @@ func TestPodRangesExhaustedLeavesMembership(t *testing.T) {
 		t.Errorf("the refused request left a consensus member: %+v", mem)
 	}
 	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesWorker")
+}
+
+// A node given KubernetesController gets a range of its own as a worker
+// does, in the write that gives the role, whether the request also gives
+// ConsensusMember (which changes etcd's membership first) or the node is
+// a member already; a node that holds neither Kubernetes role has none.
+// The range stays when the role is taken away, also with ConsensusMember,
+// and comes back with the role unchanged.
+func TestPodRangesForControllers(t *testing.T) {
+	c, m, ctx := managementTest(t)
+	first := c.status.NodeID
+	both := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	neither := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	roles := func(req *cpb.UpdateNodeRolesRequest) {
+		t.Helper()
+		if _, err := m.UpdateNodeRoles(ctx, req); err != nil {
+			t.Fatalf("%v: %v", req, err)
+		}
+	}
+
+	// A consensus member given KubernetesController alone.
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)})
+	if r := c.podRange(first); r != "10.244.0.0/24" {
+		t.Errorf("the first node, given KubernetesController: pod range %q, want 10.244.0.0/24", r)
+	}
+	// ConsensusMember and KubernetesController in one request.
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: both, ConsensusMember: proto.Bool(true), KubernetesController: proto.Bool(true)})
+	if r := c.podRange(both); r != "10.244.1.0/24" {
+		t.Errorf("a node given ConsensusMember and KubernetesController: pod range %q, want 10.244.1.0/24", r)
+	}
+	if c.member(both) == nil {
+		t.Errorf("%s was given ConsensusMember but has no consensus member", both)
+	}
+	// A node given ConsensusMember alone is no Kubernetes node.
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: neither, ConsensusMember: proto.Bool(true)})
+	if r := c.podRange(neither); r != "" {
+		t.Errorf("a node that holds neither Kubernetes role has pod range %q", r)
+	}
+	want := map[string]string{"10.244.0.0/24": first, "10.244.1.0/24": both}
+	if owners := c.podRangeOwners(); !maps.Equal(owners, want) {
+		t.Errorf("ranges given out %v, want %v", owners, want)
+	}
+
+	// Taken away: KubernetesController alone, and with ConsensusMember
+	// (which takes it along). Both keep their ranges.
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(false)})
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: both, ConsensusMember: proto.Bool(false)})
+	if r := c.record(both).GetRoles(); r.GetKubernetesController() != nil || r.GetConsensusMember() != nil {
+		t.Fatalf("%s still holds %v", both, r)
+	}
+	if ra, rb := c.podRange(first), c.podRange(both); ra != "10.244.0.0/24" || rb != "10.244.1.0/24" {
+		t.Errorf("after the roles were taken away: pod ranges %q and %q, want 10.244.0.0/24 and 10.244.1.0/24 kept", ra, rb)
+	}
+	if owners := c.podRangeOwners(); !maps.Equal(owners, want) {
+		t.Errorf("after the roles were taken away: ranges given out %v, want %v", owners, want)
+	}
+	roles(&cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)})
+	if r := c.podRange(first); r != "10.244.0.0/24" {
+		t.Errorf("given KubernetesController again: pod range %q, want its 10.244.0.0/24", r)
+	}
+}
+
+// A pool with no range left refuses KubernetesController as it refuses
+// KubernetesWorker, with ResourceExhausted naming the node, and before
+// anything is written; given with ConsensusMember, before the learner is
+// added.
+func TestPodRangesExhaustedRefusesController(t *testing.T) {
+	c, m := exhaustedPodRanges(t)
+	ctx := ctxT(t)
+	first := c.status.NodeID
+	before := c.storeState()
+	_, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)})
+	wantStatus(t, "KubernetesController for a consensus member with no range left", err, codes.ResourceExhausted, "node "+first+": no pod range left")
+	wantStatus(t, "KubernetesController for a consensus member with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
+	c.wantStoreUnchanged(t, before, "a refused grant of KubernetesController")
+
+	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+	before = c.storeState()
+	_, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other, ConsensusMember: proto.Bool(true), KubernetesController: proto.Bool(true)})
+	wantStatus(t, "ConsensusMember and KubernetesController given with no range left", err, codes.ResourceExhausted, "node "+other+": no pod range left")
+	if mem := c.member(other); mem != nil {
+		t.Errorf("the refused request left a consensus member: %+v", mem)
+	}
+	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesController")
+}
+
+// A grant that gives a pod range without changing ConsensusMember waits
+// for l.membership, which a ConsensusMember change holds from its check
+// for a free range (checkPodRangeLeft) to its record's write, with etcd's
+// membership changed in between: the grant cannot take the last range
+// there, and is refused once the change has it. The test stands in for
+// the ConsensusMember change, holding the lock and making its check and
+// write itself, with one range left; the grants are a worker's, a
+// controller's, and one that asks for no role but finds a worker
+// recorded without a range. (Without the lock, each grant took the last
+// range at once, and the change's write then failed.)
+func TestPodRangeGrantWaitsForMembershipChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// grant is the request that races, for a node that setup made.
+		grant func(c *testCluster) *cpb.UpdateNodeRolesRequest
+	}{
+		{"worker", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			id := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			return &cpb.UpdateNodeRolesRequest{NodeId: id, KubernetesWorker: proto.Bool(true)}
+		}},
+		{"controller", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			return &cpb.UpdateNodeRolesRequest{NodeId: c.status.NodeID, KubernetesController: proto.Bool(true)}
+		}},
+		{"worker recorded without a range", func(c *testCluster) *cpb.UpdateNodeRolesRequest {
+			n := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+			n.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+			c.putNode(n)
+			c.waitCachedNode(n.Id, func(cached *cpb.Node) bool { return cached.GetRoles().GetKubernetesWorker() != nil })
+			return &cpb.UpdateNodeRolesRequest{NodeId: n.Id, KubernetesController: proto.Bool(false)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t)
+			small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.etcd.Put(ctxT(t), podNetworkKey, string(small)); err != nil {
+				t.Fatal(err)
+			}
+			m := c.management()
+			taken := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			if _, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: taken, KubernetesWorker: proto.Bool(true)}); err != nil {
+				t.Fatal(err)
+			}
+			changing := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
+			l, err := event.Get(ctxT(t), &c.curator.leader, event.Filter(func(l *leaderState) bool { return l != nil }))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The ConsensusMember change's check, under the lock (held
+			// before the setup of the grant, so that the sweep of a new
+			// term could not give its node a range first either).
+			l.membership.Lock()
+			locked := true
+			defer func() {
+				if locked {
+					l.membership.Unlock()
+				}
+			}()
+			req := tc.grant(c)
+			if err := checkPodRangeLeft(ctxT(t), c.etcd, c.record(changing), &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}); err != nil {
+				t.Fatalf("one range is left, but: %v", err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := m.UpdateNodeRoles(ctxT(t), req)
+				done <- err
+			}()
+			// Long enough for an unlocked grant to finish: it is one
+			// transaction.
+			select {
+			case err := <-done:
+				t.Fatalf("the grant (%v) finished while a ConsensusMember change held the lock: %v; range of %s %q", req, err, req.NodeId, c.podRange(req.NodeId))
+			case <-time.After(time.Second):
+			}
+			// The ConsensusMember change's write gets the range checked
+			// for.
+			if _, err := updateNodeTxn(ctxT(t), l.leadership, c.etcd, changing, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+				n.Roles.KubernetesWorker = &cpb.KubernetesWorkerRole{}
+				cmps, ops, err := givePodRange(ctxT(t), c.etcd, n)
+				return n, cmps, ops, err
+			}); err != nil {
+				t.Fatalf("the ConsensusMember change's write, after its check found a range: %v", err)
+			}
+			l.membership.Unlock()
+			locked = false
+			err = <-done
+			wantStatus(t, "the grant after the ConsensusMember change took the last range", err, codes.ResourceExhausted, "node "+req.NodeId+": no pod range left")
+			if r := c.podRange(req.NodeId); r != "" {
+				t.Errorf("the refused grant's node has range %s", r)
+			}
+			if r := c.podRange(changing); r != "10.250.1.0/24" {
+				t.Errorf("the ConsensusMember change's node has range %q, want 10.250.1.0/24", r)
+			}
+		})
+	}
 }
 
 // However many grants race, each range goes to one node: the range's key
@@ -354,6 +544,77 @@ func TestNetworkPeers(t *testing.T) {
 	fromB.until("d without the role gone", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 0 })
 }
 
+// A node that holds KubernetesController alone is on the pod network:
+// it follows its own range and the workers, and the workers have it as
+// their peer, so that its apiserver reaches their Pods. A node that holds
+// neither role is in nobody's list. Losing the role takes the controller
+// out of the lists (its range stays), and giving it back puts it in.
+func TestNetworkPeersWithController(t *testing.T) {
+	c, m, ctx := managementTest(t)
+	seeded := make([]*testNode, 3)
+	conns := make([]*grpc.ClientConn, 3)
+	for i := range seeded {
+		seeded[i] = c.seedNode(cpb.NodeState_NODE_STATE_UP)
+		conns[i] = c.asNode(nodeCertFor(t, c, seeded[i].key), seeded[i].key)
+	}
+	ctl, worker, neither := seeded[0].node, seeded[1].node, seeded[2].node
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: ctl.Id, ConsensusMember: proto.Bool(true), KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: worker.Id, KubernetesWorker: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	keyCtl := []byte(strings.Repeat("c", 32))
+	if _, err := cpb.NewCuratorServiceClient(conns[0]).SetWireGuardKey(ctx, &cpb.SetWireGuardKeyRequest{WireguardPublicKey: keyCtl}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctlPeer := &cpb.NetworkPeer{NodeId: ctl.Id, Address: ctl.Status.ExternalAddress, PodRange: "10.244.0.0/24", WireguardPublicKey: keyCtl}
+	workerPeer := &cpb.NetworkPeer{NodeId: worker.Id, Address: worker.Status.ExternalAddress, PodRange: "10.244.1.0/24"}
+	fromCtl := c.watchPeers(conns[0])
+	want := &cpb.WatchNetworkPeersResponse{PodRange: "10.244.0.0/24", ClusterPodRange: "10.244.0.0/14", Peers: []*cpb.NetworkPeer{workerPeer}}
+	got := fromCtl.until("the controller's list", func(m *cpb.WatchNetworkPeersResponse) bool { return proto.Equal(m, want) || len(m.Peers) > 1 })
+	if !proto.Equal(got, want) {
+		t.Errorf("the controller's list %v, want %v", got, want)
+	}
+	fromWorker := c.watchPeers(conns[1])
+	want = &cpb.WatchNetworkPeersResponse{PodRange: "10.244.1.0/24", ClusterPodRange: "10.244.0.0/14", Peers: []*cpb.NetworkPeer{ctlPeer}}
+	got = fromWorker.until("the worker's list", func(m *cpb.WatchNetworkPeersResponse) bool {
+		return len(m.Peers) > 0 && len(m.Peers[0].WireguardPublicKey) > 0 || len(m.Peers) > 1
+	})
+	if !proto.Equal(got, want) {
+		t.Errorf("the worker's list %v, want %v", got, want)
+	}
+	// The node with neither role follows both, with no range of its own
+	// (it may be given a role later), and is in neither's list above.
+	fromNeither := c.watchPeers(conns[2])
+	want = &cpb.WatchNetworkPeersResponse{ClusterPodRange: "10.244.0.0/14", Peers: []*cpb.NetworkPeer{ctlPeer, workerPeer}}
+	slices.SortFunc(want.Peers, func(a, b *cpb.NetworkPeer) int { return strings.Compare(a.NodeId, b.NodeId) })
+	got = fromNeither.until("the list of a node with neither role", func(m *cpb.WatchNetworkPeersResponse) bool { return proto.Equal(m, want) || len(m.Peers) > 2 })
+	if !proto.Equal(got, want) {
+		t.Errorf("the list of %s, with neither role: %v, want %v", neither.Id, got, want)
+	}
+	if r := c.podRange(neither.Id); r != "" {
+		t.Errorf("%s, with neither role, has pod range %s", neither.Id, r)
+	}
+
+	// Without the role the controller is no peer, and keeps its range.
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: ctl.Id, KubernetesController: proto.Bool(false)}); err != nil {
+		t.Fatal(err)
+	}
+	fromWorker.until("the controller gone from the worker's list", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) == 0 })
+	if r := c.podRange(ctl.Id); r != "10.244.0.0/24" {
+		t.Errorf("the former controller's range %q, want 10.244.0.0/24 kept", r)
+	}
+	if _, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: ctl.Id, KubernetesController: proto.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	got = fromWorker.until("the controller back in the worker's list", func(m *cpb.WatchNetworkPeersResponse) bool { return len(m.Peers) > 0 })
+	if len(got.Peers) != 1 || !proto.Equal(got.Peers[0], ctlPeer) {
+		t.Errorf("the worker's peers after the role came back: %v, want %v", got.Peers, ctlPeer)
+	}
+}
+
 // The peers of a node are computed from the records alone.
 func TestPeerOf(t *testing.T) {
 	worker := &cpb.Node{
@@ -366,9 +627,15 @@ func TestPeerOf(t *testing.T) {
 	if p := peerOf(worker); p == nil || p.Address != "10.77.0.3" || p.PodRange != "10.244.1.0/24" {
 		t.Errorf("peerOf(a worker) = %v", p)
 	}
+	controller := proto.Clone(worker).(*cpb.Node)
+	controller.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}, KubernetesController: &cpb.KubernetesControllerRole{}}
+	if p := peerOf(controller); p == nil || p.Address != "10.77.0.3" || p.PodRange != "10.244.1.0/24" {
+		t.Errorf("peerOf(a node holding KubernetesController alone) = %v", p)
+	}
 	for what, change := range map[string]func(n *cpb.Node){
 		"decommissioned": func(n *cpb.Node) { n.State = cpb.NodeState_NODE_STATE_DECOMMISSIONED; n.Roles = nil },
 		"no role":        func(n *cpb.Node) { n.Roles = &cpb.Roles{} },
+		"consensus only": func(n *cpb.Node) { n.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}} },
 		"no range":       func(n *cpb.Node) { n.Network = nil },
 		"no address":     func(n *cpb.Node) { n.Status = nil },
 	} {
@@ -381,21 +648,38 @@ func TestPeerOf(t *testing.T) {
 }
 
 // A worker recorded without a range (before pod ranges existed) gets one
-// from the next leader term, without anyone asking.
+// from the next leader term, without anyone asking; so does a controller
+// recorded without one (before controllers got ranges). A node that holds
+// neither Kubernetes role gets none.
 func TestPodRangesGivenByNewLeader(t *testing.T) {
 	c := newTestCluster(t)
 	old := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
 	old.Roles = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
 	c.putNode(old)
+	ctl := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	ctl.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}, KubernetesController: &cpb.KubernetesControllerRole{}}
+	c.putNode(ctl)
+	member := c.seedNode(cpb.NodeState_NODE_STATE_UP).node
+	member.Roles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+	c.putNode(member)
 	term, err := event.Get(ctxT(t), &c.curator.leader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new term, as after losing the leadership and winning it back.
 	c.curator.leader.Set(&leaderState{leadership: term.leadership, ca: term.ca, statusWrites: map[string]time.Time{}})
-	c.waitCachedNode(old.Id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() == "10.244.0.0/24" })
-	if owners := c.podRangeOwners(); owners["10.244.0.0/24"] != old.Id {
-		t.Errorf("ranges given out %v, want 10.244.0.0/24 to %s", owners, old.Id)
+	for _, id := range []string{old.Id, ctl.Id} {
+		c.waitCachedNode(id, func(n *cpb.Node) bool { return n.GetNetwork().GetPodRange() != "" })
+	}
+	// The sweep walks the nodes in no order: the two lowest ranges, one
+	// each.
+	owners := c.podRangeOwners()
+	want := map[string]string{c.podRange(old.Id): old.Id, c.podRange(ctl.Id): ctl.Id}
+	if !maps.Equal(owners, want) || len(owners) != 2 || owners["10.244.0.0/24"] == "" || owners["10.244.1.0/24"] == "" {
+		t.Errorf("ranges given out %v, want 10.244.0.0/24 and 10.244.1.0/24 to %s and %s, as their records say (%v)", owners, old.Id, ctl.Id, want)
+	}
+	if r := c.podRange(member.Id); r != "" {
+		t.Errorf("a consensus member with no Kubernetes role was given pod range %s", r)
 	}
 }
 

@@ -192,12 +192,11 @@ func (r *rpcServer) ApproveNode(ctx context.Context, req *cpb.ApproveNodeRequest
 // Membership changes are serialised per leader term (leaderState.membership)
 // so that two requests cannot interleave their checks and changes. What
 // would refuse the record's change is checked before the membership
-// changes (planRoles, and a pod range left for a new worker), so that a
-// refused request leaves the membership as it was; only a worker given
-// its range by another request in between can still empty the pool
-// after the check, and then the request fails after the membership
-// change, which the same request sent again, once a range is free,
-// completes.
+// changes (planRoles, and a pod range left for a node given a Kubernetes
+// role: needsPodRange), so that a refused request leaves the membership
+// as it was. Every change that gives a pod range holds the same lock
+// (updateRolesConfirmed, the per-term sweep), so no range can be taken
+// between that check and the write that gives it.
 //
 // It is confirmedByWrite: a change of the other roles, which is the record
 // alone, is one transaction that also confirms the leadership and the
@@ -209,13 +208,7 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 		return nil, err
 	}
 	if req.ConsensusMember == nil {
-		next, err := r.changeNodeConfirmed(ctx, req.NodeId, func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
-			return r.withRoles(ctx, n, req, nil)
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
+		return r.updateRolesConfirmed(ctx, req)
 	}
 	if d := deferredFrom(ctx); d != nil {
 		if err := d.confirm(ctx); err != nil {
@@ -234,9 +227,9 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	if err != nil {
 		return nil, err
 	}
-	// withRoles refuses a new worker when no pod range is left; that
-	// refusal must come before the membership change below, which the
-	// record's transaction cannot undo.
+	// withRoles refuses a new worker or controller when no pod range is
+	// left; that refusal must come before the membership change below,
+	// which the record's transaction cannot undo.
 	if err := checkPodRangeLeft(ctx, r.s.cfg.Client, cur, roles); err != nil {
 		if _, ok := status.FromError(err); !ok {
 			err = leaderWriteError(err)
@@ -278,11 +271,55 @@ func (r *rpcServer) UpdateNodeRoles(ctx context.Context, req *cpb.UpdateNodeRole
 	return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
 }
 
+// errPodRangeUnlocked is updateRolesConfirmed's own refusal of a change
+// that would give a pod range without l.membership: it then takes the
+// lock and plans again. No caller ever sees it.
+var errPodRangeUnlocked = errors.New("a pod range is given only under l.membership")
+
+// updateRolesConfirmed is UpdateNodeRoles for a request that leaves
+// ConsensusMember as it is: the record alone changes, in one
+// confirmedByWrite transaction (changeNodeConfirmed). A change that gives
+// the node a pod range is made under l.membership, as every change that
+// gives one is, so that it cannot take the last range between a
+// ConsensusMember change's check for one (checkPodRangeLeft) and that
+// change's write, after etcd's membership changed. The lock is taken up
+// front when the request gives a Kubernetes role, which is when a range
+// is given; a change that turns out to give one without it (a node
+// recorded with a role but no range, which the sweep has not reached) is
+// planned again under the lock.
+func (r *rpcServer) updateRolesConfirmed(ctx context.Context, req *cpb.UpdateNodeRolesRequest) (*cpb.UpdateNodeRolesResponse, error) {
+	l := leaderFrom(ctx)
+	locked := req.GetKubernetesWorker() || req.GetKubernetesController()
+	if locked {
+		l.membership.Lock()
+		defer l.membership.Unlock()
+	}
+	change := func(n *cpb.Node) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
+		had := n.GetNetwork().GetPodRange()
+		next, cmps, ops, err := r.withRoles(ctx, n, req, nil)
+		if err == nil && !locked && had == "" && next.GetNetwork().GetPodRange() != "" {
+			return nil, nil, nil, errPodRangeUnlocked
+		}
+		return next, cmps, ops, err
+	}
+	next, err := r.changeNodeConfirmed(ctx, req.NodeId, change)
+	if errors.Is(err, errPodRangeUnlocked) {
+		l.membership.Lock()
+		defer l.membership.Unlock()
+		locked = true
+		next, err = r.changeNodeConfirmed(ctx, req.NodeId, change)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cpb.UpdateNodeRolesResponse{Roles: withoutJoinData(next).Roles}, nil
+}
+
 // withRoles is the change UpdateNodeRoles makes to node n's record: the
 // roles req asks for (planRoles), with joinData for a ConsensusMember it
-// gives, and a pod range for a new worker in the same transaction, so no
-// node ever holds KubernetesWorker without one. An error is the
-// request's refusal.
+// gives, and a pod range for a node given KubernetesWorker or
+// KubernetesController in the same transaction (givePodRange), so no node
+// ever holds either without one. An error is the request's refusal.
 func (r *rpcServer) withRoles(ctx context.Context, n *cpb.Node, req *cpb.UpdateNodeRolesRequest, joinData *cpb.ConsensusJoinData) (*cpb.Node, []clientv3.Cmp, []clientv3.Op, error) {
 	roles, err := planRoles(n, req)
 	if err != nil {

@@ -17,8 +17,11 @@ import (
 
 // The pod network's calls: a node publishes the public half of its
 // WireGuard key (SetWireGuardKey) and follows its peers
-// (WatchNetworkPeers), the other worker nodes whose pods it must reach.
-// Pod ranges are given by UpdateNodeRoles (podnetwork.go).
+// (WatchNetworkPeers), the other nodes on the pod network: those holding
+// KubernetesWorker, whose Pods it must reach, and those holding
+// KubernetesController, whose apiservers reach Pods (webhooks, aggregated
+// APIs, proxy subresources) and get their replies. Pod ranges are given
+// by UpdateNodeRoles (podnetwork.go).
 
 func (r *rpcServer) SetWireGuardKey(ctx context.Context, req *cpb.SetWireGuardKeyRequest) (*cpb.SetWireGuardKeyResponse, error) {
 	key := req.WireguardPublicKey
@@ -97,11 +100,13 @@ func networkPeersOf(snap *nodeSnapshot, self string) *cpb.WatchNetworkPeersRespo
 	return msg
 }
 
-// peerOf is n as a peer of the other worker nodes; nil if it is none: it
-// must be UP, hold KubernetesWorker, have a pod range and report an
-// address. Decommissioned and deleted nodes are nobody's peers.
+// peerOf is n as a peer of the other nodes on the pod network; nil if it
+// is none: it must be UP, hold KubernetesWorker or KubernetesController
+// (needsPodRange), have a pod range and report an address. A node that
+// lost both roles keeps its range (podnetwork.go) but is no peer;
+// decommissioned and deleted nodes are nobody's peers.
 func peerOf(n *cpb.Node) *cpb.NetworkPeer {
-	if n == nil || n.State != cpb.NodeState_NODE_STATE_UP || n.GetRoles().GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() == "" {
+	if n == nil || n.State != cpb.NodeState_NODE_STATE_UP || !needsPodRange(n.GetRoles()) || n.GetNetwork().GetPodRange() == "" {
 		return nil
 	}
 	addr, err := netip.ParseAddr(n.GetStatus().GetExternalAddress())
@@ -113,7 +118,8 @@ func peerOf(n *cpb.Node) *cpb.NetworkPeer {
 
 // networkChanged reports whether self's message may differ between
 // snapshots sent and snap: whether a record changed in between in a way
-// that changes it as a peer, or changes self's own pod range.
+// that changes it as a peer (peerOf: its state, either Kubernetes role,
+// its range, address or key), or changes self's own pod range.
 func networkChanged(sent, snap *nodeSnapshot, self string) bool {
 	ids, ok := snap.changedSince(sent, len(snap.nodes))
 	if !ok {
