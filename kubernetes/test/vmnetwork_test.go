@@ -2,7 +2,10 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -352,25 +355,40 @@ func (c *vmCluster) checkWorkerRemoved(ctx context.Context, t *testing.T, vm, ot
 // its apiserver reaches them: its proxy to each demo Pod, at the Pod's
 // address, is answered by that Pod, and its proxy to the demo Service by a
 // replica (at one of the Service's endpoints: the controller runs no
-// kube-proxy). It logs how long the first answer took.
+// kube-proxy). The requests carry a marker in their path, which the
+// launcher's capture of the wire must not hold: the controller's traffic
+// to Pods goes through the tunnel too. It logs how long the first answer
+// took.
 func (c *vmCluster) checkControllerReachesPods(ctx context.Context, t *testing.T, controller string, pods []corev1.Pod) {
 	c.nodeIDOf(t, controller)
 	c.waitPeers(ctx, t, controller, c.workers...)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	marker := "polis-controller-marker-" + hex.EncodeToString(b[:])
 	// Each try takes the apiserver's dial timeout when nothing answers.
 	proxied, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	start := time.Now()
 	for _, p := range pods {
 		waitList(proxied, t, "the apiserver's proxy to Pod "+p.Name, func() (bool, string, error) {
-			out, err := c.cs.CoreV1().Pods("default").ProxyGet("http", p.Name, strconv.Itoa(demoimage.Port), "/", nil).DoRaw(proxied)
+			out, err := c.cs.CoreV1().Pods("default").ProxyGet("http", p.Name, strconv.Itoa(demoimage.Port), "/"+marker, nil).DoRaw(proxied)
 			return err == nil && strings.Contains(string(out), "hello from "+p.Name), fmt.Sprintf("%q (%v)", out, err), nil
 		})
 	}
 	t.Logf("the apiserver on %s reached both demo Pods through its proxy: %v", controller, time.Since(start).Round(100*time.Millisecond))
 	waitList(proxied, t, "the apiserver's proxy to the demo Service", func() (bool, string, error) {
-		out, err := c.cs.CoreV1().Services("default").ProxyGet("http", "demo", "80", "/", nil).DoRaw(proxied)
+		out, err := c.cs.CoreV1().Services("default").ProxyGet("http", "demo", "80", "/"+marker, nil).DoRaw(proxied)
 		return err == nil && strings.Contains(string(out), "hello from demo-"), fmt.Sprintf("%q (%v)", out, err), nil
 	})
+	data, err := os.ReadFile(filepath.Join(c.dir, "wire.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(marker)) {
+		t.Errorf("the marker of the apiserver's requests to Pods crossed the wire in clear (capture %s)", filepath.Join(c.dir, "wire.pcap"))
+	}
 }
 
 // nodeIDOf is vm's Polis node ID, from its address (10.77.0.N for nodeN).
