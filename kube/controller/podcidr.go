@@ -63,7 +63,10 @@ import (
 //     just set that podCIDR). Only this worker sets podCIDR, and only to
 //     a range the node holds, which it keeps until it is deleted: so its
 //     node was deleted, perhaps while no controller ran. Its podCIDR then
-//     names a range that another node holds, or none does.
+//     names a range that another node holds, or none does. The delete
+//     names the UID of the Node as read: a Node registered anew under
+//     that name since is another object, and the apiserver keeps it
+//     (409).
 //
 // A Node whose podCIDR is empty and whose node holds no range is not
 // deleted on sight: it may be a live worker's, waiting for its range (the
@@ -129,6 +132,7 @@ func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, sour
 type nodeObject struct {
 	Metadata struct {
 		Name            string `json:"name"`
+		UID             string `json:"uid"`
 		ResourceVersion string `json:"resourceVersion"`
 	} `json:"metadata"`
 	Spec struct {
@@ -187,7 +191,7 @@ func (p *podCIDRs) follow(ctx context.Context, log *zap.Logger) error {
 		if _, ok := ranges[id]; ok {
 			continue
 		}
-		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
+		if err := p.deleteNode(ctx, log, id, "", "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
 			return err
 		}
 	}
@@ -292,7 +296,7 @@ func (p *podCIDRs) sawRanges(ctx context.Context, log *zap.Logger, events []*cli
 			continue
 		}
 		delete(waiting, id)
-		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
+		if err := p.deleteNode(ctx, log, id, "", "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
 			return err
 		}
 	}
@@ -336,18 +340,33 @@ func (p *podCIDRs) sawNode(ctx context.Context, log *zap.Logger, n nodeObject, w
 			}
 		}
 	}
-	return p.deleteNode(ctx, log, name, why, fields...)
+	return p.deleteNode(ctx, log, name, n.Metadata.UID, why, fields...)
 }
 
 // deleteNode deletes Node name, whose Polis node was deleted, logging why;
 // a Node that is not there (never registered, or deleted by another
-// controller node first) is no error.
-func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, why string, fields ...zap.Field) error {
-	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), "", nil)
-	if isNotFound(err) {
-		return nil
+// controller node first) is no error. With uid, only the Node of that UID
+// is deleted: one registered anew since it was read (the apiserver's 409)
+// is kept, and logged.
+func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, uid, why string, fields ...zap.Field) error {
+	var opts []byte
+	contentType := ""
+	if uid != "" {
+		var err error
+		opts, err = json.Marshal(map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": map[string]any{"uid": uid}})
+		if err != nil {
+			return err
+		}
+		contentType = "application/json"
 	}
-	if err != nil {
+	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), contentType, opts)
+	switch {
+	case isNotFound(err):
+		return nil
+	case uid != "" && isConflict(err):
+		log.Info("kept a Node registered anew since it was read, though its Polis node was deleted", zap.String("node", name), zap.String("uid", uid), zap.String("reason", why), zap.Error(err))
+		return nil
+	case err != nil:
 		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
 	}
 	if err := body.Close(); err != nil {
@@ -460,6 +479,13 @@ func (e *apiError) Error() string {
 func isNotFound(err error) bool {
 	var ae *apiError
 	return errors.As(err, &ae) && ae.code == http.StatusNotFound
+}
+
+// isConflict says whether err is the apiserver's 409: here, a delete's
+// precondition did not hold.
+func isConflict(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.code == http.StatusConflict
 }
 
 // do makes one request to the apiserver and returns the body of a 2xx

@@ -53,9 +53,10 @@ var testSource = PodRangeSource{
 }
 
 // fakeAPIServer serves what podCIDRs uses of the Node API: list, watch
-// from a resource version, merge-patch of spec.podCIDR(s), delete. Like
-// Kubernetes it answers 404 for a Node that does not exist and refuses to
-// change a podCIDR that is set.
+// from a resource version, merge-patch of spec.podCIDR(s), delete (with a
+// UID precondition or none). Like Kubernetes it answers 404 for a Node
+// that does not exist, refuses to change a podCIDR that is set, and
+// answers 409 to a delete whose UID is not the Node's.
 type fakeAPIServer struct {
 	mu    sync.Mutex
 	rv    int
@@ -68,15 +69,24 @@ type fakeAPIServer struct {
 	// patches and deletes name the Nodes of every PATCH and DELETE asked
 	// for, answered 404 or not.
 	patches, deletes []string
+	// deleteUIDs are the UID preconditions of those DELETEs ("" none).
+	deleteUIDs []string
+	// uids counts the Nodes created, for their UIDs.
+	uids int
 	// beforeList, if set, runs (once) before a list is answered.
 	beforeList func()
+	// beforeDelete, if set, runs (once) before a delete is answered.
+	beforeDelete func()
 	// quit ends the watches when the test ends.
 	quit chan struct{}
 }
 
 type fakeNode struct {
-	podCIDR  string
-	podCIDRs []string
+	uid         string
+	labels      map[string]string
+	annotations map[string]string
+	podCIDR     string
+	podCIDRs    []string
 }
 
 type fakeEvent struct {
@@ -107,14 +117,22 @@ func (f *fakeAPIServer) changeLocked(typ, name string, n fakeNode) {
 // create adds Node name with podCIDR (a kubelet registering, or a Node
 // that was there before).
 func (f *fakeAPIServer) create(name, podCIDR string) {
+	f.createMarked(name, podCIDR, nil, nil)
+}
+
+// createMarked adds Node name with podCIDR, labels and annotations, and
+// returns its UID, new for every Node created.
+func (f *fakeAPIServer) createMarked(name, podCIDR string, labels, annotations map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := fakeNode{podCIDR: podCIDR}
+	f.uids++
+	n := fakeNode{uid: fmt.Sprintf("uid-%d", f.uids), labels: labels, annotations: annotations, podCIDR: podCIDR}
 	if podCIDR != "" {
 		n.podCIDRs = []string{podCIDR}
 	}
 	f.nodes[name] = n
 	f.changeLocked("ADDED", name, n)
+	return n.uid
 }
 
 // remove deletes Node name as someone else would; with quietly, no watch
@@ -148,9 +166,23 @@ func (f *fakeAPIServer) asked() (patches, deletes []string) {
 	return slices.Clone(f.patches), slices.Clone(f.deletes)
 }
 
+// deleteUID returns the UID precondition of the deletes asked of Node
+// name so far, in order.
+func (f *fakeAPIServer) deleteUID(name string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i, d := range f.deletes {
+		if d == name {
+			out = append(out, f.deleteUIDs[i])
+		}
+	}
+	return out
+}
+
 func (f *fakeAPIServer) nodeJSON(name string, n fakeNode, rv int) map[string]any {
 	return map[string]any{
-		"metadata": map[string]any{"name": name, "resourceVersion": strconv.Itoa(rv)},
+		"metadata": map[string]any{"name": name, "uid": n.uid, "resourceVersion": strconv.Itoa(rv), "labels": n.labels, "annotations": n.annotations},
 		"spec":     map[string]any{"podCIDR": n.podCIDR, "podCIDRs": n.podCIDRs},
 	}
 }
@@ -165,7 +197,7 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPatch && one:
 		f.patch(w, r, name)
 	case r.Method == http.MethodDelete && one:
-		f.delete(w, name)
+		f.delete(w, r, name)
 	default:
 		http.Error(w, "the fake apiserver does not serve "+r.Method+" "+r.URL.String(), http.StatusNotImplemented)
 	}
@@ -251,19 +283,47 @@ func (f *fakeAPIServer) patch(w http.ResponseWriter, r *http.Request, name strin
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"kind": "Status", "reason": "Invalid", "message": "spec.podCIDR: Forbidden: node updates may not change podCIDR except from \"\" to valid"})
 		return
 	}
-	n = fakeNode{podCIDR: body.Spec.PodCIDR, podCIDRs: body.Spec.PodCIDRs}
+	n.podCIDR, n.podCIDRs = body.Spec.PodCIDR, body.Spec.PodCIDRs
 	f.nodes[name] = n
 	f.changeLocked("MODIFIED", name, n)
 	writeJSON(w, http.StatusOK, f.nodeJSON(name, n, f.rv))
 }
 
-func (f *fakeAPIServer) delete(w http.ResponseWriter, name string) {
+func (f *fakeAPIServer) delete(w http.ResponseWriter, r *http.Request, name string) {
+	var opts struct {
+		Kind          string `json:"kind"`
+		Preconditions struct {
+			UID string `json:"uid"`
+		} `json:"preconditions"`
+	}
+	if r.ContentLength != 0 {
+		if r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "delete options not in JSON", http.StatusUnsupportedMediaType)
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&opts); err != nil || opts.Kind != "DeleteOptions" {
+			http.Error(w, fmt.Sprintf("bad delete options (%v)", err), http.StatusBadRequest)
+			return
+		}
+	}
+	f.mu.Lock()
+	hook := f.beforeDelete
+	f.beforeDelete = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deletes = append(f.deletes, name)
+	f.deleteUIDs = append(f.deleteUIDs, opts.Preconditions.UID)
 	n, ok := f.nodes[name]
 	if !ok {
 		notFound(w, name)
+		return
+	}
+	if uid := opts.Preconditions.UID; uid != "" && uid != n.uid {
+		writeJSON(w, http.StatusConflict, map[string]any{"kind": "Status", "reason": "Conflict", "message": fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, n.uid)})
 		return
 	}
 	delete(f.nodes, name)
@@ -564,8 +624,8 @@ func TestPodCIDRRangeDeletedDeletesNode(t *testing.T) {
 func TestPodCIDRStaleNodesDeleted(t *testing.T) {
 	c := newPodCIDRTest(t)
 	c.putRange("10.244.1.0/24", "successor")
-	c.api.create("taken", "10.244.1.0/24")
-	c.api.create("freed", "10.244.2.0/24")
+	takenUID := c.api.createMarked("taken", "10.244.1.0/24", nil, nil)
+	freedUID := c.api.createMarked("freed", "10.244.2.0/24", nil, nil)
 	c.putRange("10.244.3.0/24", "between")
 	c.follow()
 	c.waitGone("taken")
@@ -575,6 +635,12 @@ func TestPodCIDRStaleNodesDeleted(t *testing.T) {
 		got := c.logged("deleted the Node of a deleted Polis node", name)
 		if len(got) != 1 || got[0].ContextMap()["podRangeHolder"] != holder {
 			t.Errorf("the deletion of %s logged as %+v, want once, with the range's holder %v", name, got, holder)
+		}
+	}
+	// Only the Nodes as listed: one registered anew since would be kept.
+	for name, uid := range map[string]string{"taken": takenUID, "freed": freedUID} {
+		if got := c.api.deleteUID(name); !slices.Equal(got, []string{uid}) {
+			t.Errorf("Node %s deleted with UID preconditions %q, want once with its UID %s", name, got, uid)
 		}
 	}
 
