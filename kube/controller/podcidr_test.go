@@ -40,6 +40,10 @@ const waitTimeout = time.Minute
 // under its own prefix: one key per range, the node ID its value.
 const rangePrefix = "podranges/"
 
+// recordPrefix is where the tests keep the node records, as the curator
+// does: one key per node, the node ID after it.
+const recordPrefix = "nodes/"
+
 var testSource = PodRangeSource{
 	Prefix: rangePrefix,
 	Range: func(key []byte) (netip.Prefix, bool) {
@@ -410,6 +414,23 @@ func (c *podCIDRTest) putRange(r, id string) {
 	}
 }
 
+// withRecords gives the worker the node records, as the role server
+// does: recordPrefix, where putRecord writes.
+func (c *podCIDRTest) withRecords() {
+	c.p.nodes = NodeRecordSource{Prefix: recordPrefix}
+}
+
+// putRecord writes the record of Polis node id, as the curator does when
+// the node registers.
+func (c *podCIDRTest) putRecord(id string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := c.cli.Put(ctx, recordPrefix+id, "record"); err != nil {
+		c.t.Fatalf("writing the record of %s: %v", id, err)
+	}
+}
+
 func (c *podCIDRTest) deleteRange(r string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -471,8 +492,29 @@ func (c *podCIDRTest) sync() {
 		c.syncs++
 		name, r := fmt.Sprintf("sync-%d", c.syncs), fmt.Sprintf("10.250.%d.0/24", c.syncs)
 		c.api.create(name, "")
+		if c.p.nodes.Prefix != "" {
+			c.putRecord(name) // a node with a range has a record
+		}
 		c.putRange(r, name)
 		c.waitPodCIDR(name, r)
+	}
+}
+
+// waitLogged waits until message msg is logged, failing the test if the
+// follow ends first or waitTimeout passes.
+func (c *podCIDRTest) waitLogged(msg string) {
+	c.t.Helper()
+	deadline := time.After(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for c.logs.FilterMessage(msg).Len() == 0 {
+		select {
+		case <-tick.C:
+		case <-c.ended:
+			c.t.Fatalf("waiting for the log %q: follow ended: %v", msg, c.err)
+		case <-deadline:
+			c.t.Fatalf("%q not logged after %v", msg, waitTimeout)
+		}
 	}
 }
 
@@ -690,5 +732,209 @@ func TestPodCIDRWaitingNodeKept(t *testing.T) {
 	}
 	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{"other"}) {
 		t.Errorf("deleted %v, want only other (404: it had no Node)", deletes)
+	}
+}
+
+// nodeID is the n-th node ID of a test, in the form of identity.NodeID.
+func nodeID(n int) string { return fmt.Sprintf("node-%024x", n) }
+
+// polisMark is what the kubelet runner sets on the Node of every Polis
+// node: its list of the labels it set (empty for a node without labels).
+var polisMark = map[string]string{"node.polis-os.io/labels": ""}
+
+// sweptReason is the reason a Node of a Polis node without a record is
+// logged deleted with.
+const sweptReason = "its Polis node has no record: the node was deleted"
+
+// checkSwept checks that Node name was deleted once, logged with
+// sweptReason, with a UID precondition of uid.
+func (c *podCIDRTest) checkSwept(name, uid string) {
+	c.t.Helper()
+	if _, ok := c.api.node(name); ok {
+		c.t.Errorf("Node %s, whose Polis node has no record, is still there", name)
+		return
+	}
+	if got := c.api.deleteUID(name); !slices.Equal(got, []string{uid}) {
+		c.t.Errorf("Node %s deleted with UID preconditions %q, want once with %q", name, got, uid)
+	}
+	got := c.logged("deleted the Node of a deleted Polis node", name)
+	if len(got) != 1 || got[0].ContextMap()["reason"] != sweptReason || got[0].ContextMap()["uid"] != uid {
+		c.t.Errorf("the deletion of %s logged as %+v, want once with reason %q and uid %s", name, got, sweptReason, uid)
+	}
+}
+
+// The Node of a Polis node deleted while no follow watched is deleted
+// when a follow starts, each time one does, whatever its podCIDR: empty
+// (deleted before it was set), or a range the pool gives the next worker.
+// A Polis node's Node is told by either mark of the kubelet runner: its
+// annotation, or a label under its prefix.
+func TestPodCIDRGhostNodesDeleted(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	live, empty, labelled, later := nodeID(1), nodeID(2), nodeID(3), nodeID(4)
+	c.putRecord(live)
+	c.putRange("10.244.1.0/24", live)
+	c.api.createMarked(live, "", nil, polisMark)
+	emptyUID := c.api.createMarked(empty, "", nil, polisMark)
+	labelledUID := c.api.createMarked(labelled, "10.244.2.0/24", map[string]string{"node.polis-os.io/zone": "a"}, nil)
+	c.follow()
+	c.waitGone(empty)
+	c.waitGone(labelled)
+	c.waitPodCIDR(live, "10.244.1.0/24")
+	c.sync() // the logs written
+	c.checkSwept(empty, emptyUID)
+	c.checkSwept(labelled, labelledUID)
+
+	// A node deleted, its Node left, while the follow does not run: the
+	// next one deletes it.
+	c.stop()
+	laterUID := c.api.createMarked(later, "", nil, polisMark)
+	c.follow()
+	c.waitGone(later)
+	c.sync()
+	c.checkSwept(later, laterUID)
+	if _, ok := c.api.node(live); !ok {
+		t.Errorf("Node %s, whose Polis node has its record, was deleted", live)
+	}
+}
+
+// The Node of a Polis node that has its record is kept, whatever its
+// podCIDR and range: with neither (a worker waiting for its range, or a
+// node without the role), with both, and one whose node registered (its
+// record, then its Node) just before the Nodes were listed; while a Node
+// beside them whose node has no record is deleted.
+func TestPodCIDRNodeWithRecordKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	waiting, ranged, fresh, ghost := nodeID(1), nodeID(2), nodeID(3), nodeID(4)
+	c.putRecord(waiting)
+	c.putRecord(ranged)
+	c.putRange("10.244.2.0/24", ranged)
+	c.api.createMarked(waiting, "", nil, polisMark)
+	c.api.createMarked(ranged, "10.244.2.0/24", map[string]string{"node.polis-os.io/zone": "a"}, polisMark)
+	ghostUID := c.api.createMarked(ghost, "", nil, polisMark)
+	// Only the records read after the list may say which listed Node's
+	// node is gone.
+	c.api.beforeList = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if _, err := c.cli.Put(ctx, recordPrefix+fresh, "record"); err != nil {
+			t.Errorf("writing the record of %s: %v", fresh, err)
+		}
+		c.api.createMarked(fresh, "", nil, polisMark)
+	}
+	c.follow()
+	c.waitGone(ghost) // the sweep ran
+	c.sync()
+	c.checkSwept(ghost, ghostUID)
+
+	for _, name := range []string{waiting, ranged, fresh} {
+		if _, ok := c.api.node(name); !ok {
+			t.Errorf("Node %s, whose Polis node has its record, was deleted", name)
+		}
+	}
+	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{ghost}) {
+		t.Errorf("deleted %v, want only %s", deletes, ghost)
+	}
+}
+
+// A Node not known to be a Polis node's is left alone, though no Polis
+// node of its name has a record: one named as a node ID without the
+// kubelet runner's marks (a label of another prefix, say), and one with
+// the marks but not named as a node ID; while a Polis node's Node beside
+// them whose node has no record is deleted.
+func TestPodCIDRForeignNodeKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	c.putRecord(nodeID(9)) // this node
+	unmarked, ghost := nodeID(1), nodeID(2)
+	c.api.createMarked(unmarked, "", map[string]string{"example.com/polis-os.io": "x"}, map[string]string{"node.polis-os.io/other": ""})
+	c.api.createMarked("worker-1", "", map[string]string{"node.polis-os.io/zone": "a"}, polisMark)
+	ghostUID := c.api.createMarked(ghost, "", nil, polisMark)
+	c.follow()
+	c.waitGone(ghost) // the sweep ran
+	c.sync()
+	c.checkSwept(ghost, ghostUID)
+
+	for _, name := range []string{unmarked, "worker-1"} {
+		if _, ok := c.api.node(name); !ok {
+			t.Errorf("Node %s, not known to be a Polis node's, was deleted", name)
+		}
+	}
+	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{ghost}) {
+		t.Errorf("deleted %v, want only %s", deletes, ghost)
+	}
+}
+
+// A Node registered anew between the list and the delete is not the Node
+// listed: the delete's UID precondition keeps it (here its node has a
+// record again by then), and that is no failure.
+func TestPodCIDRNodeRegisteredAnewKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	c.putRecord(nodeID(9)) // this node
+	id := nodeID(1)
+	oldUID := c.api.createMarked(id, "", nil, polisMark)
+	var newUID string
+	c.api.beforeDelete = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if _, err := c.cli.Put(ctx, recordPrefix+id, "record"); err != nil {
+			t.Errorf("writing the record of %s: %v", id, err)
+		}
+		c.api.remove(id, false)
+		newUID = c.api.createMarked(id, "", nil, polisMark)
+	}
+	c.follow()
+	c.sync()
+
+	if got := c.api.deleteUID(id); !slices.Equal(got, []string{oldUID}) {
+		t.Fatalf("deletes of %s with UIDs %q, want one with the listed Node's %s: the sweep did not try, so this test tested nothing", id, got, oldUID)
+	}
+	if n, ok := c.api.node(id); !ok || n.uid != newUID {
+		t.Errorf("Node %s: %+v (there: %v), want the one registered anew, %s, kept", id, n, ok, newUID)
+	}
+	if got := c.logged("kept a Node registered anew since it was read, though its Polis node was deleted", id); len(got) != 1 || got[0].ContextMap()["uid"] != oldUID {
+		t.Errorf("the kept Node logged as %+v, want once with the listed UID %s", got, oldUID)
+	}
+	if got := c.logged("deleted the Node of a deleted Polis node", id); len(got) != 0 {
+		t.Errorf("logged as deleted: %+v", got)
+	}
+}
+
+// Records that do not look like the curator's (none at all; a node that
+// holds a range without a record) mean they were looked for in the wrong
+// place, not that every node was deleted: nothing is deleted, and that is
+// said.
+func TestPodCIDRSweepNeedsSoundRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(c *podCIDRTest)
+		says    string
+	}{
+		{"no records", func(c *podCIDRTest) {}, "not deleting the Nodes of deleted Polis nodes: no node record found, not even this node's"},
+		{"a range holder without one", func(c *podCIDRTest) {
+			c.putRecord(nodeID(9))
+			c.putRange("10.244.1.0/24", nodeID(8))
+		}, "not deleting the Nodes of deleted Polis nodes: a node holds a pod range but has no record, so the records are not where they were looked for"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPodCIDRTest(t)
+			c.withRecords()
+			tc.prepare(c)
+			ghost := nodeID(1)
+			c.api.createMarked(ghost, "", nil, polisMark)
+			c.follow()
+			// Before sync, whose nodes get records of their own.
+			c.waitLogged(tc.says)
+			c.sync()
+			if _, ok := c.api.node(ghost); !ok {
+				t.Errorf("Node %s deleted on records that do not look like the curator's", ghost)
+			}
+			got := c.logs.FilterMessage(tc.says).All()
+			if len(got) != 1 || got[0].Level != zapcore.WarnLevel || got[0].ContextMap()["nodeRecordPrefix"] != recordPrefix {
+				t.Errorf("logged %+v, want one warning %q naming the prefix", got, tc.says)
+			}
+		})
 	}
 }
