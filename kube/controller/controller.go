@@ -63,6 +63,11 @@ type Config struct {
 	// the Nodes' spec.podCIDR follow (podcidr.go); zero: no podCIDR is
 	// set.
 	PodRanges PodRangeSource
+	// Nodes is where the curator keeps its node records, so that a
+	// Node whose Polis node was deleted while no controller watched is
+	// deleted when the Nodes are next read (podcidr.go); zero: such a
+	// Node is deleted only if its podCIDR is set.
+	Nodes NodeRecordSource
 	// Cgroup is where each component gets a cgroup v2 directory of its
 	// own (controlplane.Config.Cgroup); empty: none.
 	Cgroup string
@@ -76,6 +81,14 @@ type PodRangeSource struct {
 	Prefix string
 	// Range is the range a key under Prefix stands for.
 	Range func(key []byte) (netip.Prefix, bool)
+}
+
+// NodeRecordSource is the curator's record of the Polis nodes in its etcd
+// namespace (PKIUser): one key per node, Prefix followed by the node's ID.
+// Only which keys exist is read, never their values. The curator says
+// where; this package, below it, is told (as for PodRangeSource).
+type NodeRecordSource struct {
+	Prefix string
 }
 
 // Validate says what is wrong with c, if anything.
@@ -177,7 +190,7 @@ func Start(ctx context.Context, cfg Config, st *consensus.Status) (*controlplane
 		// outlives half the certificate's life) is started again by its
 		// supervisor through this closure.
 		if err := supervisor.Run(ctx, "podcidr", func(ctx context.Context) error {
-			pc, err := newPodCIDRs(cluster, server, curatorNS, cfg.PodRanges, runner.Status())
+			pc, err := newPodCIDRs(cluster, server, curatorNS, cfg.PodRanges, cfg.Nodes, runner.Status())
 			if err != nil {
 				return err
 			}

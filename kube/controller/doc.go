@@ -18,8 +18,13 @@
 //     (kube/controlplane), and "podcidr", which sets each Node's
 //     spec.podCIDR to the pod range the curator gave that node, and
 //     deletes the Node of a deleted Polis node, whose range goes back to
-//     the pool for the next worker (podcidr.go: who writes it and why,
-//     and which Nodes it deletes).
+//     the pool for the next worker: as it sees the node deleted, and, each
+//     time it lists the Nodes (at its start, and whenever the apiserver
+//     has ended its watch), every Polis node's Node whose node has no
+//     record in the curator's store (Config.Nodes), so that a node
+//     deleted while no controller ran leaves no Node behind (podcidr.go:
+//     who writes it and why, which Nodes it deletes, and how it tells a
+//     Polis node's Node from another).
 //
 // Stop order: when the caller's run ends, the supervisor cancels both
 // children at once. An apiserver whose etcd is already gone hangs in its
@@ -31,5 +36,9 @@
 //
 // It does not decide whether the node runs a control plane (the worker
 // does, from its roles) nor report status (the runner's Status value is
-// returned for the worker to follow).
+// returned for the worker to follow). It does not know where the curator
+// keeps the pod ranges and node records: the worker says (PodRangeSource,
+// NodeRecordSource), as the curator is above this package. Its sweep of
+// the listed Nodes deletes none that it cannot tell is a Polis node's, nor
+// any whose Polis node has a record.
 package controller

@@ -12,13 +12,16 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/polis-os/polis/event"
+	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/kube/controlplane"
+	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -63,18 +66,51 @@ import (
 //     just set that podCIDR). Only this worker sets podCIDR, and only to
 //     a range the node holds, which it keeps until it is deleted: so its
 //     node was deleted, perhaps while no controller ran. Its podCIDR then
-//     names a range that another node holds, or none does.
+//     names a range that another node holds, or none does;
+//   - when the Nodes are listed (each follow: at the start, and whenever
+//     the apiserver has ended its watch), if the role server says where
+//     the curator keeps its node records (Config.Nodes): a Polis node's
+//     Node, whatever its podCIDR, whose node has no record in a read made
+//     after the list (sweep). Its node was deleted, perhaps while no
+//     controller ran: the curator writes a node's record before the node
+//     can have a certificate to register its Node with, and deletes the
+//     record only with the node (one that had a certificate is
+//     decommissioned first, and its key retired with the record: its ID
+//     never registers again).
 //
-// A Node whose podCIDR is empty and whose node holds no range is not
-// deleted on sight: it may be a live worker's, waiting for its range (the
-// pool was empty, say), which cannot be told from the Node of a node
-// deleted unseen before its podCIDR was set; that one names no range, so
-// it conflicts with no other Node, and stays. What was last seen is
-// forgotten when this runnable restarts (after a failure, or to renew its
-// certificate): a range deleted in between is caught only by the podCIDR
-// rule. A podCIDR set by hand on the Node of a node without a range gets
-// that Node deleted too: Nodes are the Polis nodes', and only this worker
-// is meant to set their podCIDR.
+// The sweep deletes only what it can tell is a Polis node's Node whose
+// node is gone. A Polis node's Node is named as a node ID and carries a
+// mark of the node's kubelet runner (kube/kubelet): the annotation
+// kubelet.LabelsAnnotation, which it sets on every Node it keeps (even
+// without labels), or a label under kubelet.LabelPrefix, which only it
+// sets. Any other Node is not Polis' to delete, and is left alone; so is
+// a Polis node's Node not marked yet (its runner sets the mark within
+// seconds of the registration). Records that do not look like the
+// curator's (none at all, when this node has one; a node that holds a
+// range but has no record, when the curator writes and deletes both in
+// one transaction) mean they were looked for in the wrong place: nothing
+// is deleted, and a warning says so. Each delete of a Node read (the
+// sweep's, the podCIDR rule's) names the UID of the Node as read: a Node
+// registered anew under that name since is another object, and the
+// apiserver keeps it (409). Not the resource version: the
+// node lifecycle controller changes a Node that stopped reporting (its
+// conditions, its taints), which is not a reason to keep it.
+//
+// Without the node records, a Node whose podCIDR is empty and whose node
+// holds no range is not deleted on sight: it may be a live worker's,
+// waiting for its range (the pool was empty, say), which cannot be told
+// from the Node of a node deleted unseen before its podCIDR was set; that
+// one names no range, so it conflicts with no other Node, and stays. What
+// was last seen is forgotten when this runnable restarts (after a
+// failure, or to renew its certificate): a range deleted in between is
+// caught only by the podCIDR rule, or the sweep. A podCIDR set by hand on
+// the Node of a node without a range gets that Node deleted too: Nodes
+// are the Polis nodes', and only this worker is meant to set their
+// podCIDR.
+//
+// A delete that fails otherwise than 404 or 409 ends the follow, and with
+// it the runnable, with the error; its supervisor starts it again after
+// its backoff, and the next follow lists the Nodes, and sweeps, afresh.
 
 // podCIDRUser is the Kubernetes user the agent sets podCIDRs as.
 const podCIDRUser = "polis:pod-cidr"
@@ -91,6 +127,9 @@ type podCIDRs struct {
 	// are.
 	cli    *clientv3.Client
 	source PodRangeSource
+	// nodes says where the node records are; zero: sweep deletes
+	// nothing.
+	nodes  NodeRecordSource
 	status event.ValueWatch[*controlplane.Status]
 	// renew is when the run ends to issue a fresh certificate.
 	renew time.Time
@@ -100,7 +139,7 @@ type podCIDRs struct {
 }
 
 // newPodCIDRs issues the client certificate and returns the runnable.
-func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, source PodRangeSource, status event.ValueWatch[*controlplane.Status]) (*podCIDRs, error) {
+func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, source PodRangeSource, nodes NodeRecordSource, status event.ValueWatch[*controlplane.Status]) (*podCIDRs, error) {
 	now := time.Now()
 	pair, err := cluster.IssueClient(podCIDRUser, []string{"system:masters"}, now)
 	if err != nil {
@@ -120,6 +159,7 @@ func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, sour
 		server: server,
 		cli:    cli,
 		source: source,
+		nodes:  nodes,
 		status: status,
 		renew:  now.Add(podCIDRCertLifetime / 2),
 	}, nil
@@ -128,8 +168,11 @@ func newPodCIDRs(cluster *pki.Cluster, server string, cli *clientv3.Client, sour
 // nodeObject is what is read of a Node.
 type nodeObject struct {
 	Metadata struct {
-		Name            string `json:"name"`
-		ResourceVersion string `json:"resourceVersion"`
+		Name            string            `json:"name"`
+		UID             string            `json:"uid"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels"`
+		Annotations     map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
 		PodCIDR string `json:"podCIDR"`
@@ -187,7 +230,7 @@ func (p *podCIDRs) follow(ctx context.Context, log *zap.Logger) error {
 		if _, ok := ranges[id]; ok {
 			continue
 		}
-		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
+		if err := p.deleteNode(ctx, log, id, "", "its Polis node's pod range was given back while the pod ranges were not watched", zap.Stringer("podRange", r)); err != nil {
 			return err
 		}
 	}
@@ -197,9 +240,18 @@ func (p *podCIDRs) follow(ctx context.Context, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The Nodes of Polis nodes deleted unseen go first; the watch
+	// reports any Node registered anew in their place.
+	swept, err := p.sweep(ctx, log, nodes)
+	if err != nil {
+		return err
+	}
 	// waiting are the Nodes whose podCIDR is empty, by name.
 	waiting := map[string]bool{}
 	for _, n := range nodes {
+		if swept[n.Metadata.Name] {
+			continue
+		}
 		if err := p.sawNode(ctx, log, n, waiting); err != nil {
 			return err
 		}
@@ -292,7 +344,7 @@ func (p *podCIDRs) sawRanges(ctx context.Context, log *zap.Logger, events []*cli
 			continue
 		}
 		delete(waiting, id)
-		if err := p.deleteNode(ctx, log, id, "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
+		if err := p.deleteNode(ctx, log, id, "", "its Polis node's pod range was given back", zap.Stringer("podRange", r)); err != nil {
 			return err
 		}
 	}
@@ -336,18 +388,139 @@ func (p *podCIDRs) sawNode(ctx context.Context, log *zap.Logger, n nodeObject, w
 			}
 		}
 	}
-	return p.deleteNode(ctx, log, name, why, fields...)
+	return p.deleteNode(ctx, log, name, n.Metadata.UID, why, fields...)
+}
+
+// polisNode says whether Node n is a Polis node's: named as a node ID
+// (the kubelet registers it so) and marked by the node's kubelet runner,
+// which sets the annotation kubelet.LabelsAnnotation on every Node it
+// keeps the labels of (even when the node has none) and is alone to set
+// labels under kubelet.LabelPrefix. A Node that has neither mark, its own
+// kubelet's runner not having reached it yet, is not known to be Polis'.
+func polisNode(n nodeObject) bool {
+	if identity.ValidateNodeID(n.Metadata.Name) != nil {
+		return false
+	}
+	if _, ok := n.Metadata.Annotations[kubelet.LabelsAnnotation]; ok {
+		return true
+	}
+	for k := range n.Metadata.Labels {
+		if strings.HasPrefix(k, kubelet.LabelPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweep deletes, among the Nodes just listed, every Polis node's Node
+// (polisNode) whose Polis node has no record in a read of the curator's
+// node records made after the list: its node was deleted, perhaps while
+// no controller ran, whatever its podCIDR says (see the top of this
+// file). It returns the names of the Nodes it deleted or found gone or
+// registered anew: what was listed of them is out of date, and the watch
+// reports what is there now. It deletes nothing when p.nodes is zero, or
+// when the records do not look like the curator's (none at all, or a
+// range held by a node without a record): a wrong prefix must not read as
+// every node deleted.
+func (p *podCIDRs) sweep(ctx context.Context, log *zap.Logger, nodes []nodeObject) (map[string]bool, error) {
+	swept := map[string]bool{}
+	if p.nodes.Prefix == "" {
+		return swept, nil
+	}
+	var polis []nodeObject
+	for _, n := range nodes {
+		// Never without the precondition (the apiserver always gives
+		// a UID).
+		if polisNode(n) && n.Metadata.UID != "" {
+			polis = append(polis, n)
+		}
+	}
+	if len(polis) == 0 {
+		return swept, nil
+	}
+	records, ranges, err := p.readRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(records) == 0 {
+		log.Warn("not deleting the Nodes of deleted Polis nodes: no node record found, not even this node's", zap.String("nodeRecordPrefix", p.nodes.Prefix))
+		return swept, nil
+	}
+	for id, r := range ranges {
+		if !records[id] {
+			log.Warn("not deleting the Nodes of deleted Polis nodes: a node holds a pod range but has no record, so the records are not where they were looked for", zap.String("nodeRecordPrefix", p.nodes.Prefix), zap.String("podRangeHolder", id), zap.Stringer("podRange", r))
+			return swept, nil
+		}
+	}
+	for _, n := range polis {
+		name := n.Metadata.Name
+		if records[name] {
+			continue
+		}
+		swept[name] = true
+		fields := []zap.Field{zap.String("uid", n.Metadata.UID)}
+		if n.Spec.PodCIDR != "" {
+			fields = append(fields, zap.String("podCIDR", n.Spec.PodCIDR))
+		}
+		if err := p.deleteNode(ctx, log, name, n.Metadata.UID, "its Polis node has no record: the node was deleted", fields...); err != nil {
+			return nil, err
+		}
+	}
+	return swept, nil
+}
+
+// readRecords reads, at one revision, which Polis nodes have a record and
+// the pod ranges given out, by node ID.
+func (p *podCIDRs) readRecords(ctx context.Context) (map[string]bool, map[string]netip.Prefix, error) {
+	resp, err := p.cli.Txn(ctx).Then(
+		clientv3.OpGet(p.nodes.Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(p.source.Prefix, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the node records and pod ranges: %w", err)
+	}
+	if len(resp.Responses) != 2 {
+		return nil, nil, fmt.Errorf("reading the node records and pod ranges: %d answers to 2 reads", len(resp.Responses))
+	}
+	records := map[string]bool{}
+	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
+		if id, ok := strings.CutPrefix(string(kv.Key), p.nodes.Prefix); ok && id != "" {
+			records[id] = true
+		}
+	}
+	ranges := map[string]netip.Prefix{}
+	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+		if r, ok := p.source.Range(kv.Key); ok {
+			ranges[string(kv.Value)] = r
+		}
+	}
+	return records, ranges, nil
 }
 
 // deleteNode deletes Node name, whose Polis node was deleted, logging why;
 // a Node that is not there (never registered, or deleted by another
-// controller node first) is no error.
-func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, why string, fields ...zap.Field) error {
-	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), "", nil)
-	if isNotFound(err) {
-		return nil
+// controller node first) is no error. With uid, only the Node of that UID
+// is deleted: one registered anew since it was read (the apiserver's 409)
+// is kept, and logged.
+func (p *podCIDRs) deleteNode(ctx context.Context, log *zap.Logger, name, uid, why string, fields ...zap.Field) error {
+	var opts []byte
+	contentType := ""
+	if uid != "" {
+		var err error
+		opts, err = json.Marshal(map[string]any{"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": map[string]any{"uid": uid}})
+		if err != nil {
+			return err
+		}
+		contentType = "application/json"
 	}
-	if err != nil {
+	body, err := p.do(ctx, http.MethodDelete, "/api/v1/nodes/"+url.PathEscape(name), contentType, opts)
+	switch {
+	case isNotFound(err):
+		return nil
+	case uid != "" && isConflict(err):
+		log.Info("kept a Node registered anew since it was read, though its Polis node was deleted", zap.String("node", name), zap.String("uid", uid), zap.String("reason", why), zap.Error(err))
+		return nil
+	case err != nil:
 		return fmt.Errorf("deleting Node %s, whose Polis node was deleted: %w", name, err)
 	}
 	if err := body.Close(); err != nil {
@@ -460,6 +633,13 @@ func (e *apiError) Error() string {
 func isNotFound(err error) bool {
 	var ae *apiError
 	return errors.As(err, &ae) && ae.code == http.StatusNotFound
+}
+
+// isConflict says whether err is the apiserver's 409: here, a delete's
+// precondition did not hold.
+func isConflict(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.code == http.StatusConflict
 }
 
 // do makes one request to the apiserver and returns the body of a 2xx

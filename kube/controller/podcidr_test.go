@@ -40,6 +40,10 @@ const waitTimeout = time.Minute
 // under its own prefix: one key per range, the node ID its value.
 const rangePrefix = "podranges/"
 
+// recordPrefix is where the tests keep the node records, as the curator
+// does: one key per node, the node ID after it.
+const recordPrefix = "nodes/"
+
 var testSource = PodRangeSource{
 	Prefix: rangePrefix,
 	Range: func(key []byte) (netip.Prefix, bool) {
@@ -53,9 +57,10 @@ var testSource = PodRangeSource{
 }
 
 // fakeAPIServer serves what podCIDRs uses of the Node API: list, watch
-// from a resource version, merge-patch of spec.podCIDR(s), delete. Like
-// Kubernetes it answers 404 for a Node that does not exist and refuses to
-// change a podCIDR that is set.
+// from a resource version, merge-patch of spec.podCIDR(s), delete (with a
+// UID precondition or none). Like Kubernetes it answers 404 for a Node
+// that does not exist, refuses to change a podCIDR that is set, and
+// answers 409 to a delete whose UID is not the Node's.
 type fakeAPIServer struct {
 	mu    sync.Mutex
 	rv    int
@@ -68,15 +73,24 @@ type fakeAPIServer struct {
 	// patches and deletes name the Nodes of every PATCH and DELETE asked
 	// for, answered 404 or not.
 	patches, deletes []string
+	// deleteUIDs are the UID preconditions of those DELETEs ("" none).
+	deleteUIDs []string
+	// uids counts the Nodes created, for their UIDs.
+	uids int
 	// beforeList, if set, runs (once) before a list is answered.
 	beforeList func()
+	// beforeDelete, if set, runs (once) before a delete is answered.
+	beforeDelete func()
 	// quit ends the watches when the test ends.
 	quit chan struct{}
 }
 
 type fakeNode struct {
-	podCIDR  string
-	podCIDRs []string
+	uid         string
+	labels      map[string]string
+	annotations map[string]string
+	podCIDR     string
+	podCIDRs    []string
 }
 
 type fakeEvent struct {
@@ -107,14 +121,22 @@ func (f *fakeAPIServer) changeLocked(typ, name string, n fakeNode) {
 // create adds Node name with podCIDR (a kubelet registering, or a Node
 // that was there before).
 func (f *fakeAPIServer) create(name, podCIDR string) {
+	f.createMarked(name, podCIDR, nil, nil)
+}
+
+// createMarked adds Node name with podCIDR, labels and annotations, and
+// returns its UID, new for every Node created.
+func (f *fakeAPIServer) createMarked(name, podCIDR string, labels, annotations map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := fakeNode{podCIDR: podCIDR}
+	f.uids++
+	n := fakeNode{uid: fmt.Sprintf("uid-%d", f.uids), labels: labels, annotations: annotations, podCIDR: podCIDR}
 	if podCIDR != "" {
 		n.podCIDRs = []string{podCIDR}
 	}
 	f.nodes[name] = n
 	f.changeLocked("ADDED", name, n)
+	return n.uid
 }
 
 // remove deletes Node name as someone else would; with quietly, no watch
@@ -148,9 +170,23 @@ func (f *fakeAPIServer) asked() (patches, deletes []string) {
 	return slices.Clone(f.patches), slices.Clone(f.deletes)
 }
 
+// deleteUID returns the UID precondition of the deletes asked of Node
+// name so far, in order.
+func (f *fakeAPIServer) deleteUID(name string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i, d := range f.deletes {
+		if d == name {
+			out = append(out, f.deleteUIDs[i])
+		}
+	}
+	return out
+}
+
 func (f *fakeAPIServer) nodeJSON(name string, n fakeNode, rv int) map[string]any {
 	return map[string]any{
-		"metadata": map[string]any{"name": name, "resourceVersion": strconv.Itoa(rv)},
+		"metadata": map[string]any{"name": name, "uid": n.uid, "resourceVersion": strconv.Itoa(rv), "labels": n.labels, "annotations": n.annotations},
 		"spec":     map[string]any{"podCIDR": n.podCIDR, "podCIDRs": n.podCIDRs},
 	}
 }
@@ -165,7 +201,7 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPatch && one:
 		f.patch(w, r, name)
 	case r.Method == http.MethodDelete && one:
-		f.delete(w, name)
+		f.delete(w, r, name)
 	default:
 		http.Error(w, "the fake apiserver does not serve "+r.Method+" "+r.URL.String(), http.StatusNotImplemented)
 	}
@@ -251,19 +287,47 @@ func (f *fakeAPIServer) patch(w http.ResponseWriter, r *http.Request, name strin
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"kind": "Status", "reason": "Invalid", "message": "spec.podCIDR: Forbidden: node updates may not change podCIDR except from \"\" to valid"})
 		return
 	}
-	n = fakeNode{podCIDR: body.Spec.PodCIDR, podCIDRs: body.Spec.PodCIDRs}
+	n.podCIDR, n.podCIDRs = body.Spec.PodCIDR, body.Spec.PodCIDRs
 	f.nodes[name] = n
 	f.changeLocked("MODIFIED", name, n)
 	writeJSON(w, http.StatusOK, f.nodeJSON(name, n, f.rv))
 }
 
-func (f *fakeAPIServer) delete(w http.ResponseWriter, name string) {
+func (f *fakeAPIServer) delete(w http.ResponseWriter, r *http.Request, name string) {
+	var opts struct {
+		Kind          string `json:"kind"`
+		Preconditions struct {
+			UID string `json:"uid"`
+		} `json:"preconditions"`
+	}
+	if r.ContentLength != 0 {
+		if r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "delete options not in JSON", http.StatusUnsupportedMediaType)
+			return
+		}
+		if err := json.NewDecoder(r.Body).Decode(&opts); err != nil || opts.Kind != "DeleteOptions" {
+			http.Error(w, fmt.Sprintf("bad delete options (%v)", err), http.StatusBadRequest)
+			return
+		}
+	}
+	f.mu.Lock()
+	hook := f.beforeDelete
+	f.beforeDelete = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deletes = append(f.deletes, name)
+	f.deleteUIDs = append(f.deleteUIDs, opts.Preconditions.UID)
 	n, ok := f.nodes[name]
 	if !ok {
 		notFound(w, name)
+		return
+	}
+	if uid := opts.Preconditions.UID; uid != "" && uid != n.uid {
+		writeJSON(w, http.StatusConflict, map[string]any{"kind": "Status", "reason": "Conflict", "message": fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, n.uid)})
 		return
 	}
 	delete(f.nodes, name)
@@ -350,6 +414,23 @@ func (c *podCIDRTest) putRange(r, id string) {
 	}
 }
 
+// withRecords gives the worker the node records, as the role server
+// does: recordPrefix, where putRecord writes.
+func (c *podCIDRTest) withRecords() {
+	c.p.nodes = NodeRecordSource{Prefix: recordPrefix}
+}
+
+// putRecord writes the record of Polis node id, as the curator does when
+// the node registers.
+func (c *podCIDRTest) putRecord(id string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := c.cli.Put(ctx, recordPrefix+id, "record"); err != nil {
+		c.t.Fatalf("writing the record of %s: %v", id, err)
+	}
+}
+
 func (c *podCIDRTest) deleteRange(r string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -411,8 +492,29 @@ func (c *podCIDRTest) sync() {
 		c.syncs++
 		name, r := fmt.Sprintf("sync-%d", c.syncs), fmt.Sprintf("10.250.%d.0/24", c.syncs)
 		c.api.create(name, "")
+		if c.p.nodes.Prefix != "" {
+			c.putRecord(name) // a node with a range has a record
+		}
 		c.putRange(r, name)
 		c.waitPodCIDR(name, r)
+	}
+}
+
+// waitLogged waits until message msg is logged, failing the test if the
+// follow ends first or waitTimeout passes.
+func (c *podCIDRTest) waitLogged(msg string) {
+	c.t.Helper()
+	deadline := time.After(waitTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for c.logs.FilterMessage(msg).Len() == 0 {
+		select {
+		case <-tick.C:
+		case <-c.ended:
+			c.t.Fatalf("waiting for the log %q: follow ended: %v", msg, c.err)
+		case <-deadline:
+			c.t.Fatalf("%q not logged after %v", msg, waitTimeout)
+		}
 	}
 }
 
@@ -564,8 +666,8 @@ func TestPodCIDRRangeDeletedDeletesNode(t *testing.T) {
 func TestPodCIDRStaleNodesDeleted(t *testing.T) {
 	c := newPodCIDRTest(t)
 	c.putRange("10.244.1.0/24", "successor")
-	c.api.create("taken", "10.244.1.0/24")
-	c.api.create("freed", "10.244.2.0/24")
+	takenUID := c.api.createMarked("taken", "10.244.1.0/24", nil, nil)
+	freedUID := c.api.createMarked("freed", "10.244.2.0/24", nil, nil)
 	c.putRange("10.244.3.0/24", "between")
 	c.follow()
 	c.waitGone("taken")
@@ -575,6 +677,12 @@ func TestPodCIDRStaleNodesDeleted(t *testing.T) {
 		got := c.logged("deleted the Node of a deleted Polis node", name)
 		if len(got) != 1 || got[0].ContextMap()["podRangeHolder"] != holder {
 			t.Errorf("the deletion of %s logged as %+v, want once, with the range's holder %v", name, got, holder)
+		}
+	}
+	// Only the Nodes as listed: one registered anew since would be kept.
+	for name, uid := range map[string]string{"taken": takenUID, "freed": freedUID} {
+		if got := c.api.deleteUID(name); !slices.Equal(got, []string{uid}) {
+			t.Errorf("Node %s deleted with UID preconditions %q, want once with its UID %s", name, got, uid)
 		}
 	}
 
@@ -624,5 +732,209 @@ func TestPodCIDRWaitingNodeKept(t *testing.T) {
 	}
 	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{"other"}) {
 		t.Errorf("deleted %v, want only other (404: it had no Node)", deletes)
+	}
+}
+
+// nodeID is the n-th node ID of a test, in the form of identity.NodeID.
+func nodeID(n int) string { return fmt.Sprintf("node-%024x", n) }
+
+// polisMark is what the kubelet runner sets on the Node of every Polis
+// node: its list of the labels it set (empty for a node without labels).
+var polisMark = map[string]string{"node.polis-os.io/labels": ""}
+
+// sweptReason is the reason a Node of a Polis node without a record is
+// logged deleted with.
+const sweptReason = "its Polis node has no record: the node was deleted"
+
+// checkSwept checks that Node name was deleted once, logged with
+// sweptReason, with a UID precondition of uid.
+func (c *podCIDRTest) checkSwept(name, uid string) {
+	c.t.Helper()
+	if _, ok := c.api.node(name); ok {
+		c.t.Errorf("Node %s, whose Polis node has no record, is still there", name)
+		return
+	}
+	if got := c.api.deleteUID(name); !slices.Equal(got, []string{uid}) {
+		c.t.Errorf("Node %s deleted with UID preconditions %q, want once with %q", name, got, uid)
+	}
+	got := c.logged("deleted the Node of a deleted Polis node", name)
+	if len(got) != 1 || got[0].ContextMap()["reason"] != sweptReason || got[0].ContextMap()["uid"] != uid {
+		c.t.Errorf("the deletion of %s logged as %+v, want once with reason %q and uid %s", name, got, sweptReason, uid)
+	}
+}
+
+// The Node of a Polis node deleted while no follow watched is deleted
+// when a follow starts, each time one does, whatever its podCIDR: empty
+// (deleted before it was set), or a range the pool gives the next worker.
+// A Polis node's Node is told by either mark of the kubelet runner: its
+// annotation, or a label under its prefix.
+func TestPodCIDRGhostNodesDeleted(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	live, empty, labelled, later := nodeID(1), nodeID(2), nodeID(3), nodeID(4)
+	c.putRecord(live)
+	c.putRange("10.244.1.0/24", live)
+	c.api.createMarked(live, "", nil, polisMark)
+	emptyUID := c.api.createMarked(empty, "", nil, polisMark)
+	labelledUID := c.api.createMarked(labelled, "10.244.2.0/24", map[string]string{"node.polis-os.io/zone": "a"}, nil)
+	c.follow()
+	c.waitGone(empty)
+	c.waitGone(labelled)
+	c.waitPodCIDR(live, "10.244.1.0/24")
+	c.sync() // the logs written
+	c.checkSwept(empty, emptyUID)
+	c.checkSwept(labelled, labelledUID)
+
+	// A node deleted, its Node left, while the follow does not run: the
+	// next one deletes it.
+	c.stop()
+	laterUID := c.api.createMarked(later, "", nil, polisMark)
+	c.follow()
+	c.waitGone(later)
+	c.sync()
+	c.checkSwept(later, laterUID)
+	if _, ok := c.api.node(live); !ok {
+		t.Errorf("Node %s, whose Polis node has its record, was deleted", live)
+	}
+}
+
+// The Node of a Polis node that has its record is kept, whatever its
+// podCIDR and range: with neither (a worker waiting for its range, or a
+// node without the role), with both, and one whose node registered (its
+// record, then its Node) just before the Nodes were listed; while a Node
+// beside them whose node has no record is deleted.
+func TestPodCIDRNodeWithRecordKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	waiting, ranged, fresh, ghost := nodeID(1), nodeID(2), nodeID(3), nodeID(4)
+	c.putRecord(waiting)
+	c.putRecord(ranged)
+	c.putRange("10.244.2.0/24", ranged)
+	c.api.createMarked(waiting, "", nil, polisMark)
+	c.api.createMarked(ranged, "10.244.2.0/24", map[string]string{"node.polis-os.io/zone": "a"}, polisMark)
+	ghostUID := c.api.createMarked(ghost, "", nil, polisMark)
+	// Only the records read after the list may say which listed Node's
+	// node is gone.
+	c.api.beforeList = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if _, err := c.cli.Put(ctx, recordPrefix+fresh, "record"); err != nil {
+			t.Errorf("writing the record of %s: %v", fresh, err)
+		}
+		c.api.createMarked(fresh, "", nil, polisMark)
+	}
+	c.follow()
+	c.waitGone(ghost) // the sweep ran
+	c.sync()
+	c.checkSwept(ghost, ghostUID)
+
+	for _, name := range []string{waiting, ranged, fresh} {
+		if _, ok := c.api.node(name); !ok {
+			t.Errorf("Node %s, whose Polis node has its record, was deleted", name)
+		}
+	}
+	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{ghost}) {
+		t.Errorf("deleted %v, want only %s", deletes, ghost)
+	}
+}
+
+// A Node not known to be a Polis node's is left alone, though no Polis
+// node of its name has a record: one named as a node ID without the
+// kubelet runner's marks (a label of another prefix, say), and one with
+// the marks but not named as a node ID; while a Polis node's Node beside
+// them whose node has no record is deleted.
+func TestPodCIDRForeignNodeKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	c.putRecord(nodeID(9)) // this node
+	unmarked, ghost := nodeID(1), nodeID(2)
+	c.api.createMarked(unmarked, "", map[string]string{"example.com/polis-os.io": "x"}, map[string]string{"node.polis-os.io/other": ""})
+	c.api.createMarked("worker-1", "", map[string]string{"node.polis-os.io/zone": "a"}, polisMark)
+	ghostUID := c.api.createMarked(ghost, "", nil, polisMark)
+	c.follow()
+	c.waitGone(ghost) // the sweep ran
+	c.sync()
+	c.checkSwept(ghost, ghostUID)
+
+	for _, name := range []string{unmarked, "worker-1"} {
+		if _, ok := c.api.node(name); !ok {
+			t.Errorf("Node %s, not known to be a Polis node's, was deleted", name)
+		}
+	}
+	if _, deletes := c.api.asked(); !slices.Equal(deletes, []string{ghost}) {
+		t.Errorf("deleted %v, want only %s", deletes, ghost)
+	}
+}
+
+// A Node registered anew between the list and the delete is not the Node
+// listed: the delete's UID precondition keeps it (here its node has a
+// record again by then), and that is no failure.
+func TestPodCIDRNodeRegisteredAnewKept(t *testing.T) {
+	c := newPodCIDRTest(t)
+	c.withRecords()
+	c.putRecord(nodeID(9)) // this node
+	id := nodeID(1)
+	oldUID := c.api.createMarked(id, "", nil, polisMark)
+	var newUID string
+	c.api.beforeDelete = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		if _, err := c.cli.Put(ctx, recordPrefix+id, "record"); err != nil {
+			t.Errorf("writing the record of %s: %v", id, err)
+		}
+		c.api.remove(id, false)
+		newUID = c.api.createMarked(id, "", nil, polisMark)
+	}
+	c.follow()
+	c.sync()
+
+	if got := c.api.deleteUID(id); !slices.Equal(got, []string{oldUID}) {
+		t.Fatalf("deletes of %s with UIDs %q, want one with the listed Node's %s: the sweep did not try, so this test tested nothing", id, got, oldUID)
+	}
+	if n, ok := c.api.node(id); !ok || n.uid != newUID {
+		t.Errorf("Node %s: %+v (there: %v), want the one registered anew, %s, kept", id, n, ok, newUID)
+	}
+	if got := c.logged("kept a Node registered anew since it was read, though its Polis node was deleted", id); len(got) != 1 || got[0].ContextMap()["uid"] != oldUID {
+		t.Errorf("the kept Node logged as %+v, want once with the listed UID %s", got, oldUID)
+	}
+	if got := c.logged("deleted the Node of a deleted Polis node", id); len(got) != 0 {
+		t.Errorf("logged as deleted: %+v", got)
+	}
+}
+
+// Records that do not look like the curator's (none at all; a node that
+// holds a range without a record) mean they were looked for in the wrong
+// place, not that every node was deleted: nothing is deleted, and that is
+// said.
+func TestPodCIDRSweepNeedsSoundRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(c *podCIDRTest)
+		says    string
+	}{
+		{"no records", func(c *podCIDRTest) {}, "not deleting the Nodes of deleted Polis nodes: no node record found, not even this node's"},
+		{"a range holder without one", func(c *podCIDRTest) {
+			c.putRecord(nodeID(9))
+			c.putRange("10.244.1.0/24", nodeID(8))
+		}, "not deleting the Nodes of deleted Polis nodes: a node holds a pod range but has no record, so the records are not where they were looked for"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPodCIDRTest(t)
+			c.withRecords()
+			tc.prepare(c)
+			ghost := nodeID(1)
+			c.api.createMarked(ghost, "", nil, polisMark)
+			c.follow()
+			// Before sync, whose nodes get records of their own.
+			c.waitLogged(tc.says)
+			c.sync()
+			if _, ok := c.api.node(ghost); !ok {
+				t.Errorf("Node %s deleted on records that do not look like the curator's", ghost)
+			}
+			got := c.logs.FilterMessage(tc.says).All()
+			if len(got) != 1 || got[0].Level != zapcore.WarnLevel || got[0].ContextMap()["nodeRecordPrefix"] != recordPrefix {
+				t.Errorf("logged %+v, want one warning %q naming the prefix", got, tc.says)
+			}
+		})
 	}
 }
