@@ -185,6 +185,11 @@ func podRangeKey(r netip.Prefix) string { return podRangePrefix + r.String() }
 // the curator).
 const PodRangesPrefix = podRangePrefix
 
+// NodesPrefix is where, in the curator's etcd namespace, the node records
+// are kept (a cpb.Node under its ID), for kube/controller, which deletes
+// the Kubernetes Node of a Polis node whose record is gone.
+const NodesPrefix = nodePrefix
+
 // ParsePodRangeKey is the range a key under PodRangesPrefix stands for.
 func ParsePodRangeKey(key []byte) (netip.Prefix, bool) {
 	s, ok := strings.CutPrefix(string(key), podRangePrefix)

@@ -321,7 +321,7 @@ type cleanupStep struct {
 	// podNetwork marks the pod network's step: a node that routes to
 	// Pods for KubernetesController alone (runRoutes) keeps it.
 	podNetwork bool
-	run  func(ctx context.Context) error
+	run        func(ctx context.Context) error
 }
 
 // leftoverSteps are what running the role on rt leaves on the machine once
