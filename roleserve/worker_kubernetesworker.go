@@ -103,8 +103,10 @@ const (
 	noteStarting    = "starting"
 	noteNoKey       = "blocked: the node's WireGuard key cannot be used, and the pod network needs it: "
 	// Once the role is gone.
-	noteRemoving  = "stopped; removing what the role left on the machine"
-	noteLeftovers = "removing what the role left on the machine failed, trying again in %v: %v"
+	noteRemoving = "stopped; removing what the role left on the machine"
+	// A controller's routes to Pods (runRoutes), without a range.
+	noteNoRoutesRange = "no pod range from the curator (yet): this controller's apiserver reaches no Pod"
+	noteLeftovers     = "removing what the role left on the machine failed, trying again in %v: %v"
 )
 
 // Credentials renewal: at half their life, and a failed renewal is tried
@@ -281,30 +283,35 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 			w.runningClusterPodRange = clusterPodRange.Latest()
 			return w.runNode(ctx, m.Latest(), labels.Latest(), podRange.Latest())
 		}
-		routes := w.routesWanted(roles.Latest(), podRange.Latest())
+		// A node that routes to Pods for KubernetesController keeps
+		// the pod network as it is, even before its range is known (at
+		// an agent's start), so that its routes outlive a restart.
+		keepNetwork := w.routesHeld(roles.Latest())
 		switch {
 		case st.Held:
 			// Held, so the node will run: what it left stays (the role
 			// is only blocked), and runNode marks the machine dirty.
 			retry, retryAt, leftNote = 0, time.Time{}, ""
-		case (w.dirty || len(w.left) > 0) && !time.Now().Before(retryAt):
+		case (w.dirty || w.leftToRemove(keepNetwork)) && !time.Now().Before(retryAt):
 			// Whenever the role is not held, however the last run ended
 			// (or in an agent before this one): the runs' subtrees have
-			// stopped, so nothing of the node runs any more. A node
-			// that routes to Pods next keeps the pod network as it is.
-			if err := w.removeLeftovers(ctx, routes); err != nil {
+			// stopped, so nothing of the node runs any more.
+			if err := w.removeLeftovers(ctx, keepNetwork); err != nil {
 				retry = min(max(2*retry, w.leftoversRetry), leftoversRetryMax)
 				retryAt, leftNote = time.Now().Add(retry), truncateNote(fmt.Sprintf(noteLeftovers, retry, err))
 			} else {
 				retry, retryAt, leftNote = 0, time.Time{}, ""
 			}
 		}
-		if routes && !w.dirty && len(w.left) == 0 {
+		if w.routesWanted(roles.Latest(), podRange.Latest()) && !w.dirty && !w.leftToRemove(true) {
 			log.Info("routing to the workers' Pods for KubernetesController", zap.Stringer("because", why), zap.Stringer("podRange", podRange.Latest()))
 			return w.runRoutes(ctx, podRange.Latest())
 		}
 		if !st.Held {
 			st.Note = leftNote
+			if st.Note == "" && keepNetwork && !podRange.Latest().IsValid() {
+				st.Note = noteNoRoutesRange
+			}
 		}
 		log.Info("not running the Kubernetes node", zap.Stringer("because", why), zap.Bool("held", st.Held), zap.String("note", st.Note))
 		w.status.Set(st)
@@ -372,20 +379,21 @@ func nodeStopped(cgroup string) error {
 // w.leftovers when the machine is dirty), each step in turn, and keeps
 // those that failed (and the ones after a failed gate) for the next try;
 // it returns the failures, each with its step's name. With keepNetwork
-// (the node is about to route to Pods for KubernetesController, which
-// takes the pod network over as it is) the pod network's step is dropped
-// rather than run.
+// (the node routes to Pods for KubernetesController, and takes the pod
+// network over as it is) the pod network's step is kept, not run, for
+// when the node no longer routes.
 func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context, keepNetwork bool) error {
 	log := supervisor.Logger(ctx)
 	if w.dirty {
 		w.left, w.dirty = slices.Clone(w.leftovers), false
 	}
-	if keepNetwork {
-		w.left = slices.DeleteFunc(w.left, func(s cleanupStep) bool { return s.podNetwork })
-	}
 	var failed []cleanupStep
 	var errs []error
 	for i, s := range w.left {
+		if keepNetwork && s.podNetwork {
+			failed = append(failed, s)
+			continue
+		}
 		err := s.run(ctx)
 		if err == nil {
 			log.Info("removed what the KubernetesWorker role left", zap.String("what", s.name))
@@ -428,6 +436,19 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 	return ""
 }
 
+// leftToRemove says whether steps are left to remove (w.left), not
+// counting the pod network's with keepNetwork.
+func (w *workerKubernetesWorker) leftToRemove(keepNetwork bool) bool {
+	return slices.ContainsFunc(w.left, func(s cleanupStep) bool { return !keepNetwork || !s.podNetwork })
+}
+
+// routesHeld says whether the node holds what routing to Pods for
+// KubernetesController needs but for a pod range (routesWanted): it then
+// keeps the pod network it has, and waits for its range.
+func (w *workerKubernetesWorker) routesHeld(roles *cpb.Roles) bool {
+	return roles.GetKubernetesWorker() == nil && roles.GetKubernetesController() != nil && w.cfg.Runtime != nil
+}
+
 // routesWanted says whether the node, not holding KubernetesWorker, routes
 // to the workers' Pods all the same (runRoutes): it holds
 // KubernetesController, whose apiserver calls webhooks, aggregated APIs
@@ -436,7 +457,7 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 // and has a pod range from the curator, whose first address is its end
 // of the tunnel (clusternet's tunnelAddress).
 func (w *workerKubernetesWorker) routesWanted(roles *cpb.Roles, podRange netip.Prefix) bool {
-	return roles.GetKubernetesWorker() == nil && roles.GetKubernetesController() != nil && w.cfg.Runtime != nil && podRange.IsValid()
+	return w.routesHeld(roles) && podRange.IsValid()
 }
 
 // runRoutes runs the pod network alone (clusternet.Run as a child,
@@ -451,6 +472,9 @@ func (w *workerKubernetesWorker) routesWanted(roles *cpb.Roles, podRange netip.P
 // set up stays for runNode to take over, or for the next run to remove.
 func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.Prefix) error {
 	w.runningPodRange = podRange
+	// Whatever happens from here, the pod network may be the node's to
+	// remove once it no longer routes.
+	w.dirty = true
 	log := supervisor.Logger(ctx)
 	key, err := clusternet.LoadOrCreateKey(w.keyFile)
 	if err != nil {
@@ -461,7 +485,8 @@ func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.P
 		w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: truncateNote(noteNoKey + note)})
 		return fmt.Errorf("the pod network's WireGuard key: %w", err)
 	}
-	w.dirty = true
+	// Until the next run says otherwise: the routes' child has stopped.
+	supervisor.Cleanup(ctx, func() { w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: noteStopped}) })
 	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
 	netStatus.Set(nil) // nil until the pod network's first attempt
 	netCfg := clusternet.Config{

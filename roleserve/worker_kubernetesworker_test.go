@@ -964,3 +964,96 @@ func TestRoutesWanted(t *testing.T) {
 		}
 	}
 }
+
+// At an agent's start on a controller, before the curator has said the
+// node's range, the pod network the last agent left is kept (its routes
+// outlive the restart) while the rest is removed; a step that fails holds
+// the routes back, and if the role goes meanwhile, the pod network is
+// removed with the rest.
+func TestKubernetesWorkerControllerKeepsRoutesAcrossStart(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
+	var g Graph
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
+	w.leftoversRetry = 10 * time.Millisecond
+	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	var log stepLog
+	var fixed atomic.Bool
+	network := log.step("pod network", false, nil)
+	network.podNetwork = true
+	w.leftovers = []cleanupStep{log.step("stopped", true, nil), network, log.step("tables", false, failUntil(&fixed))}
+	var netRuns atomic.Int32
+	w.runPodNetwork = func(ctx context.Context, c clusternet.Config) error {
+		netRuns.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(nil)
+	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(netip.Prefix{})
+	v.LocalRoles.Set(controllerRoles)
+
+	waitFor(t, &v.KubernetesWorker, "the failed step in the status", func(s *KubernetesWorkerStatus) bool { return s != nil && strings.Contains(s.Note, "tables: injected") })
+	// The range arrives while a step still fails: no routes yet.
+	v.LocalPodRange.Set(testPodRange)
+	testutil.Eventually(t, time.Minute, "the failed step tried again with the range known", func() error {
+		if n := strings.Count(strings.Join(log.get(), ","), "tables"); n < 3 {
+			return fmt.Errorf("tried %d times", n)
+		}
+		return nil
+	})
+	if n := netRuns.Load(); n != 0 {
+		t.Errorf("the pod network ran %d times while a leftover step failed", n)
+	}
+	if slices.Contains(log.get(), "pod network") {
+		t.Errorf("steps %v: the pod network was removed on a controller", log.get())
+	}
+	// The role goes before the routes ever ran: the pod network goes too.
+	v.LocalRoles.Set(noRoles)
+	fixed.Store(true)
+	waitFor(t, &v.KubernetesWorker, "a clean status without the role", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.PodRoutes && s.Note == "" })
+	if !slices.Contains(log.get(), "pod network") {
+		t.Errorf("steps %v: the pod network was not removed once the controller role went", log.get())
+	}
+}
+
+// A controller whose key cannot be used routes nothing and says why; when
+// the role goes, the pod network is removed all the same.
+func TestKubernetesWorkerControllerBadKey(t *testing.T) {
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
+	var g Graph
+	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
+	if err := os.WriteFile(keyFile, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, keyFile)
+	w.leftoversRetry = 10 * time.Millisecond
+	var log stepLog
+	network := log.step("pod network", false, nil)
+	network.podNetwork = true
+	w.leftovers = []cleanupStep{log.step("stopped", true, nil), network}
+	w.runPodNetwork = func(ctx context.Context, c clusternet.Config) error {
+		t.Error("the pod network ran without a usable key")
+		return nil
+	}
+	supervisor.TestHarness(t, w.run)
+	v.Membership.Set(nil)
+	v.LocalLabels.Set(nil)
+	v.LocalPodRange.Set(testPodRange)
+	v.LocalRoles.Set(controllerRoles)
+	st := waitFor(t, &v.KubernetesWorker, "the key's failure in the status", func(s *KubernetesWorkerStatus) bool {
+		return s != nil && s.PodRoutes && strings.HasPrefix(s.Note, noteNoKey)
+	})
+	if !strings.Contains(st.Note, keyFile) {
+		t.Errorf("note %q does not name the key file", st.Note)
+	}
+	v.LocalRoles.Set(noRoles)
+	waitFor(t, &v.KubernetesWorker, "a clean status without the role", func(s *KubernetesWorkerStatus) bool { return s != nil && !s.PodRoutes && s.Note == "" })
+	if !slices.Contains(log.get(), "pod network") {
+		t.Errorf("steps %v: the pod network was not removed once the controller role went", log.get())
+	}
+}
