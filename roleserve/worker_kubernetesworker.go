@@ -476,14 +476,9 @@ func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.P
 	// remove once it no longer routes.
 	w.dirty = true
 	log := supervisor.Logger(ctx)
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	key, err := w.loadKey(&KubernetesWorkerStatus{PodRoutes: true})
 	if err != nil {
-		note := err.Error()
-		if !strings.Contains(note, w.keyFile) {
-			note = w.keyFile + ": " + note
-		}
-		w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: truncateNote(noteNoKey + note)})
-		return fmt.Errorf("the pod network's WireGuard key: %w", err)
+		return err
 	}
 	// Until the next run says otherwise: the routes' child has stopped.
 	supervisor.Cleanup(ctx, func() { w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: noteStopped}) })
@@ -550,6 +545,23 @@ func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
 	return mtu
 }
 
+// loadKey loads the pod network's WireGuard key (made if there is none);
+// when it cannot be used, the status becomes st with a note naming the
+// key file and what is wrong, and the error says so too.
+func (w *workerKubernetesWorker) loadKey(st *KubernetesWorkerStatus) (clusternet.Key, error) {
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		note := err.Error()
+		if !strings.Contains(note, w.keyFile) {
+			note = w.keyFile + ": " + note
+		}
+		st.Note = truncateNote(noteNoKey + note)
+		w.status.Set(st)
+		return key, fmt.Errorf("the pod network's WireGuard key: %w", err)
+	}
+	return key, nil
+}
+
 // runNode asks the curator for credentials, runs the Kubernetes node as a
 // child ("node") and reports its status until the role goes; it then
 // returns errKubernetesWorkerStop.
@@ -560,14 +572,9 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	// used would end the run once containerd and the kubelet run, and
 	// every retry would kill every container. Nothing runs until it can
 	// be (a file an operator must mend: the supervisor's backoff retries).
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	key, err := w.loadKey(&KubernetesWorkerStatus{Held: true})
 	if err != nil {
-		note := err.Error()
-		if !strings.Contains(note, w.keyFile) {
-			note = w.keyFile + ": " + note
-		}
-		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote(noteNoKey + note)})
-		return fmt.Errorf("the pod network's WireGuard key: %w", err)
+		return err
 	}
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
