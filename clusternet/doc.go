@@ -1,14 +1,16 @@
 // Package clusternet connects the pod networks of a cluster's nodes.
 //
-// Every node that holds KubernetesWorker has its own pod range, given by
-// the curator out of the cluster's pod range. Pods on one node reach each
-// other over the node's bridge (see kube/kubelet's CNI configuration); to
-// reach a Pod on another node, a packet must be routed to that node. This
-// package keeps those routes: from the set of peers (every other worker
-// node's cluster address, pod range and WireGuard public key, as the
-// curator publishes them) it programs the node's kernel so that each
-// peer's pod range is reached through that peer, over an encrypted
-// WireGuard tunnel.
+// Every node that holds KubernetesWorker or KubernetesController has its
+// own pod range, given by the curator out of the cluster's pod range. Pods
+// on one node reach each other over the node's bridge (see kube/kubelet's
+// CNI configuration); to reach a Pod on another node, a packet must be
+// routed to that node. This package keeps those routes: from the set of
+// peers (every other such node's cluster address, pod range and WireGuard
+// public key, as the curator publishes them) it programs the node's
+// kernel so that each peer's pod range is reached through that peer, over
+// an encrypted WireGuard tunnel. A controller runs no Pods: its range
+// holds only its end of the tunnel (the range's first address), from
+// which its apiserver reaches Pods and to which their answers route.
 //
 // The node's WireGuard private key is made on the node and never leaves
 // it (LoadOrCreateKey); only its public key is published through the
@@ -91,11 +93,10 @@
 // # What it does not do
 //
 // It connects only the nodes it runs on: the role server runs it beside
-// the kubelet, on nodes running KubernetesWorker, whose peers are the
-// other such nodes. A node without that role (a controller-only node) has
-// no routes to the Pods, and is no worker's peer: its apiserver reaches
-// no Pod (no webhooks or aggregated APIs served by Pods), though Pods
-// reach it (the egress rule).
+// the kubelet on nodes running KubernetesWorker, and alone on nodes that
+// hold KubernetesController without it (VM nodes, whose network is their
+// own), whose peers are the other such nodes. A process node runs it
+// nowhere: its machine's network is not its own.
 //
 // It does not choose pod ranges or publish keys (the curator does, and the
 // role server feeds the peers), nor configure the pod bridge (CNI does),

@@ -185,6 +185,11 @@ func podRangeKey(r netip.Prefix) string { return podRangePrefix + r.String() }
 // the curator).
 const PodRangesPrefix = podRangePrefix
 
+// NodesPrefix is where, in the curator's etcd namespace, the node records
+// are kept (a cpb.Node under its ID), for kube/controller, which deletes
+// the Kubernetes Node of a Polis node whose record is gone.
+const NodesPrefix = nodePrefix
+
 // ParsePodRangeKey is the range a key under PodRangesPrefix stands for.
 func ParsePodRangeKey(key []byte) (netip.Prefix, bool) {
 	s, ok := strings.CutPrefix(string(key), podRangePrefix)
@@ -247,12 +252,19 @@ func needsPodRange(roles *cpb.Roles) bool {
 // pod range if it needs one (needsPodRange) and has none: n gets the
 // range, and the returned condition and write go into the same
 // transaction. A node that has a range, or holds neither role, is left as
-// it is.
+// it is. An empty pool refuses a worker, whose Pods need addresses, but
+// not a controller: its control plane must not wait for a pod range, and
+// without one it runs all the same, its apiserver reaching no Pod (its
+// status says so) until the sweep of a later leader term gives it a
+// freed range.
 func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.Cmp, []clientv3.Op, error) {
 	if !needsPodRange(n.GetRoles()) || n.GetNetwork().GetPodRange() != "" {
 		return nil, nil, nil
 	}
 	r, cmp, op, err := choosePodRange(ctx, kv, n.Id)
+	if errors.Is(err, errPodRangesExhausted) && n.GetRoles().GetKubernetesWorker() == nil {
+		return nil, nil, nil
+	}
 	if err != nil {
 		return nil, nil, podRangeError(n.Id, err)
 	}
@@ -264,8 +276,9 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 }
 
 // checkPodRangeLeft refuses, with givePodRange's error, a change that
-// would give node n (its record as it is) the roles roles, among them one
-// that needs a pod range, while n has none and none is left. It writes
+// would give node n (its record as it is) the roles roles, among them
+// KubernetesWorker, while n has no pod range and none is left (a
+// controller is given its role without one: givePodRange). It writes
 // nothing: it is for a change that must be refused before it touches
 // what no transaction with the record spans (etcd's membership, in
 // UpdateNodeRoles); the write itself gives the range. The caller holds
@@ -275,7 +288,7 @@ func givePodRange(ctx context.Context, kv clientv3.KV, n *cpb.Node) ([]clientv3.
 // their leadership condition. Only an operator's hand in etcd can still
 // empty the pool in between, and then the write is refused as here.
 func checkPodRangeLeft(ctx context.Context, kv clientv3.KV, n *cpb.Node, roles *cpb.Roles) error {
-	if !needsPodRange(roles) || n.GetNetwork().GetPodRange() != "" {
+	if roles.GetKubernetesWorker() == nil || n.GetNetwork().GetPodRange() != "" {
 		return nil
 	}
 	_, _, _, err := choosePodRange(ctx, kv, n.Id)

@@ -272,28 +272,30 @@ func TestPodRangesForControllers(t *testing.T) {
 	}
 }
 
-// A pool with no range left refuses KubernetesController as it refuses
-// KubernetesWorker, with ResourceExhausted naming the node, and before
-// anything is written; given with ConsensusMember, before the learner is
-// added.
-func TestPodRangesExhaustedRefusesController(t *testing.T) {
+// A pool with no range left does not refuse KubernetesController, alone
+// or with ConsensusMember: the control plane must not wait for a pod
+// range; the controller gets none (its apiserver reaches no Pod until a
+// later term's sweep gives it one).
+func TestPodRangesExhaustedGrantsController(t *testing.T) {
 	c, m := exhaustedPodRanges(t)
 	ctx := ctxT(t)
 	first := c.status.NodeID
-	before := c.storeState()
-	_, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)})
-	wantStatus(t, "KubernetesController for a consensus member with no range left", err, codes.ResourceExhausted, "node "+first+": no pod range left")
-	wantStatus(t, "KubernetesController for a consensus member with no range left", err, codes.ResourceExhausted, "10.250.0.0/23")
-	c.wantStoreUnchanged(t, before, "a refused grant of KubernetesController")
+	resp, err := m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: first, KubernetesController: proto.Bool(true)})
+	if err != nil || resp.GetRoles().GetKubernetesController() == nil {
+		t.Fatalf("KubernetesController for a consensus member with no range left: %v, %v; want it granted", resp, err)
+	}
+	if r := c.podRange(first); r != "" {
+		t.Errorf("the controller got pod range %q from an empty pool", r)
+	}
 
 	other := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
-	before = c.storeState()
-	_, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other, ConsensusMember: proto.Bool(true), KubernetesController: proto.Bool(true)})
-	wantStatus(t, "ConsensusMember and KubernetesController given with no range left", err, codes.ResourceExhausted, "node "+other+": no pod range left")
-	if mem := c.member(other); mem != nil {
-		t.Errorf("the refused request left a consensus member: %+v", mem)
+	resp, err = m.UpdateNodeRoles(ctx, &cpb.UpdateNodeRolesRequest{NodeId: other, ConsensusMember: proto.Bool(true), KubernetesController: proto.Bool(true)})
+	if err != nil || resp.GetRoles().GetKubernetesController() == nil || resp.GetRoles().GetConsensusMember() == nil {
+		t.Fatalf("ConsensusMember and KubernetesController with no range left: %v, %v; want both granted", resp, err)
 	}
-	c.wantStoreUnchanged(t, before, "a refused grant of ConsensusMember and KubernetesController")
+	if r := c.podRange(other); r != "" {
+		t.Errorf("the controller got pod range %q from an empty pool", r)
+	}
 }
 
 // A grant that gives a pod range without changing ConsensusMember waits
@@ -385,9 +387,16 @@ func TestPodRangeGrantWaitsForMembershipChange(t *testing.T) {
 			l.membership.Unlock()
 			locked = false
 			err = <-done
-			wantStatus(t, "the grant after the ConsensusMember change took the last range", err, codes.ResourceExhausted, "node "+req.NodeId+": no pod range left")
+			if req.GetKubernetesController() {
+				// A controller is granted its role without a range.
+				if err != nil {
+					t.Errorf("the controller's grant after the ConsensusMember change took the last range: %v, want it granted without a range", err)
+				}
+			} else {
+				wantStatus(t, "the grant after the ConsensusMember change took the last range", err, codes.ResourceExhausted, "node "+req.NodeId+": no pod range left")
+			}
 			if r := c.podRange(req.NodeId); r != "" {
-				t.Errorf("the refused grant's node has range %s", r)
+				t.Errorf("the grant's node has range %s, which the ConsensusMember change took", r)
 			}
 			if r := c.podRange(changing); r != "10.250.1.0/24" {
 				t.Errorf("the ConsensusMember change's node has range %q, want 10.250.1.0/24", r)

@@ -142,7 +142,7 @@ func TestCLI(t *testing.T) {
 		t.Errorf("a refused owner left %s: %v", stranger.config, err)
 	}
 
-	if out := r.ok("cluster", "info"); !strings.Contains(out, fp) || !strings.Contains(out, "Pod network:              10.244.0.0/14, a /24 for each worker node\n") {
+	if out := r.ok("cluster", "info"); !strings.Contains(out, fp) || !strings.Contains(out, "Pod network:              10.244.0.0/14, a /24 for each Kubernetes node\n") {
 		t.Errorf("cluster info does not show the CA fingerprint %s and the default pod network:\n%s", fp, out)
 	}
 

@@ -208,15 +208,30 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 	if n.GetRoles().GetKubernetesController() != nil {
 		row("Kubernetes controller", kubernetesController(st.GetKubernetes()))
 	}
-	if n.GetRoles().GetKubernetesWorker() != nil {
-		row("Kubernetes worker", dash(st.GetKubernetes().GetWorkerNote()))
+	worker, controller := n.GetRoles().GetKubernetesWorker() != nil, n.GetRoles().GetKubernetesController() != nil
+	k := st.GetKubernetes()
+	switch {
+	case worker:
+		row("Kubernetes worker", dash(k.GetWorkerNote()))
+	case !controller && k.GetWorkerNote() != "":
+		// The role was taken away, and what it left is not all removed.
+		row("Kubernetes worker", "role taken away: "+k.GetWorkerNote())
 	}
-	if nn := n.GetNetwork(); nn != nil || n.GetRoles().GetKubernetesWorker() != nil {
+	if nn := n.GetNetwork(); nn != nil || worker {
 		row("Pod range", dash(nn.GetPodRange()))
 		row("WireGuard public key", wireGuardKey(nn.GetWireguardPublicKey()))
 	}
-	if n.GetRoles().GetKubernetesWorker() != nil {
-		row("Pod network", podNetwork(st.GetKubernetes()))
+	switch {
+	case worker:
+		row("Pod network", podNetwork(k))
+	case controller && (k.GetNetworkPeers() > 0 || k.GetNetworkInSync() || k.GetWorkerNote() != ""):
+		// A controller's routes to the workers' Pods, for its apiserver
+		// (VM nodes; a process node reports none).
+		s := podNetwork(k)
+		if note := k.GetWorkerNote(); note != "" {
+			s += " (" + note + ")"
+		}
+		row("Pod network", s)
 	}
 	if st.GetTimestamp() != nil {
 		row("Status reported", st.GetTimestamp().AsTime().UTC().Format(time.RFC3339))

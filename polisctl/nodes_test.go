@@ -33,6 +33,12 @@ func TestDescribeKubernetes(t *testing.T) {
 			[]string{"Pod network:           1 peer over WireGuard, not in sync\n", "not in line with the peers: injected"}, nil},
 		{"not reported", roles, nil, []string{"Kubernetes controller: not reported by the node yet\n", "Pod network:           not reported by the node yet\n"}, nil},
 		{"controller only", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{Running: []string{"apiserver"}}, nil, []string{"Pod network"}},
+		{"controller routing to Pods", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{Running: []string{"apiserver"}, NetworkPeers: 2, NetworkInSync: true},
+			[]string{"Pod network:           2 peers over WireGuard, in sync\n"}, []string{"Kubernetes worker"}},
+		{"controller's routes not in sync", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{NetworkPeers: 1, WorkerNote: "the pod network is not in line with the peers: injected"},
+			[]string{"Pod network:           1 peer over WireGuard, not in sync (the pod network is not in line with the peers: injected)\n"}, []string{"Kubernetes worker"}},
+		{"role taken away, leftovers", &cpb.Roles{}, &cpb.KubernetesStatus{WorkerNote: "removing what the role left on the machine failed"},
+			[]string{"Kubernetes worker: role taken away: removing what the role left on the machine failed\n"}, []string{"Pod network"}},
 		{"no roles", &cpb.Roles{}, nil, nil, []string{"Kubernetes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

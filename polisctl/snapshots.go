@@ -22,7 +22,7 @@ func writePodNetwork(w io.Writer, p *cpb.PodNetwork) {
 	if p == nil {
 		return
 	}
-	fmt.Fprintf(w, "Pod network:              %s, a /%d for each worker node\n", p.GetClusterRange(), p.GetNodePrefixLength())
+	fmt.Fprintf(w, "Pod network:              %s, a /%d for each Kubernetes node\n", p.GetClusterRange(), p.GetNodePrefixLength())
 }
 
 // snapshotRows are node describe's lines for the periodic snapshots a

@@ -217,6 +217,11 @@ func kubernetesStatusEqual(a, b *KubernetesStatus) bool {
 type KubernetesWorkerStatus struct {
 	// Held is set when the node holds KubernetesWorker.
 	Held bool
+	// PodRoutes is set, Held not, while the node routes to the workers'
+	// Pods for KubernetesController alone (its apiserver's way to
+	// webhooks and aggregated APIs served by Pods): NetworkPeers,
+	// NetworkInSync and Note then say how the pod network is.
+	PodRoutes bool
 	// ContainerdRunning and KubeletRunning are set while their processes
 	// run.
 	ContainerdRunning, KubeletRunning bool
@@ -242,7 +247,7 @@ func (s *KubernetesWorkerStatus) equal(b *KubernetesWorkerStatus) bool {
 	if s == nil || b == nil {
 		return s == b
 	}
-	return s.Held == b.Held && s.ContainerdRunning == b.ContainerdRunning && s.KubeletRunning == b.KubeletRunning &&
+	return s.Held == b.Held && s.PodRoutes == b.PodRoutes && s.ContainerdRunning == b.ContainerdRunning && s.KubeletRunning == b.KubeletRunning &&
 		s.ProxyRunning == b.ProxyRunning && s.DNSRunning == b.DNSRunning && s.NodeReady == b.NodeReady &&
 		slices.Equal(s.NetworkPeers, b.NetworkPeers) && s.NetworkInSync == b.NetworkInSync && s.Note == b.Note
 }
@@ -252,6 +257,12 @@ func (s *KubernetesWorkerStatus) String() string {
 	switch {
 	case s == nil:
 		return "none"
+	case !s.Held && s.PodRoutes:
+		out := "no KubernetesWorker role; routing to Pods for KubernetesController: " + s.podNetworkSummary()
+		if s.Note != "" {
+			out += " (" + s.Note + ")"
+		}
+		return out
 	case !s.Held && s.Note != "":
 		// Removing what the role left, or why that failed.
 		return "no KubernetesWorker role (" + s.Note + ")"
@@ -270,20 +281,25 @@ func (s *KubernetesWorkerStatus) String() string {
 		out += ", Node Ready"
 	}
 	if s.ContainerdRunning || len(s.NetworkPeers) > 0 {
-		out += fmt.Sprintf("; pod network: %d peers", len(s.NetworkPeers))
-		if len(s.NetworkPeers) > 0 {
-			out += " (" + strings.Join(s.NetworkPeers, ", ") + ")"
-		}
-		if s.NetworkInSync {
-			out += ", in sync"
-		} else {
-			out += ", not in sync"
-		}
+		out += "; " + s.podNetworkSummary()
 	}
 	if s.Note != "" {
 		out += " (" + s.Note + ")"
 	}
 	return out
+}
+
+// podNetworkSummary is the pod network's part of String: its peers, and
+// whether the kernel is in line with them.
+func (s *KubernetesWorkerStatus) podNetworkSummary() string {
+	out := fmt.Sprintf("pod network: %d peers", len(s.NetworkPeers))
+	if len(s.NetworkPeers) > 0 {
+		out += " (" + strings.Join(s.NetworkPeers, ", ") + ")"
+	}
+	if s.NetworkInSync {
+		return out + ", in sync"
+	}
+	return out + ", not in sync"
 }
 
 // String summarises the status on one line, for logs and the node API.
@@ -317,9 +333,12 @@ func orNothing(s string) string {
 
 // kubernetesProto is the status of both Kubernetes roles as the node
 // reports it to the curator (NodeStatus), nil while the node holds
-// neither.
+// neither and has nothing to say of the worker's: the worker's part is
+// sent while KubernetesWorker is held, while the node routes to Pods for
+// KubernetesController alone (the pod network's peers and note), and
+// while removing what a KubernetesWorker role left fails (its note).
 func kubernetesProto(s *KubernetesStatus, w *KubernetesWorkerStatus) *cpb.KubernetesStatus {
-	controller, worker := s != nil && s.Controller, w != nil && w.Held
+	controller, worker := s != nil && s.Controller, w != nil && (w.Held || w.PodRoutes || w.Note != "")
 	if !controller && !worker {
 		return nil
 	}

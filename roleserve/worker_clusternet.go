@@ -21,12 +21,12 @@ import (
 // kubelet) and its peers (for whatever programs the routes to them,
 // package clusternet).
 //
-// It runs whether or not the node holds KubernetesWorker: the curator
-// gives the range with the role, and the key is published before it. Only
-// a node running KubernetesWorker acts on the peers, though: the
-// kubernetesworker worker runs clusternet.Run over them beside the
-// kubelet, so a node without the role (a controller-only node) programs
-// no routes and does not reach the workers' Pods. Both values keep
+// It runs whether or not the node holds a Kubernetes role: the curator
+// gives the range with KubernetesWorker or KubernetesController, and the
+// key is published before it. The kubernetesworker worker acts on the
+// peers: it runs clusternet.Run over them beside the kubelet, or alone on
+// a node that holds KubernetesController without KubernetesWorker, so
+// that its apiserver reaches the workers' Pods. Both values keep
 // their last answer while the stream is down (between a curator stepping
 // down and the next stream), so routes stay in place meanwhile; the next
 // stream's first message replaces them whole.

@@ -65,6 +65,7 @@ func (c *KubernetesConfig) validate() error {
 func (c *KubernetesConfig) controller(address netip.Addr) controller.Config {
 	return controller.Config{Bundle: c.Bundle, Dir: c.Dir, Address: address, Port: c.APIServerPort,
 		PodRanges: controller.PodRangeSource{Prefix: curator.PodRangesPrefix, Range: curator.ParsePodRangeKey},
+		Nodes:     controller.NodeRecordSource{Prefix: curator.NodesPrefix},
 		Cgroup:    c.ControlPlaneCgroup}
 }
 

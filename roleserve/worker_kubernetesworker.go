@@ -103,8 +103,10 @@ const (
 	noteStarting    = "starting"
 	noteNoKey       = "blocked: the node's WireGuard key cannot be used, and the pod network needs it: "
 	// Once the role is gone.
-	noteRemoving  = "stopped; removing what the role left on the machine"
-	noteLeftovers = "removing what the role left on the machine failed, trying again in %v: %v"
+	noteRemoving = "stopped; removing what the role left on the machine"
+	// A controller's routes to Pods (runRoutes), without a range.
+	noteNoRoutesRange = "no pod range from the curator (yet): this controller's apiserver reaches no Pod"
+	noteLeftovers     = "removing what the role left on the machine failed, trying again in %v: %v"
 )
 
 // Credentials renewal: at half their life, and a failed renewal is tried
@@ -147,6 +149,14 @@ const (
 // them, once the kernel says nothing of the node runs; a step that fails
 // is named in the status and tried again with a doubling wait, and the
 // status is clean only once all are gone.
+//
+// A node that holds KubernetesController without KubernetesWorker routes
+// to the workers' Pods all the same (runRoutes: the pod network alone,
+// from its own pod range), so that its apiserver reaches webhooks,
+// aggregated APIs and the proxies to Pods and Services; the leftovers of
+// an earlier worker role are removed first, but for the pod network,
+// which it takes over as it is, as runNode does when the node becomes a
+// worker.
 type workerKubernetesWorker struct {
 	*Worker
 	cfg     KubernetesConfig
@@ -273,24 +283,35 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 			w.runningClusterPodRange = clusterPodRange.Latest()
 			return w.runNode(ctx, m.Latest(), labels.Latest(), podRange.Latest())
 		}
+		// A node that routes to Pods for KubernetesController keeps
+		// the pod network as it is, even before its range is known (at
+		// an agent's start), so that its routes outlive a restart.
+		keepNetwork := w.routesHeld(roles.Latest())
 		switch {
 		case st.Held:
 			// Held, so the node will run: what it left stays (the role
 			// is only blocked), and runNode marks the machine dirty.
 			retry, retryAt, leftNote = 0, time.Time{}, ""
-		case (w.dirty || len(w.left) > 0) && !time.Now().Before(retryAt):
+		case (w.dirty || w.leftToRemove(keepNetwork)) && !time.Now().Before(retryAt):
 			// Whenever the role is not held, however the last run ended
 			// (or in an agent before this one): the runs' subtrees have
 			// stopped, so nothing of the node runs any more.
-			if err := w.removeLeftovers(ctx); err != nil {
+			if err := w.removeLeftovers(ctx, keepNetwork); err != nil {
 				retry = min(max(2*retry, w.leftoversRetry), leftoversRetryMax)
 				retryAt, leftNote = time.Now().Add(retry), truncateNote(fmt.Sprintf(noteLeftovers, retry, err))
 			} else {
 				retry, retryAt, leftNote = 0, time.Time{}, ""
 			}
 		}
+		if w.routesWanted(roles.Latest(), podRange.Latest()) && !w.dirty && !w.leftToRemove(true) {
+			log.Info("routing to the workers' Pods for KubernetesController", zap.Stringer("because", why), zap.Stringer("podRange", podRange.Latest()))
+			return w.runRoutes(ctx, podRange.Latest())
+		}
 		if !st.Held {
 			st.Note = leftNote
+			if st.Note == "" && keepNetwork && !podRange.Latest().IsValid() {
+				st.Note = noteNoRoutesRange
+			}
 		}
 		log.Info("not running the Kubernetes node", zap.Stringer("because", why), zap.Bool("held", st.Held), zap.String("note", st.Note))
 		w.status.Set(st)
@@ -304,7 +325,10 @@ type cleanupStep struct {
 	name string
 	// gate: the steps after it wait until it succeeds.
 	gate bool
-	run  func(ctx context.Context) error
+	// podNetwork marks the pod network's step: a node that routes to
+	// Pods for KubernetesController alone (runRoutes) keeps it.
+	podNetwork bool
+	run        func(ctx context.Context) error
 }
 
 // leftoverSteps are what running the role on rt leaves on the machine once
@@ -323,7 +347,7 @@ func leftoverSteps(rt *KubernetesRuntime) []cleanupStep {
 	}
 	return []cleanupStep{
 		{name: "the Kubernetes node's processes", gate: true, run: func(context.Context) error { return nodeStopped(rt.Cgroup) }},
-		{name: "the pod network's WireGuard device and routes", run: func(context.Context) error { return clusternet.Clear(clusternet.Config{}) }},
+		{name: "the pod network's WireGuard device and routes", podNetwork: true, run: func(context.Context) error { return clusternet.Clear(clusternet.Config{}) }},
 		{name: "the nftables tables of kube-proxy and host ports", run: func(ctx context.Context) error {
 			return proxy.DeleteTables(ctx, rt.BinDir, append(proxy.Tables(), kubelet.HostPortTable))
 		}},
@@ -354,8 +378,11 @@ func nodeStopped(cgroup string) error {
 // removeLeftovers removes what the role left (w.left, taken from
 // w.leftovers when the machine is dirty), each step in turn, and keeps
 // those that failed (and the ones after a failed gate) for the next try;
-// it returns the failures, each with its step's name.
-func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context) error {
+// it returns the failures, each with its step's name. With keepNetwork
+// (the node routes to Pods for KubernetesController, and takes the pod
+// network over as it is) the pod network's step is kept, not run, for
+// when the node no longer routes.
+func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context, keepNetwork bool) error {
 	log := supervisor.Logger(ctx)
 	if w.dirty {
 		w.left, w.dirty = slices.Clone(w.leftovers), false
@@ -363,6 +390,10 @@ func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context) error {
 	var failed []cleanupStep
 	var errs []error
 	for i, s := range w.left {
+		if keepNetwork && s.podNetwork {
+			failed = append(failed, s)
+			continue
+		}
 		err := s.run(ctx)
 		if err == nil {
 			log.Info("removed what the KubernetesWorker role left", zap.String("what", s.name))
@@ -405,6 +436,99 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 	return ""
 }
 
+// leftToRemove says whether steps are left to remove (w.left), not
+// counting the pod network's with keepNetwork.
+func (w *workerKubernetesWorker) leftToRemove(keepNetwork bool) bool {
+	return slices.ContainsFunc(w.left, func(s cleanupStep) bool { return !keepNetwork || !s.podNetwork })
+}
+
+// routesHeld says whether the node holds what routing to Pods for
+// KubernetesController needs but for a pod range (routesWanted): it then
+// keeps the pod network it has, and waits for its range.
+func (w *workerKubernetesWorker) routesHeld(roles *cpb.Roles) bool {
+	return roles.GetKubernetesWorker() == nil && roles.GetKubernetesController() != nil && w.cfg.Runtime != nil
+}
+
+// routesWanted says whether the node, not holding KubernetesWorker, routes
+// to the workers' Pods all the same (runRoutes): it holds
+// KubernetesController, whose apiserver calls webhooks, aggregated APIs
+// and pods' and services' proxies served by Pods, has a container runtime
+// (which is to say the machine's network is the node's own: a VM node),
+// and has a pod range from the curator, whose first address is its end
+// of the tunnel (clusternet's tunnelAddress).
+func (w *workerKubernetesWorker) routesWanted(roles *cpb.Roles, podRange netip.Prefix) bool {
+	return w.routesHeld(roles) && podRange.IsValid()
+}
+
+// runRoutes runs the pod network alone (clusternet.Run as a child,
+// "podnetwork"), for a node that holds KubernetesController without
+// KubernetesWorker (routesWanted): routes to every worker's pod range,
+// over WireGuard from the first address of the node's own range, so that
+// the apiserver here reaches Pods and Pods' answers come back to it; the
+// workers route the node's range to it in turn. No Pod runs here, so no
+// egress rule is written. It reports the pod network in the status
+// (Held false, PodRoutes set) until routesWanted no longer holds or the
+// pod range changes; it then returns errKubernetesWorkerStop, and what it
+// set up stays for runNode to take over, or for the next run to remove.
+func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.Prefix) error {
+	w.runningPodRange = podRange
+	// Whatever happens from here, the pod network may be the node's to
+	// remove once it no longer routes.
+	w.dirty = true
+	log := supervisor.Logger(ctx)
+	key, err := w.loadKey(&KubernetesWorkerStatus{PodRoutes: true})
+	if err != nil {
+		return err
+	}
+	// Until the next run says otherwise: the routes' child has stopped.
+	supervisor.Cleanup(ctx, func() { w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: noteStopped}) })
+	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
+	netStatus.Set(nil) // nil until the pod network's first attempt
+	netCfg := clusternet.Config{
+		PrivateKey: key, Address: w.address, PodCIDR: podRange,
+		MTU: w.podMTU(log), Peers: w.peers, Status: netStatus,
+	}
+	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
+		return err
+	}
+	supervisor.Signal(ctx, supervisor.SignalHealthy)
+	in := w.Inputs()
+	defer in.Close()
+	roles := Input(in, w.localRoles, notNil)
+	podRanges := Input(in, w.podRange, nil)
+	podNetwork := Input(in, event.ValueWatch[*clusternet.Status](netStatus), nil)
+	for {
+		why, err := in.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		if r := podRanges.Latest(); !w.routesWanted(roles.Latest(), r) || r != podRange {
+			log.Info("no longer routing to Pods for KubernetesController alone", zap.Stringer("because", why), zap.Stringer("podRange", r))
+			return errKubernetesWorkerStop
+		}
+		w.status.Set(routesStatus(podNetwork.Latest()))
+	}
+}
+
+// routesStatus is the status of a node that routes to Pods for
+// KubernetesController alone (runRoutes), from what the pod network says
+// (nil until its first attempt).
+func routesStatus(net *clusternet.Status) *KubernetesWorkerStatus {
+	return &KubernetesWorkerStatus{PodRoutes: true, NetworkPeers: net.PeerIDs(), NetworkInSync: net != nil && net.InSync, Note: truncateNote(podNetworkNote(net))}
+}
+
+// podNetworkNote says why the pod network (nil until its first attempt)
+// is not in line with the peers; "" when it is.
+func podNetworkNote(net *clusternet.Status) string {
+	switch {
+	case net == nil:
+		return "the pod network has not configured the kernel yet"
+	case net.LastError != "":
+		return "the pod network is not in line with the peers: " + net.LastError
+	}
+	return ""
+}
+
 // podMTU is the MTU of the WireGuard device and of every Pod on this node:
 // the cluster link's less WireGuard's overhead, so that a Pod's packet to
 // another node crosses the tunnel whole, and a larger link (jumbo frames)
@@ -421,6 +545,23 @@ func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
 	return mtu
 }
 
+// loadKey loads the pod network's WireGuard key (made if there is none);
+// when it cannot be used, the status becomes st with a note naming the
+// key file and what is wrong, and the error says so too.
+func (w *workerKubernetesWorker) loadKey(st *KubernetesWorkerStatus) (clusternet.Key, error) {
+	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	if err != nil {
+		note := err.Error()
+		if !strings.Contains(note, w.keyFile) {
+			note = w.keyFile + ": " + note
+		}
+		st.Note = truncateNote(noteNoKey + note)
+		w.status.Set(st)
+		return key, fmt.Errorf("the pod network's WireGuard key: %w", err)
+	}
+	return key, nil
+}
+
 // runNode asks the curator for credentials, runs the Kubernetes node as a
 // child ("node") and reports its status until the role goes; it then
 // returns errKubernetesWorkerStop.
@@ -431,14 +572,9 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	// used would end the run once containerd and the kubelet run, and
 	// every retry would kill every container. Nothing runs until it can
 	// be (a file an operator must mend: the supervisor's backoff retries).
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
+	key, err := w.loadKey(&KubernetesWorkerStatus{Held: true})
 	if err != nil {
-		note := err.Error()
-		if !strings.Contains(note, w.keyFile) {
-			note = w.keyFile + ": " + note
-		}
-		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote(noteNoKey + note)})
-		return fmt.Errorf("the pod network's WireGuard key: %w", err)
+		return err
 	}
 	w.status.Set(&KubernetesWorkerStatus{Held: true, Note: noteStarting})
 	keys, err := newKubeletKeys()
@@ -625,10 +761,8 @@ func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status, net *cluste
 		st.Note = "the DNS server does not run: " + dns.Note
 	case !s.NodeReady:
 		st.Note = s.NodeNote
-	case net == nil:
-		st.Note = "the pod network has not configured the kernel yet"
-	case net.LastError != "":
-		st.Note = "the pod network is not in line with the peers: " + net.LastError
+	default:
+		st.Note = podNetworkNote(net)
 	}
 	st.Note = truncateNote(st.Note)
 	return st

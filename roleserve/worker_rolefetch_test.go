@@ -25,9 +25,10 @@ func savedRoles(t *testing.T, f localstorage.File) *cpb.Roles {
 }
 
 var (
-	consensusRoles = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
-	workerRoles    = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
-	noRoles        = &cpb.Roles{}
+	consensusRoles  = &cpb.Roles{ConsensusMember: &cpb.ConsensusMemberRole{}}
+	workerRoles     = &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}
+	controllerRoles = &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}
+	noRoles         = &cpb.Roles{}
 )
 
 // runRoleFetch runs the rolefetch worker for the test over file, with a

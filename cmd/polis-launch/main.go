@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		o.Images = append(o.Images, im)
 		return nil
 	})
-	fs.Func("pod-range", "the cluster's pod range, out of which each worker node gets its own (default: "+curator.DefaultPodRange.String()+"); it must not overlap the nodes' network; not with --restore-backup, whose cluster keeps the backup's", func(v string) error {
+	fs.Func("pod-range", "the cluster's pod range, out of which each Kubernetes worker and controller node gets its own (default: "+curator.DefaultPodRange.String()+"); it must not overlap the nodes' network; not with --restore-backup, whose cluster keeps the backup's", func(v string) error {
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
 			return fmt.Errorf("want a prefix such as %s: %w", curator.DefaultPodRange, err)
@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		o.PodRange = p
 		return nil
 	})
-	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each worker node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+"); not with --restore-backup, whose cluster keeps the backup's")
+	fs.IntVar(&o.PodNodePrefixLength, "pod-node-prefix", 0, "the prefix length of each Kubernetes node's pod range (0: "+strconv.Itoa(curator.DefaultNodePodPrefixLength)+"); not with --restore-backup, whose cluster keeps the backup's")
 	fs.StringVar(&o.RestoreBackup, "restore-backup", "", "restore a cluster from this backup (polisctl cluster backup) instead of bootstrapping one: the first node becomes its single consensus member, the others join it, and the cluster keeps the backup's pod network; --config must be the polisctl configuration of the cluster it was taken from (its owner key decrypts the backup; with --vm, the launcher decrypts it and gives the first VM the snapshot alone)")
 	cpus := fs.Int("cpus", 0, "with --vm: each VM's vCPUs, 1 to 64 (0: 1, or 2 with --kubernetes); under TCG each is a host thread")
 	capture := fs.String("capture", "", "with --vm: write every frame that crosses the cluster switch to this file, as pcap (for tcpdump or Wireshark; mode 0600, since it holds whatever the nodes send in clear)")

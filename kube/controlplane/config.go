@@ -139,6 +139,12 @@ func (c Config) apiserverArgs() []string {
 		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--allow-privileged=false",
 		"--profiling=false",
+		// Aggregated APIs and admission webhooks behind a Service are
+		// called at one of the Service's endpoints (a Pod's address),
+		// which the node's pod network routes, rather than at the
+		// ClusterIP, which only a worker's kube-proxy translates: a
+		// controller runs none.
+		"--enable-aggregator-routing=true",
 	}
 	if c.Address.IsLoopback() {
 		args = append(args, "--endpoint-reconciler-type=none")

@@ -19,8 +19,10 @@ import (
 
 // A Node's spec.podCIDR is the pod range the curator gave its Polis node:
 // set by the controller node's agent (the kubelet may not change its own
-// Node's spec) once both exist, in whichever order they come; a Node no
-// Polis node stands behind keeps an empty one.
+// Node's spec) once both exist; a Node no Polis node stands behind keeps
+// an empty one. Here the range comes first (the node got it with
+// KubernetesController, before its Node exists); kube/controller's own
+// tests take the Node first too.
 func TestNodePodCIDR(t *testing.T) {
 	c := startController(t)
 	st := c.waitKube(t, "ready", ready)
@@ -40,8 +42,8 @@ func TestNodePodCIDR(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
 
-	// The Nodes first (as a kubelet registers before its node is given
-	// the role, or after), then the range.
+	// The Nodes, after the range; KubernetesWorker keeps the range the
+	// node has.
 	for _, name := range []string{"not-a-polis-node", c.id} {
 		call(t, hc, http.MethodPost, server+"/api/v1/nodes", `{"apiVersion":"v1","kind":"Node","metadata":{"name":"`+name+`"}}`, http.StatusCreated)
 	}
@@ -58,7 +60,7 @@ func TestNodePodCIDR(t *testing.T) {
 	}
 	want := resp.Nodes[0].GetNetwork().GetPodRange()
 	if want == "" {
-		t.Fatalf("the worker got no pod range: %v", resp.Nodes[0])
+		t.Fatalf("the controller, now a worker, has no pod range: %v", resp.Nodes[0])
 	}
 
 	podCIDR := func(name string) (string, []string) {

@@ -52,15 +52,17 @@ var proxyLine = regexp.MustCompile(`proxy into the cluster network \S+: (http://
 // through the apiserver; each reaches the other by Pod IP across the
 // workers, and the launcher's capture of the wire never shows the marker
 // they send (WireGuard); a Service in front of both is reached by its DNS
-// names (checkServicesByName); round trips and throughput between the
-// workers are measured (vmnetwork_test.go). Then, on the same cluster
+// names (checkServicesByName); the controller, no worker, routes to the
+// Pods, so its apiserver's proxies reach them (checkControllerReachesPods);
+// round trips and throughput between the workers are measured
+// (vmnetwork_test.go). Then, on the same cluster
 // (vmworker_test.go): a worker's kubelet credentials are held to its own
 // Node and Pods, label changes in Polis reach the Node, KubernetesWorker
 // taken from a worker leaves nothing running and given back brings its
 // Node and Pod back, a rebooted worker comes back Ready with its Pod
 // running, its pod range unchanged and its Pod reached by Pod IP from the
-// other worker; last, a worker decommissioned stops being the other's
-// WireGuard peer, and deleted, gives its pod range back to the pool. It
+// other worker; last, a worker decommissioned stops being a WireGuard
+// peer of the other worker and of the controller, and is deleted. It
 // needs qemu (skipped without it, outside CI).
 func TestVMClusterRunsPods(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
@@ -235,6 +237,9 @@ func TestVMClusterRunsPods(t *testing.T) {
 	}
 
 	c := &vmCluster{dir: dir, bin: bin, config: config, owner: owner, proxy: proxy, cs: cs, ids: ids, workers: []string{"node2", "node3"}, tryKubectl: tryKubectl, kubectl: kubectl}
+	// The controller, no worker, routes to the Pods: its apiserver's
+	// proxies reach them.
+	c.checkControllerReachesPods(ctx, t, "node1", list.Items)
 	for _, w := range c.workers {
 		c.checkServicesWeighted(t, w)
 	}
@@ -250,7 +255,7 @@ func TestVMClusterRunsPods(t *testing.T) {
 	c.checkRoleTakenAway(ctx, t, "node3", tryKubectl)
 	c.checkReboot(ctx, t, "node2", "node3")
 	// Last, as it leaves the cluster without node3: node3 decommissioned
-	// and deleted, its range given to node1 next.
+	// and deleted, no peer of node2 nor of the controller.
 	c.checkWorkerRemoved(ctx, t, "node3", "node2", "node1")
 }
 

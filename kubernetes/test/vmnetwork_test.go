@@ -2,13 +2,17 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -319,41 +323,72 @@ func (c *vmCluster) logRoutesOn(ctx context.Context, t *testing.T, vm, what, met
 }
 
 // checkWorkerRemoved decommissions worker vm and deletes it: it stops being
-// a WireGuard peer of the other worker (its status and graph), and its pod
-// range goes back to the pool: spare, given KubernetesWorker next, gets
-// it (ranges are given lowest first, and only the two workers' were ever
-// given). It also times spare, a new worker, becoming a peer of other.
-// It leaves the cluster without vm: the test's last phase.
-func (c *vmCluster) checkWorkerRemoved(ctx context.Context, t *testing.T, vm, other, spare string) {
-	id, spareID := c.ids[vm], c.nodeIDOf(t, spare)
-	c.waitPeers(ctx, t, other, vm)
-	nodes := c.nodeStatuses(t)
-	removed := nodes[id].GetNetwork().GetPodRange()
-	if removed == "" {
+// a WireGuard peer of the other worker and of the controller (their
+// statuses and graphs), and its record is gone with polisctl node delete
+// (its pod range with it: the curator's tests check the range's return to
+// the pool, which no node of this cluster is left to take). It leaves the
+// cluster without vm: the test's last phase.
+func (c *vmCluster) checkWorkerRemoved(ctx context.Context, t *testing.T, vm, other, controller string) {
+	id := c.ids[vm]
+	c.nodeIDOf(t, controller)
+	c.waitPeers(ctx, t, other, vm, controller)
+	c.waitPeers(ctx, t, controller, vm, other)
+	if c.nodeStatuses(t)[id].GetNetwork().GetPodRange() == "" {
 		t.Fatalf("%s has no pod range before its removal", vm)
 	}
 	asked := time.Now()
 	polisctlRun(t, c.bin, c.config, "node", "decommission", id)
-	c.waitPeers(ctx, t, other)
+	c.waitPeers(ctx, t, other, controller)
 	t.Logf("%s decommissioned → no WireGuard peer of %s (its status and graph): %v", vm, other, time.Since(asked).Round(100*time.Millisecond))
 	c.logRoutesOn(ctx, t, other, vm+" decommissioned", "DecommissionNode", asked)
+	c.waitPeers(ctx, t, controller, other)
 
 	polisctlRun(t, c.bin, c.config, "node", "delete", id)
 	if _, ok := c.nodeStatuses(t)[id]; ok {
 		t.Fatalf("%s is still listed after polisctl node delete", vm)
 	}
-	if spareRange := nodes[spareID].GetNetwork().GetPodRange(); spareRange != "" {
-		t.Fatalf("%s already has pod range %s; it must get one now for this check", spare, spareRange)
+}
+
+// checkControllerReachesPods checks that controller, which holds
+// KubernetesController without KubernetesWorker, routes to both workers'
+// Pods (its status and graph name both workers as peers, in sync), so that
+// its apiserver reaches them: its proxy to each demo Pod, at the Pod's
+// address, is answered by that Pod, and its proxy to the demo Service by a
+// replica (at one of the Service's endpoints: the controller runs no
+// kube-proxy). The requests carry a marker in their path, which the
+// launcher's capture of the wire must not hold: the controller's traffic
+// to Pods goes through the tunnel too. It logs how long the first answer
+// took.
+func (c *vmCluster) checkControllerReachesPods(ctx context.Context, t *testing.T, controller string, pods []corev1.Pod) {
+	c.nodeIDOf(t, controller)
+	c.waitPeers(ctx, t, controller, c.workers...)
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
 	}
-	asked = time.Now()
-	polisctlRun(t, c.bin, c.config, "node", "add-role", spareID, "kubernetes-worker")
-	if got := c.nodeStatuses(t)[spareID].GetNetwork().GetPodRange(); got != removed {
-		t.Errorf("%s, given KubernetesWorker after %s was deleted, got pod range %q, want %s's %s back from the pool (the lowest free range)", spare, vm, got, vm, removed)
+	marker := "polis-controller-marker-" + hex.EncodeToString(b[:])
+	// Each try takes the apiserver's dial timeout when nothing answers.
+	proxied, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	for _, p := range pods {
+		waitList(proxied, t, "the apiserver's proxy to Pod "+p.Name, func() (bool, string, error) {
+			out, err := c.cs.CoreV1().Pods("default").ProxyGet("http", p.Name, strconv.Itoa(demoimage.Port), "/"+marker, nil).DoRaw(proxied)
+			return err == nil && strings.Contains(string(out), "hello from "+p.Name), fmt.Sprintf("%q (%v)", out, err), nil
+		})
 	}
-	// spare, UP with its key published, is a peer as soon as it holds
-	// the role and a range: a new worker, routed on other.
-	c.waitPeers(ctx, t, other, spare)
-	c.logRoutesOn(ctx, t, other, spare+" given KubernetesWorker (a new worker)", "UpdateNodeRoles", asked)
+	t.Logf("the apiserver on %s reached both demo Pods through its proxy: %v", controller, time.Since(start).Round(100*time.Millisecond))
+	waitList(proxied, t, "the apiserver's proxy to the demo Service", func() (bool, string, error) {
+		out, err := c.cs.CoreV1().Services("default").ProxyGet("http", "demo", "80", "/"+marker, nil).DoRaw(proxied)
+		return err == nil && strings.Contains(string(out), "hello from demo-"), fmt.Sprintf("%q (%v)", out, err), nil
+	})
+	data, err := os.ReadFile(filepath.Join(c.dir, "wire.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(marker)) {
+		t.Errorf("the marker of the apiserver's requests to Pods crossed the wire in clear (capture %s)", filepath.Join(c.dir, "wire.pcap"))
+	}
 }
 
 // nodeIDOf is vm's Polis node ID, from its address (10.77.0.N for nodeN).

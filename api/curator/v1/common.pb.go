@@ -416,8 +416,8 @@ func (x *NodeNetwork) GetWireguardPublicKey() []byte {
 }
 
 // PodNetwork is the cluster's pod network: the range out of which every
-// worker node gets its own pod range. It is chosen at bootstrap and never
-// changes.
+// node holding KubernetesWorker or KubernetesController gets its own pod
+// range. It is chosen at bootstrap and never changes.
 type PodNetwork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The cluster's pod range, an IPv4 prefix in CIDR form with no host bits
@@ -1113,9 +1113,10 @@ type KubernetesStatus struct {
 	// Whether the node's DNS server (CoreDNS) runs on the node
 	// (KubernetesWorker).
 	DnsRunning bool `protobuf:"varint,10,opt,name=dns_running,json=dnsRunning,proto3" json:"dns_running,omitempty"`
-	// How many other worker nodes the node's kernel routes pod traffic to,
-	// over WireGuard (one peer and one route each), as the node's pod
-	// network last configured it (KubernetesWorker). Which nodes they are
+	// How many other nodes the node's kernel routes pod traffic to, over
+	// WireGuard (one peer and one route each), as the node's pod network
+	// last configured it (KubernetesWorker, or KubernetesController without
+	// it on a VM node, for its apiserver). Which nodes they are
 	// is in the node's role server graph (polisctl node graph), as the
 	// count alone keeps the status small in a large cluster.
 	NetworkPeers uint32 `protobuf:"varint,11,opt,name=network_peers,json=networkPeers,proto3" json:"network_peers,omitempty"`

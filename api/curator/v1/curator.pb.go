@@ -212,7 +212,8 @@ func (x *WatchNetworkPeersResponse) GetClusterPodRange() string {
 	return ""
 }
 
-// NetworkPeer is another worker node on the pod network.
+// NetworkPeer is another Kubernetes node (a worker, or a controller,
+// whose apiserver reaches Pods) on the pod network.
 type NetworkPeer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The peer's node ID.

@@ -210,7 +210,7 @@ type CuratorServiceClient interface {
 	GetOwnerKey(ctx context.Context, in *GetOwnerKeyRequest, opts ...grpc.CallOption) (*GetOwnerKeyResponse, error)
 	// SetWireGuardKey publishes the public half of the calling node's
 	// WireGuard key, which the node makes and keeps on its own disk; the
-	// other worker nodes learn it from WatchNetworkPeers and encrypt their
+	// other Kubernetes nodes learn it from WatchNetworkPeers and encrypt their
 	// pod traffic to this node with it. A node sets only its own key: the
 	// request names no node, the caller's certificate does. Setting the key
 	// the record already holds changes nothing.
@@ -239,7 +239,8 @@ type CuratorServiceClient interface {
 	GetClusterPart(ctx context.Context, in *GetClusterPartRequest, opts ...grpc.CallOption) (*GetClusterPartResponse, error)
 	// WatchNetworkPeers streams what the calling node needs to reach the pods
 	// of every other node: its own pod range, and every other UP node that
-	// holds KubernetesWorker, has a pod range and reports an address, with
+	// holds KubernetesWorker or KubernetesController, has a pod range and
+	// reports an address, with
 	// that address, its pod range and its WireGuard public key. Each message
 	// is the whole current list, not a change; one is sent at once and then
 	// each time the list changes (a node gets or loses the role, changes its
@@ -628,7 +629,7 @@ type CuratorServiceServer interface {
 	GetOwnerKey(context.Context, *GetOwnerKeyRequest) (*GetOwnerKeyResponse, error)
 	// SetWireGuardKey publishes the public half of the calling node's
 	// WireGuard key, which the node makes and keeps on its own disk; the
-	// other worker nodes learn it from WatchNetworkPeers and encrypt their
+	// other Kubernetes nodes learn it from WatchNetworkPeers and encrypt their
 	// pod traffic to this node with it. A node sets only its own key: the
 	// request names no node, the caller's certificate does. Setting the key
 	// the record already holds changes nothing.
@@ -657,7 +658,8 @@ type CuratorServiceServer interface {
 	GetClusterPart(context.Context, *GetClusterPartRequest) (*GetClusterPartResponse, error)
 	// WatchNetworkPeers streams what the calling node needs to reach the pods
 	// of every other node: its own pod range, and every other UP node that
-	// holds KubernetesWorker, has a pod range and reports an address, with
+	// holds KubernetesWorker or KubernetesController, has a pod range and
+	// reports an address, with
 	// that address, its pod range and its WireGuard public key. Each message
 	// is the whole current list, not a change; one is sent at once and then
 	// each time the list changes (a node gets or loses the role, changes its

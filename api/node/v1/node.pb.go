@@ -193,7 +193,8 @@ type ClusterConfiguration struct {
 	// database on its own disk. Optional: unset, one every hour, the last
 	// six kept.
 	ConsensusSnapshots *v1.SnapshotPolicy `protobuf:"bytes,2,opt,name=consensus_snapshots,json=consensusSnapshots,proto3" json:"consensus_snapshots,omitempty"`
-	// The cluster's pod range, out of which each worker node gets its own.
+	// The cluster's pod range, out of which each Kubernetes worker and
+	// controller node gets its own.
 	// Optional: unset, 10.244.0.0/14 in a /24 per node
 	// (curator.DefaultPodRange). It must not overlap the nodes' own network.
 	PodNetwork    *v1.PodNetwork `protobuf:"bytes,3,opt,name=pod_network,json=podNetwork,proto3" json:"pod_network,omitempty"`
