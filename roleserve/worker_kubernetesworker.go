@@ -156,7 +156,9 @@ const (
 // aggregated APIs and the proxies to Pods and Services; the leftovers of
 // an earlier worker role are removed first, but for the pod network,
 // which it takes over as it is, as runNode does when the node becomes a
-// worker.
+// worker. A controller that holds KubernetesWorker too, blocked (no
+// labels or curator yet, no cgroup v2, no bundle), routes nothing until
+// the worker runs: the device it had stays as it was, unreconciled.
 type workerKubernetesWorker struct {
 	*Worker
 	cfg     KubernetesConfig
