@@ -138,12 +138,10 @@ func TestPodRanges(t *testing.T) {
 	}
 }
 
-// exhaustedPodRanges starts a test cluster whose pod network,
-// 10.250.0.0/23 of /24s, holds two node ranges, and gives both to two
-// workers: the pool is empty.
-func exhaustedPodRanges(t *testing.T) (*testCluster, cpb.ManagementServiceClient) {
+// useSmallPodNetwork makes the cluster's pod network 10.250.0.0/23 in /24s:
+// two node ranges in all.
+func (c *testCluster) useSmallPodNetwork(t *testing.T) {
 	t.Helper()
-	c := newTestCluster(t)
 	small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +149,15 @@ func exhaustedPodRanges(t *testing.T) (*testCluster, cpb.ManagementServiceClient
 	if _, err := c.etcd.Put(ctxT(t), podNetworkKey, string(small)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// exhaustedPodRanges starts a test cluster whose pod network,
+// 10.250.0.0/23 of /24s, holds two node ranges, and gives both to two
+// workers: the pool is empty.
+func exhaustedPodRanges(t *testing.T) (*testCluster, cpb.ManagementServiceClient) {
+	t.Helper()
+	c := newTestCluster(t)
+	c.useSmallPodNetwork(t)
 	m := c.management()
 	for range 2 {
 		id := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
@@ -331,13 +338,7 @@ func TestPodRangeGrantWaitsForMembershipChange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTestCluster(t)
-			small, err := proto.Marshal(&cpb.PodNetwork{ClusterRange: "10.250.0.0/23", NodePrefixLength: 24})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.etcd.Put(ctxT(t), podNetworkKey, string(small)); err != nil {
-				t.Fatal(err)
-			}
+			c.useSmallPodNetwork(t)
 			m := c.management()
 			taken := c.seedNode(cpb.NodeState_NODE_STATE_UP).node.Id
 			if _, err := m.UpdateNodeRoles(ctxT(t), &cpb.UpdateNodeRolesRequest{NodeId: taken, KubernetesWorker: proto.Bool(true)}); err != nil {

@@ -484,13 +484,9 @@ func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.P
 	}
 	// Until the next run says otherwise: the routes' child has stopped.
 	supervisor.Cleanup(ctx, func() { w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: noteStopped}) })
-	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
-	netStatus.Set(nil) // nil until the pod network's first attempt
-	netCfg := clusternet.Config{
-		PrivateKey: key, Address: w.address, PodCIDR: podRange,
-		MTU: w.podMTU(log), Peers: w.peers, Status: netStatus,
-	}
-	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
+	// No Pods here: no egress rule (ClusterPodRange unset).
+	netStatus, err := w.startPodNetwork(ctx, clusternet.Config{PrivateKey: key, PodCIDR: podRange, MTU: w.podMTU(log)})
+	if err != nil {
 		return err
 	}
 	supervisor.Signal(ctx, supervisor.SignalHealthy)
@@ -545,6 +541,20 @@ func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
 	mtu := clusternet.TunnelMTU(link)
 	log.Info("pod network MTU", zap.Int("mtu", mtu), zap.Int("clusterLinkMTU", link))
 	return mtu
+}
+
+// startPodNetwork runs the pod network (w.runPodNetwork) as the child
+// "podnetwork" with c, given the node's address, the peers and a status
+// value of its own, which it returns: nil until the pod network's first
+// attempt.
+func (w *workerKubernetesWorker) startPodNetwork(ctx context.Context, c clusternet.Config) (*memory.Value[*clusternet.Status], error) {
+	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
+	netStatus.Set(nil)
+	c.Address, c.Peers, c.Status = w.address, w.peers, netStatus
+	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, c) }); err != nil {
+		return nil, err
+	}
+	return netStatus, nil
 }
 
 // loadKey loads the pod network's WireGuard key (made if there is none);
@@ -635,13 +645,8 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	// The routes to the other workers' Pods, over WireGuard: beside the
 	// kubelet, for as long as it runs, with the node's own range (a
 	// changed range ends this run below).
-	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
-	netStatus.Set(nil) // nil until the pod network's first attempt
-	netCfg := clusternet.Config{
-		PrivateKey: key, Address: w.address, PodCIDR: podRange, ClusterPodRange: w.runningClusterPodRange,
-		MTU: podMTU, Peers: w.peers, Status: netStatus,
-	}
-	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, netCfg) }); err != nil {
+	netStatus, err := w.startPodNetwork(ctx, clusternet.Config{PrivateKey: key, PodCIDR: podRange, ClusterPodRange: w.runningClusterPodRange, MTU: podMTU})
+	if err != nil {
 		return err
 	}
 	services, err := w.nodeServices(issued)

@@ -750,12 +750,7 @@ func failUntil(fixed *atomic.Bool) func() error {
 // tried again, alone, until it succeeds, after which the status is clean
 // and nothing runs again.
 func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
-	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
-	v := NewValues()
-	v.ClusterPodRange.Set(testClusterPodRange)
-	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
-	w.leftoversRetry = 10 * time.Millisecond
+	w, v := leftoversWorker(t, "")
 	var log stepLog
 	var fixed atomic.Bool
 	w.leftovers = []cleanupStep{log.step("stopped", true, nil), log.step("pod network", false, failUntil(&fixed)), log.step("tables", false, nil), log.step("bridge", false, nil)}
@@ -802,12 +797,7 @@ func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
 // A failed gate (the node's processes not all gone) holds back every step
 // after it, which then all run once it succeeds.
 func TestKubernetesWorkerLeftoversGate(t *testing.T) {
-	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
-	v := NewValues()
-	v.ClusterPodRange.Set(testClusterPodRange)
-	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
-	w.leftoversRetry = 10 * time.Millisecond
+	w, v := leftoversWorker(t, "")
 	var log stepLog
 	var fixed atomic.Bool
 	w.leftovers = []cleanupStep{log.step("stopped", true, failUntil(&fixed)), log.step("pod network", false, nil)}
@@ -873,13 +863,7 @@ func TestLeftoverSteps(t *testing.T) {
 // rule: no Pods here), reports the peers, and once the controller role
 // goes the pod network stops and is removed too.
 func TestKubernetesWorkerRoutesForController(t *testing.T) {
-	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
-	v := NewValues()
-	v.ClusterPodRange.Set(testClusterPodRange)
-	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
-	w.leftoversRetry = 10 * time.Millisecond
-	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	w, v := leftoversWorker(t, "")
 	var log stepLog
 	network := log.step("pod network", false, nil)
 	network.podNetwork = true
@@ -971,13 +955,7 @@ func TestRoutesWanted(t *testing.T) {
 // the routes back, and if the role goes meanwhile, the pod network is
 // removed with the rest.
 func TestKubernetesWorkerControllerKeepsRoutesAcrossStart(t *testing.T) {
-	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
-	v := NewValues()
-	v.ClusterPodRange.Set(testClusterPodRange)
-	var g Graph
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
-	w.leftoversRetry = 10 * time.Millisecond
-	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	w, v := leftoversWorker(t, "")
 	var log stepLog
 	var fixed atomic.Bool
 	network := log.step("pod network", false, nil)
@@ -1022,16 +1000,11 @@ func TestKubernetesWorkerControllerKeepsRoutesAcrossStart(t *testing.T) {
 // A controller whose key cannot be used routes nothing and says why; when
 // the role goes, the pod network is removed all the same.
 func TestKubernetesWorkerControllerBadKey(t *testing.T) {
-	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
-	v := NewValues()
-	v.ClusterPodRange.Set(testClusterPodRange)
-	var g Graph
 	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
 	if err := os.WriteFile(keyFile, []byte("too short"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, keyFile)
-	w.leftoversRetry = 10 * time.Millisecond
+	w, v := leftoversWorker(t, keyFile)
 	var log stepLog
 	network := log.step("pod network", false, nil)
 	network.podNetwork = true
@@ -1056,4 +1029,22 @@ func TestKubernetesWorkerControllerBadKey(t *testing.T) {
 	if !slices.Contains(log.get(), "pod network") {
 		t.Errorf("steps %v: the pod network was not removed once the controller role went", log.get())
 	}
+}
+
+// leftoversWorker is a worker for the tests of what it removes and how it
+// routes for a controller: a runtime whose paths it never touches, the
+// cluster's pod range known, quick retries, a 1500-byte cluster link, and
+// its WireGuard key in keyFile (a new file if "").
+func leftoversWorker(t *testing.T, keyFile string) (*workerKubernetesWorker, *Values) {
+	t.Helper()
+	rt := &KubernetesRuntime{BinDir: "/b", CNIBinDir: "/c", PauseImage: "/p.tar", StateDir: "/s", RunDir: "/r"}
+	v := NewValues()
+	v.ClusterPodRange.Set(testClusterPodRange)
+	if keyFile == "" {
+		keyFile = filepath.Join(t.TempDir(), "wireguard.key")
+	}
+	w := newWorkerKubernetesWorker(&Graph{}, v, KubernetesConfig{Bundle: "/k", Runtime: rt}, kubeAddr, keyFile)
+	w.leftoversRetry = 10 * time.Millisecond
+	w.linkMTU = func(netip.Addr) (int, error) { return 1500, nil }
+	return w, v
 }
