@@ -1,22 +1,12 @@
 package roleserve
 
 import (
-	"cmp"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,12 +14,9 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event"
-	"github.com/polis-os/polis/event/memory"
-	"github.com/polis-os/polis/internal/cgroupdir"
 	"github.com/polis-os/polis/kube/dns"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/nodeservice"
-	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/kube/proxy"
 	"github.com/polis-os/polis/supervisor"
 )
@@ -107,18 +94,6 @@ const (
 	// A controller's routes to Pods (runRoutes), without a range.
 	noteNoRoutesRange = "no pod range from the curator (yet): this controller's apiserver reaches no Pod"
 	noteLeftovers     = "removing what the role left on the machine failed, trying again in %v: %v"
-)
-
-// Credentials renewal: at half their life, and a failed renewal is tried
-// again after renewRetry (the old ones still work until they expire); the
-// same renewal refreshes the apiservers early when none answers.
-const renewRetry = time.Minute
-
-// A failed removal of what the role left is tried again after
-// leftoversRetry, doubled at each failure up to leftoversRetryMax.
-const (
-	leftoversRetry    = 5 * time.Second
-	leftoversRetryMax = 5 * time.Minute
 )
 
 // workerKubernetesWorker runs the Kubernetes node (kube/kubelet:
@@ -321,98 +296,6 @@ func (w *workerKubernetesWorker) run(ctx context.Context) error {
 	}
 }
 
-// cleanupStep is one thing running the role leaves on the machine, and
-// how to remove it: idempotent, finding nothing to remove is no error.
-type cleanupStep struct {
-	name string
-	// gate: the steps after it wait until it succeeds.
-	gate bool
-	// podNetwork marks the pod network's step: a node that routes to
-	// Pods for KubernetesController alone (runRoutes) keeps it.
-	podNetwork bool
-	run        func(ctx context.Context) error
-}
-
-// leftoverSteps are what running the role on rt leaves on the machine once
-// the node has stopped, in the order they are removed: none without a
-// runtime (a process-mode node runs no Pods, and the machine's network is
-// not its own). The node's cgroup must be empty first: the rest would pull
-// the network from under Pods that still ran. The pod network's device
-// and routes (kept across an agent's restart), kube-proxy's nftables
-// tables (which would go on sending ClusterIPs to Pods long gone) and
-// portmap's, the Pods' bridge with its gateway address and route, and
-// CNI's state (host-local's reservations, cached results): Pods are
-// killed through their cgroup, so CNI DEL never ran for them.
-func leftoverSteps(rt *KubernetesRuntime) []cleanupStep {
-	if rt == nil {
-		return nil
-	}
-	return []cleanupStep{
-		{name: "the Kubernetes node's processes", gate: true, run: func(context.Context) error { return nodeStopped(rt.Cgroup) }},
-		{name: "the pod network's WireGuard device and routes", podNetwork: true, run: func(context.Context) error { return clusternet.Clear(clusternet.Config{}) }},
-		{name: "the nftables tables of kube-proxy and host ports", run: func(ctx context.Context) error {
-			return proxy.DeleteTables(ctx, rt.BinDir, append(proxy.Tables(), kubelet.HostPortTable))
-		}},
-		{name: "the Pods' bridge " + kubelet.Bridge, run: func(context.Context) error { return kubelet.DeleteBridge() }},
-		{name: "the Pods' CNI state", run: func(context.Context) error { return kubelet.RemoveCNIState(kubelet.CNIStateDir) }},
-	}
-}
-
-// nodeStopped fails while processes are left in the Kubernetes node's
-// cgroup (kubelet.Config.Cgroup; none in tests): the runner's stop killed
-// them all, and the kernel's word for it is checked, not assumed.
-func nodeStopped(cgroup string) error {
-	if cgroup == "" {
-		return nil
-	}
-	populated, err := cgroupdir.Populated(cgroup)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case populated:
-		return fmt.Errorf("processes are left in %s", cgroup)
-	}
-	return nil
-}
-
-// removeLeftovers removes what the role left (w.left, taken from
-// w.leftovers when the machine is dirty), each step in turn, and keeps
-// those that failed (and the ones after a failed gate) for the next try;
-// it returns the failures, each with its step's name. With keepNetwork
-// (the node routes to Pods for KubernetesController, and takes the pod
-// network over as it is) the pod network's step is kept, not run, for
-// when the node no longer routes.
-func (w *workerKubernetesWorker) removeLeftovers(ctx context.Context, keepNetwork bool) error {
-	log := supervisor.Logger(ctx)
-	if w.dirty {
-		w.left, w.dirty = slices.Clone(w.leftovers), false
-	}
-	var failed []cleanupStep
-	var errs []error
-	for i, s := range w.left {
-		if keepNetwork && s.podNetwork {
-			failed = append(failed, s)
-			continue
-		}
-		err := s.run(ctx)
-		if err == nil {
-			log.Info("removed what the KubernetesWorker role left", zap.String("what", s.name))
-			continue
-		}
-		log.Warn("removing what the KubernetesWorker role left", zap.String("what", s.name), zap.Error(err))
-		failed = append(failed, s)
-		errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
-		if s.gate {
-			failed = append(failed, w.left[i+1:]...)
-			break
-		}
-	}
-	w.left = failed
-	return errors.Join(errs...)
-}
-
 // blocked says why a held KubernetesWorker cannot run now; "" if it can
 // (or is not held).
 func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels map[string]string, podRange netip.Prefix) string {
@@ -436,142 +319,6 @@ func (w *workerKubernetesWorker) blocked(held bool, m *ClusterMembership, labels
 		return notePodRange
 	}
 	return ""
-}
-
-// leftToRemove says whether steps are left to remove (w.left), not
-// counting the pod network's with keepNetwork.
-func (w *workerKubernetesWorker) leftToRemove(keepNetwork bool) bool {
-	return slices.ContainsFunc(w.left, func(s cleanupStep) bool { return !keepNetwork || !s.podNetwork })
-}
-
-// routesHeld says whether the node holds what routing to Pods for
-// KubernetesController needs but for a pod range (routesWanted): it then
-// keeps the pod network it has, and waits for its range.
-func (w *workerKubernetesWorker) routesHeld(roles *cpb.Roles) bool {
-	return roles.GetKubernetesWorker() == nil && roles.GetKubernetesController() != nil && w.cfg.Runtime != nil
-}
-
-// routesWanted says whether the node, not holding KubernetesWorker, routes
-// to the workers' Pods all the same (runRoutes): it holds
-// KubernetesController, whose apiserver calls webhooks, aggregated APIs
-// and pods' and services' proxies served by Pods, has a container runtime
-// (which is to say the machine's network is the node's own: a VM node),
-// and has a pod range from the curator, whose first address is its end
-// of the tunnel (clusternet's tunnelAddress).
-func (w *workerKubernetesWorker) routesWanted(roles *cpb.Roles, podRange netip.Prefix) bool {
-	return w.routesHeld(roles) && podRange.IsValid()
-}
-
-// runRoutes runs the pod network alone (clusternet.Run as a child,
-// "podnetwork"), for a node that holds KubernetesController without
-// KubernetesWorker (routesWanted): routes to every worker's pod range,
-// over WireGuard from the first address of the node's own range, so that
-// the apiserver here reaches Pods and Pods' answers come back to it; the
-// workers route the node's range to it in turn. No Pod runs here, so no
-// egress rule is written. It reports the pod network in the status
-// (Held false, PodRoutes set) until routesWanted no longer holds or the
-// pod range changes; it then returns errKubernetesWorkerStop, and what it
-// set up stays for runNode to take over, or for the next run to remove.
-func (w *workerKubernetesWorker) runRoutes(ctx context.Context, podRange netip.Prefix) error {
-	w.runningPodRange = podRange
-	// Whatever happens from here, the pod network may be the node's to
-	// remove once it no longer routes.
-	w.dirty = true
-	log := supervisor.Logger(ctx)
-	key, err := w.loadKey(&KubernetesWorkerStatus{PodRoutes: true})
-	if err != nil {
-		return err
-	}
-	// Until the next run says otherwise: the routes' child has stopped.
-	supervisor.Cleanup(ctx, func() { w.status.Set(&KubernetesWorkerStatus{PodRoutes: true, Note: noteStopped}) })
-	// No Pods here: no egress rule (ClusterPodRange unset).
-	netStatus, err := w.startPodNetwork(ctx, clusternet.Config{PrivateKey: key, PodCIDR: podRange, MTU: w.podMTU(log)})
-	if err != nil {
-		return err
-	}
-	supervisor.Signal(ctx, supervisor.SignalHealthy)
-	in := w.Inputs()
-	defer in.Close()
-	roles := Input(in, w.localRoles, notNil)
-	podRanges := Input(in, w.podRange, nil)
-	podNetwork := Input(in, event.ValueWatch[*clusternet.Status](netStatus), nil)
-	for {
-		why, err := in.Wait(ctx)
-		if err != nil {
-			return err
-		}
-		if r := podRanges.Latest(); !w.routesWanted(roles.Latest(), r) || r != podRange {
-			log.Info("no longer routing to Pods for KubernetesController alone", zap.Stringer("because", why), zap.Stringer("podRange", r))
-			return errKubernetesWorkerStop
-		}
-		w.status.Set(routesStatus(podNetwork.Latest()))
-	}
-}
-
-// routesStatus is the status of a node that routes to Pods for
-// KubernetesController alone (runRoutes), from what the pod network says
-// (nil until its first attempt).
-func routesStatus(net *clusternet.Status) *KubernetesWorkerStatus {
-	return &KubernetesWorkerStatus{PodRoutes: true, NetworkPeers: net.PeerIDs(), NetworkInSync: net != nil && net.InSync, Note: truncateNote(podNetworkNote(net))}
-}
-
-// podNetworkNote says why the pod network (nil until its first attempt)
-// is not in line with the peers; "" when it is.
-func podNetworkNote(net *clusternet.Status) string {
-	switch {
-	case net == nil:
-		return "the pod network has not configured the kernel yet"
-	case net.LastError != "":
-		return "the pod network is not in line with the peers: " + net.LastError
-	}
-	return ""
-}
-
-// podMTU is the MTU of the WireGuard device and of every Pod on this node:
-// the cluster link's less WireGuard's overhead, so that a Pod's packet to
-// another node crosses the tunnel whole, and a larger link (jumbo frames)
-// carries larger packets. clusternet's default (a 1500-byte link's) when
-// the link is not found.
-func (w *workerKubernetesWorker) podMTU(log *zap.Logger) int {
-	link, err := w.linkMTU(w.address)
-	if err != nil {
-		log.Warn("the cluster link's MTU is unknown: the pod network takes the default", zap.Int("mtu", clusternet.DefaultMTU), zap.Error(err))
-		return clusternet.DefaultMTU
-	}
-	mtu := clusternet.TunnelMTU(link)
-	log.Info("pod network MTU", zap.Int("mtu", mtu), zap.Int("clusterLinkMTU", link))
-	return mtu
-}
-
-// startPodNetwork runs the pod network (w.runPodNetwork) as the child
-// "podnetwork" with c, given the node's address, the peers and a status
-// value of its own, which it returns: nil until the pod network's first
-// attempt.
-func (w *workerKubernetesWorker) startPodNetwork(ctx context.Context, c clusternet.Config) (*memory.Value[*clusternet.Status], error) {
-	netStatus := &memory.Value[*clusternet.Status]{Name: clusternet.StatusName}
-	netStatus.Set(nil)
-	c.Address, c.Peers, c.Status = w.address, w.peers, netStatus
-	if err := supervisor.Run(ctx, "podnetwork", func(ctx context.Context) error { return w.runPodNetwork(ctx, c) }); err != nil {
-		return nil, err
-	}
-	return netStatus, nil
-}
-
-// loadKey loads the pod network's WireGuard key (made if there is none);
-// when it cannot be used, the status becomes st with a note naming the
-// key file and what is wrong, and the error says so too.
-func (w *workerKubernetesWorker) loadKey(st *KubernetesWorkerStatus) (clusternet.Key, error) {
-	key, err := clusternet.LoadOrCreateKey(w.keyFile)
-	if err != nil {
-		note := err.Error()
-		if !strings.Contains(note, w.keyFile) {
-			note = w.keyFile + ": " + note
-		}
-		st.Note = truncateNote(noteNoKey + note)
-		w.status.Set(st)
-		return key, fmt.Errorf("the pod network's WireGuard key: %w", err)
-	}
-	return key, nil
 }
 
 // runNode asks the curator for credentials, runs the Kubernetes node as a
@@ -708,51 +455,6 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 }
 
-// renew asks the curator for credentials and the apiservers' list; it
-// returns when to renew next. When the credentials are due (renewAt has
-// passed), the fresh ones go to the runner and the node services, which
-// restarts them. Before that (an early ask, for the list while no
-// apiserver answers) only the list goes to the runner's proxy: the
-// kubelet, kube-proxy and the DNS server keep running on credentials good
-// past renewAt, which is unchanged, since a restarted kubelet has no Pod
-// specs until an apiserver answers (it would stop restarting crashed
-// containers and running probes for as long as none does).
-func (w *workerKubernetesWorker) renew(ctx context.Context, m *ClusterMembership, keys *kubeletKeys, runner *kubelet.Runner, services *nodeServices, renewAt time.Time) time.Time {
-	log := supervisor.Logger(ctx)
-	due := !time.Now().Before(renewAt)
-	// A failed renewal is tried again after retry; a failed early ask
-	// leaves renewAt as it was (the next early ask is lastAsked's).
-	failed := renewAt
-	if due {
-		failed = time.Now().Add(w.retry)
-	}
-	if !hasCurator(m) {
-		log.Warn("cannot ask the curator for the kubelet's credentials: no curator", zap.Bool("due", due))
-		return failed
-	}
-	issued, err := w.issue(ctx, m, keys)
-	switch {
-	case err != nil:
-	case !due:
-		err = runner.SetAPIServers(issued.servers)
-	default:
-		err = runner.Renew(issued.creds, issued.servers)
-		if err == nil {
-			err = services.renew(w, issued)
-		}
-	}
-	if err != nil {
-		log.Warn("asking the curator for the kubelet's credentials", zap.Bool("due", due), zap.Error(err))
-		return failed
-	}
-	if !due {
-		log.Info("followed the curator's list of apiservers; the credentials are not due yet", zap.Stringers("apiservers", issued.servers), zap.Time("renewAt", renewAt))
-		return renewAt
-	}
-	log.Info("renewed the kubelet's credentials", zap.Time("next", issued.renewAt))
-	return issued.renewAt
-}
-
 // workerStatus is the role's status from what the runners and the pod
 // network (nil until its first attempt) say.
 func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status, net *clusternet.Status) *KubernetesWorkerStatus {
@@ -773,196 +475,4 @@ func workerStatus(s *kubelet.Status, proxy, dns *nodeservice.Status, net *cluste
 	}
 	st.Note = truncateNote(st.Note)
 	return st
-}
-
-// kubeletKeys are the kubelet's private keys, made by the worker and kept
-// in memory: the curator signs their public halves.
-type kubeletKeys struct {
-	client, serving *ecdsa.PrivateKey
-	// proxy and dns are kube-proxy's and the DNS server's client keys.
-	proxy, dns *ecdsa.PrivateKey
-}
-
-func newKubeletKeys() (*kubeletKeys, error) {
-	var ks [4]*ecdsa.PrivateKey
-	for i := range ks {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		ks[i] = k
-	}
-	return &kubeletKeys{client: ks[0], serving: ks[1], proxy: ks[2], dns: ks[3]}, nil
-}
-
-// issuedCredentials is the curator's answer, ready for the runner.
-type issuedCredentials struct {
-	nodeName string
-	creds    kubelet.Credentials
-	// proxy and dns are kube-proxy's and the DNS server's client
-	// certificate and key (PEM).
-	proxy, dns pki.Pair
-	servers    []netip.AddrPort
-	renewAt    time.Time
-}
-
-// issue asks the curator for the kubelet's credentials.
-func (w *workerKubernetesWorker) issue(ctx context.Context, m *ClusterMembership, keys *kubeletKeys) (*issuedCredentials, error) {
-	clientPub, err := x509.MarshalPKIXPublicKey(&keys.client.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	servingPub, err := x509.MarshalPKIXPublicKey(&keys.serving.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	proxyPub, err := x509.MarshalPKIXPublicKey(&keys.proxy.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	dnsPub, err := x509.MarshalPKIXPublicKey(&keys.dns.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	defer cancel()
-	resp, err := cpb.NewCuratorServiceClient(m.Curator).IssueKubeletCredentials(cctx, &cpb.IssueKubeletCredentialsRequest{ClientKeySpki: clientPub, ServingKeySpki: servingPub, ProxyKeySpki: proxyPub, DnsKeySpki: dnsPub})
-	if err != nil {
-		return nil, fmt.Errorf("IssueKubeletCredentials: %w", err)
-	}
-	clientKey, err := x509.MarshalECPrivateKey(keys.client)
-	if err != nil {
-		return nil, err
-	}
-	servingKey, err := x509.MarshalECPrivateKey(keys.serving)
-	if err != nil {
-		return nil, err
-	}
-	client, err := x509.ParseCertificate(resp.ClientCertificate)
-	if err != nil {
-		return nil, fmt.Errorf("the kubelet's client certificate from the curator: %w", err)
-	}
-	if len(resp.ProxyCertificate) == 0 || len(resp.DnsCertificate) == 0 {
-		return nil, errors.New("the curator issued no certificates for kube-proxy and the DNS server (a curator older than this node?)")
-	}
-	proxyKey, err := x509.MarshalECPrivateKey(keys.proxy)
-	if err != nil {
-		return nil, err
-	}
-	dnsKey, err := x509.MarshalECPrivateKey(keys.dns)
-	if err != nil {
-		return nil, err
-	}
-	out := &issuedCredentials{
-		nodeName: resp.NodeName,
-		creds: kubelet.Credentials{
-			CA:          pemBlock("CERTIFICATE", resp.CaCertificate),
-			ClientCert:  pemBlock("CERTIFICATE", resp.ClientCertificate),
-			ClientKey:   pemBlock("EC PRIVATE KEY", clientKey),
-			ServingCert: pemBlock("CERTIFICATE", resp.ServingCertificate),
-			ServingKey:  pemBlock("EC PRIVATE KEY", servingKey),
-		},
-		proxy:   pki.Pair{Cert: pemBlock("CERTIFICATE", resp.ProxyCertificate), Key: pemBlock("EC PRIVATE KEY", proxyKey)},
-		dns:     pki.Pair{Cert: pemBlock("CERTIFICATE", resp.DnsCertificate), Key: pemBlock("EC PRIVATE KEY", dnsKey)},
-		renewAt: client.NotBefore.Add(client.NotAfter.Sub(client.NotBefore) / 2),
-	}
-	if out.nodeName != m.Credentials.NodeID {
-		return nil, fmt.Errorf("the curator issued kubelet credentials for %q, not for this node (%s)", out.nodeName, m.Credentials.NodeID)
-	}
-	for _, s := range resp.ApiServers {
-		addr, err := netip.ParseAddr(s.Address)
-		if err != nil || s.Port == 0 || s.Port > 65535 {
-			return nil, fmt.Errorf("the curator named apiserver %s:%d, which is no address and port", s.Address, s.Port)
-		}
-		out.servers = append(out.servers, netip.AddrPortFrom(addr, uint16(s.Port)))
-	}
-	return out, nil
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-}
-
-// nodeService is one node service's spec and runner.
-type nodeService struct {
-	spec   nodeservice.Spec
-	runner *nodeservice.Runner
-}
-
-// nodeServices are the services every worker node runs beside the
-// kubelet, reaching the apiservers through the kubelet's local proxy.
-type nodeServices struct {
-	proxy, dns *nodeService
-}
-
-// nodeServiceSpecs renders the services' specs for issued credentials.
-func (w *workerKubernetesWorker) nodeServiceSpecs(issued *issuedCredentials) (proxySpec, dnsSpec nodeservice.Spec, err error) {
-	rt := w.cfg.Runtime
-	server := "https://localhost:" + strconv.Itoa(int(cmp.Or(rt.ProxyPort, kubelet.DefaultProxyPort)))
-	proxySpec, err = proxy.Config{
-		Bundle: w.cfg.Bundle, BinDir: rt.BinDir, Dir: filepath.Join(rt.RunDir, proxy.Name),
-		// The node's own range as "the cluster's": kube-proxy treats
-		// traffic from it as local and does not masquerade it, so a
-		// Pod's connection to a Service reaches an endpoint on another
-		// node with the Pod's own address, which that node's WireGuard
-		// peer entry accepts; the node's address would be dropped there.
-		// Traffic from other nodes' Pods never passes this node's
-		// Service rules.
-		NodeName: issued.nodeName, NodeIP: w.address, ClusterCIDR: w.proxyClusterCIDR(),
-		Server: server, CA: issued.creds.CA, Cert: issued.proxy.Cert, Key: issued.proxy.Key,
-	}.Spec()
-	if err != nil {
-		return proxySpec, dnsSpec, err
-	}
-	dnsSpec, err = dns.Config{
-		Binary: filepath.Join(rt.BinDir, "polis-coredns"), Dir: filepath.Join(rt.RunDir, dns.Name), NodeIP: w.address,
-		Server: server, CA: issued.creds.CA, Cert: issued.dns.Cert, Key: issued.dns.Key,
-	}.Spec()
-	if rt.ServicesCgroup != "" {
-		proxySpec.Cgroup = filepath.Join(rt.ServicesCgroup, proxySpec.Name)
-		dnsSpec.Cgroup = filepath.Join(rt.ServicesCgroup, dnsSpec.Name)
-	}
-	return proxySpec, dnsSpec, err
-}
-
-// nodeServices makes the services' runners.
-func (w *workerKubernetesWorker) nodeServices(issued *issuedCredentials) (*nodeServices, error) {
-	proxySpec, dnsSpec, err := w.nodeServiceSpecs(issued)
-	if err != nil {
-		return nil, err
-	}
-	out := &nodeServices{}
-	for _, x := range []struct {
-		spec nodeservice.Spec
-		to   **nodeService
-	}{{proxySpec, &out.proxy}, {dnsSpec, &out.dns}} {
-		r, err := nodeservice.New(x.spec)
-		if err != nil {
-			return nil, err
-		}
-		*x.to = &nodeService{spec: x.spec, runner: r}
-	}
-	return out, nil
-}
-
-// renew hands the services their new credentials (which restarts them).
-func (s *nodeServices) renew(w *workerKubernetesWorker, issued *issuedCredentials) error {
-	proxySpec, dnsSpec, err := w.nodeServiceSpecs(issued)
-	if err != nil {
-		return err
-	}
-	if err := s.proxy.runner.Renew(proxySpec.Files); err != nil {
-		return err
-	}
-	return s.dns.runner.Renew(dnsSpec.Files)
-}
-
-// proxyClusterCIDR is kube-proxy's cluster range (whose sources' traffic
-// to a Service it leaves unmasqueraded): the cluster's pod range, or
-// this node's alone while the curator has not said the cluster's.
-func (w *workerKubernetesWorker) proxyClusterCIDR() netip.Prefix {
-	if w.runningClusterPodRange.IsValid() {
-		return w.runningClusterPodRange
-	}
-	return w.runningPodRange
 }
