@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/polis-os/polis/event/memory"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 var testClusterPodRange = netip.MustParsePrefix("10.244.0.0/16")
@@ -25,7 +25,7 @@ func TestRunEgress(t *testing.T) {
 	c.Peers, c.Status, c.kernel, c.Resync = peers, status, k, 20*time.Millisecond
 	c.ClusterPodRange = testClusterPodRange
 	k.fail["SetEgress"] = errors.New("injected")
-	supervisor.TestHarness(t, func(ctx context.Context) error { return Run(ctx, c) })
+	supervisortest.Harness(t, func(ctx context.Context) error { return Run(ctx, c) })
 	peers.Set([]Peer{testPeer(2)})
 
 	st := waitStatus(t, status, func(s *Status) bool { return s.LastError != "" })

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/polis-os/polis/event/memory"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // The tests in this file run the real reconciler against the real kernel,
@@ -297,7 +297,7 @@ func (l *lab) runNode(mode Mode, side string, key Key, peers *memory.Value[[]Pee
 		Mode: mode, PrivateKey: key, Address: self.Address, PodCIDR: self.PodCIDR,
 		Peers: peers, Status: status, kernel: l.kernel("node-" + side), MTU: l.tunnelMTU(),
 	}
-	supervisor.TestHarness(l.t, func(ctx context.Context) error { return Run(ctx, c) })
+	supervisortest.Harness(l.t, func(ctx context.Context) error { return Run(ctx, c) })
 	return status
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/event/memory"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func testKey(n int) Key {
@@ -300,7 +300,7 @@ func TestRun(t *testing.T) {
 	status := &memory.Value[*Status]{}
 	c := testConfig(ModeWireGuard)
 	c.Peers, c.Status, c.kernel = peers, status, k
-	supervisor.TestHarness(t, func(ctx context.Context) error { return Run(ctx, c) })
+	supervisortest.Harness(t, func(ctx context.Context) error { return Run(ctx, c) })
 
 	noKey := testPeer(4)
 	noKey.PublicKey = Key{}
@@ -340,7 +340,7 @@ func TestRunResyncRepairs(t *testing.T) {
 	status := &memory.Value[*Status]{}
 	c := testConfig(ModeWireGuard)
 	c.Peers, c.Status, c.kernel, c.Resync = peers, status, k, 20*time.Millisecond
-	supervisor.TestHarness(t, func(ctx context.Context) error { return Run(ctx, c) })
+	supervisortest.Harness(t, func(ctx context.Context) error { return Run(ctx, c) })
 	peers.Set([]Peer{testPeer(2), testPeer(3)})
 	first := waitStatus(t, status, func(s *Status) bool { return s.InSync && len(s.Peers) == 2 })
 	checkKernel(t, c, k, 2, 3)

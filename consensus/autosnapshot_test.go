@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestPeriodicSnapshots runs a Snapshotter beside a real member with a
@@ -70,7 +70,7 @@ func TestPeriodicSnapshots(t *testing.T) {
 	// exited says when Run has returned for good, so that the files are
 	// checked once nothing writes them any more.
 	exited := make(chan struct{})
-	cancel := supervisor.TestHarness(t, func(ctx context.Context) error {
+	cancel := supervisortest.Harness(t, func(ctx context.Context) error {
 		err := snap.Run(ctx)
 		if ctx.Err() != nil {
 			close(exited)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestMain fails the package if any goroutine outlives the tests. Nothing
@@ -50,7 +50,7 @@ func addrs(t testing.TB, n int) []string {
 // stops it and waits until Run has returned (etcd closed).
 func start(t testing.TB, svc *Service) (stop func()) {
 	t.Helper()
-	cancel := supervisor.TestHarness(t, svc.Run)
+	cancel := supervisortest.Harness(t, svc.Run)
 	return func() {
 		t.Helper()
 		cancel()

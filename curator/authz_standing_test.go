@@ -18,7 +18,7 @@ import (
 	"github.com/polis-os/polis/event/memory"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // cacheHold holds a node cache behind etcd: once engaged, the first
@@ -179,7 +179,7 @@ func TestNodeStandingRefusalConfirmedOnFencedView(t *testing.T) {
 	cli := startConsensus(t)
 	cache := newNodeCache(cli)
 	hold := holdCache(t, cache)
-	supervisor.TestHarness(t, cache.run)
+	supervisortest.Harness(t, cache.run)
 	// checkNodeStanding needs the node cache only; nothing else fences
 	// on this cache, so every fence counted is the call's.
 	s := &Service{nodes: cache}

@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/namespace"
 
 	"github.com/polis-os/polis/event"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // A leader whose process dies without revoking its lease (its etcd client
@@ -61,7 +61,7 @@ func TestDeadLeaderDeposed(t *testing.T) {
 	leaderClient.Watcher = namespace.NewWatcher(conn.Client.Watcher, conn.Prefix)
 	leaderClient.Lease = namespace.NewLease(conn.Client.Lease, conn.Prefix)
 	leader := &Election{Client: leaderClient, Candidate: []byte(leaderPort.Addr().String()), LeaseTTL: lease}
-	supervisor.TestHarness(t, leader.Run)
+	supervisortest.Harness(t, leader.Run)
 	old, err := event.Get(ctxT(t), leader.Status(), event.Filter(leading))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestDeadLeaderDeposed(t *testing.T) {
 		},
 		LeaderAddress: func([]byte) string { return holdPort.Addr().String() },
 	}
-	supervisor.TestHarness(t, follower.Run)
+	supervisortest.Harness(t, follower.Run)
 	alive := func(what string) {
 		t.Helper()
 		select {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func leading(s *LeaderStatus) bool { return s != nil && s.Leading != nil }
@@ -24,7 +24,7 @@ func TestElection(t *testing.T) {
 	cancels := make([]func(), 3)
 	for i := range elections {
 		elections[i] = &Election{Client: cli, Candidate: []byte(fmt.Sprintf("curator-%d", i)), LeaseTTL: DefaultLeaseTTL}
-		cancels[i] = supervisor.TestHarness(t, elections[i].Run)
+		cancels[i] = supervisortest.Harness(t, elections[i].Run)
 	}
 
 	// Exactly one leads; everybody agrees who.
@@ -95,7 +95,7 @@ func TestElection(t *testing.T) {
 func TestWaitOtherCandidates(t *testing.T) {
 	cli := startConsensus(t)
 	first := &Election{Client: cli, Candidate: []byte("curator-0"), LeaseTTL: DefaultLeaseTTL}
-	supervisor.TestHarness(t, first.Run)
+	supervisortest.Harness(t, first.Run)
 	if _, err := event.Get(ctxT(t), first.Status(), event.Filter(leading)); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestWaitOtherCandidates(t *testing.T) {
 	}()
 	<-counted
 	second := &Election{Client: cli, Candidate: []byte("curator-1"), LeaseTTL: DefaultLeaseTTL}
-	supervisor.TestHarness(t, second.Run)
+	supervisortest.Harness(t, second.Run)
 	if n := <-got; n != 1 {
 		t.Fatalf("with a second candidate standing: %d other candidates, want 1", n)
 	}
@@ -146,7 +146,7 @@ func TestWaitOtherCandidates(t *testing.T) {
 func TestCandidateStopsWithoutQuorum(t *testing.T) {
 	cli := startConsensus(t)
 	leader := &Election{Client: cli, Candidate: []byte("curator-0"), LeaseTTL: DefaultLeaseTTL}
-	supervisor.TestHarness(t, leader.Run)
+	supervisortest.Harness(t, leader.Run)
 	if _, err := event.Get(ctxT(t), leader.Status(), event.Filter(leading)); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCandidateStopsWithoutQuorum(t *testing.T) {
 	stuck := clientv3.NewCtxClient(clientCtx)
 	stuck.KV, stuck.Watcher, stuck.Lease = noQuorumDeletes{cli.KV}, cli.Watcher, cli.Lease
 	candidate := &Election{Client: stuck, Candidate: []byte("curator-1"), LeaseTTL: DefaultLeaseTTL}
-	sup, cancel := supervisor.TestHarnessTree(t, candidate.Run)
+	sup, cancel := supervisortest.HarnessTree(t, candidate.Run)
 	t.Cleanup(endClient)
 	// Its campaign waits once its key is in: two keys under the prefix.
 	testutil.Eventually(t, waitTimeout, "the candidate's key stored", func() error {

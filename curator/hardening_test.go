@@ -22,7 +22,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // withUnknownField gives m a field its message type does not define,
@@ -374,7 +374,7 @@ func TestCuratorRenewsItsCertificate(t *testing.T) {
 	}
 	// Due at once, every time: each renewal is observable.
 	s.renewAt = func(*x509.Certificate) time.Time { return time.Now() }
-	supervisor.TestHarness(t, s.Run)
+	supervisortest.Harness(t, s.Run)
 	st, err := event.Get(ctxT(t), s.Status())
 	if err != nil {
 		t.Fatal(err)

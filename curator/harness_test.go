@@ -16,7 +16,7 @@ import (
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // testCluster is a bootstrapped cluster with one curator, served over real
@@ -50,7 +50,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopConsensus := supervisor.TestHarness(t, svc.Run)
+	stopConsensus := supervisortest.Harness(t, svc.Run)
 	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
 	if err != nil {
 		t.Fatalf("waiting for consensus: %v", err)
@@ -88,7 +88,7 @@ func newTestCluster(t testing.TB, opts ...func(*Config)) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.stopCurator = supervisor.TestHarness(t, c.curator.Run)
+	c.stopCurator = supervisortest.Harness(t, c.curator.Run)
 	c.status, err = event.Get(ctxT(t), c.curator.Status())
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func (c *testCluster) startFollower(opts ...func(*Config)) *Service {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	supervisor.TestHarness(c.t, f.Run)
+	supervisortest.Harness(c.t, f.Run)
 	if _, err := event.Get(ctxT(c.t), f.Status()); err != nil {
 		c.t.Fatalf("waiting for the follower to serve: %v", err)
 	}

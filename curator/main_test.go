@@ -11,7 +11,7 @@ import (
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +54,7 @@ func startConsensusStatus(t testing.TB) *consensus.Status {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, svc.Run)
+	supervisortest.Harness(t, svc.Run)
 	st, err := event.Get(ctxT(t), svc.Status(), event.Filter(consensus.IsVoter))
 	if err != nil {
 		t.Fatalf("waiting for consensus: %v", err)

@@ -25,7 +25,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // registerTicket reads the cluster's register ticket from the store.
@@ -746,7 +746,7 @@ func newWatchBench(t testing.TB) *watchBench {
 		heartbeats: newHeartbeatBook(counted, "node-000000000000000000000000", DefaultHeartbeatInterval, time.Now)}
 	term := &leaderState{statusWrites: map[string]time.Time{}}
 	s.leader.Set(term)
-	supervisor.TestHarness(t, s.nodes.run)
+	supervisortest.Harness(t, s.nodes.run)
 
 	// The watcher is a node like any other: it must be UP to watch.
 	key := mustKey(t)

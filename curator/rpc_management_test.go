@@ -23,7 +23,7 @@ import (
 	"github.com/polis-os/polis/consensus"
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // storeDump is every key of the curator's namespace but the heartbeat
@@ -454,7 +454,7 @@ func TestConsensusMemberRole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("consensus config from the join data: %v", err)
 	}
-	stopJoiner := supervisor.TestHarness(t, joiner.Run)
+	stopJoiner := supervisortest.Harness(t, joiner.Run)
 	if _, err := event.Get(ctx, joiner.Status(), event.Filter(consensus.IsVoter)); err != nil {
 		t.Fatalf("waiting for the new member to become a voter: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/roleserve"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // A node obtains its node API certificate from the cluster once enrolled:
@@ -24,7 +24,7 @@ func TestNodeAPICertificate(t *testing.T) {
 	// The first node API certificate is due at once; the next is not.
 	var due dueOnce
 	n.apiRenewAt = due.renewAt
-	supervisor.TestHarness(t, n.Run)
+	supervisortest.Harness(t, n.Run)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

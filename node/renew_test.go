@@ -18,7 +18,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/roleserve"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // A node renews its certificate when it is due, as itself, stores it and
@@ -28,7 +28,7 @@ func TestCertificateRenewal(t *testing.T) {
 	// The first certificate is due at once; the renewed one is not.
 	var due dueOnce
 	n.renewAt = due.renewAt
-	supervisor.TestHarness(t, n.Run)
+	supervisortest.Harness(t, n.Run)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // runMember is a member's run: it sends its context (from u.outlive) and
@@ -27,7 +28,7 @@ func startMemberAndUser(t *testing.T, u *memberUsers, stopping func(member conte
 	t.Helper()
 	memberCtx := make(chan context.Context, 1)
 	userStarted := make(chan struct{})
-	sup, cancel := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
+	sup, cancel := supervisortest.HarnessTree(t, func(ctx context.Context) error {
 		if err := supervisor.Run(ctx, "member", runMember(u, memberCtx)); err != nil {
 			return err
 		}
@@ -89,7 +90,7 @@ func TestMemberGraceBounded(t *testing.T) {
 func TestMemberWithoutUsersStopsAtOnce(t *testing.T) {
 	u := &memberUsers{grace: time.Hour}
 	memberCtx := make(chan context.Context, 1)
-	sup, stop := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
+	sup, stop := supervisortest.HarnessTree(t, func(ctx context.Context) error {
 		if err := supervisor.Run(ctx, "member", runMember(u, memberCtx)); err != nil {
 			return err
 		}

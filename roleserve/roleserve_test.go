@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func testConfig(t *testing.T, creds *Credentials, dial DialFunc) Config {
@@ -72,7 +72,7 @@ func TestRoleServerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, rs.Run)
+	supervisortest.Harness(t, rs.Run)
 	v.Credentials.Set(creds)
 
 	waitFor(t, &v.LocalRoles, "the roles", protoEq(workerRoles))

@@ -10,7 +10,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/localstorage"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func directoryFile(t *testing.T) localstorage.File {
@@ -34,7 +34,7 @@ func TestClusterDirectory(t *testing.T) {
 	v := NewValues()
 	file := directoryFile(t)
 	var g Graph
-	supervisor.TestHarness(t, newWorkerClusterDirectory(&g, v, file).run)
+	supervisortest.Harness(t, newWorkerClusterDirectory(&g, v, file).run)
 
 	// Nothing saved: an empty directory at once, before any curator.
 	waitFor(t, &v.Directory, "an empty directory", func(d []*cpb.CuratorEndpoint) bool { return len(d) == 0 })
@@ -80,7 +80,7 @@ func TestClusterDirectoryRestarts(t *testing.T) {
 	}
 	v := NewValues()
 	var g Graph
-	supervisor.TestHarness(t, newWorkerClusterDirectory(&g, v, file).run)
+	supervisortest.Harness(t, newWorkerClusterDirectory(&g, v, file).run)
 	waitFor(t, &v.Directory, "the saved directory", endpointsEq(a))
 
 	f := newFakeCurator()
@@ -129,7 +129,7 @@ func TestClusterDirectoryOnAnUnwritableESP(t *testing.T) {
 	f.directory.Set([]*cpb.CuratorEndpoint{a})
 	v := NewValues()
 	var g Graph
-	supervisor.TestHarness(t, newWorkerClusterDirectory(&g, v, file).run)
+	supervisortest.Harness(t, newWorkerClusterDirectory(&g, v, file).run)
 	waitFor(t, &v.Directory, "an empty directory", func(d []*cpb.CuratorEndpoint) bool { return len(d) == 0 })
 	v.Membership.Set(fakeMembership(t, f, creds))
 	waitFor(t, &v.Directory, "the curators, not saved", endpointsEq(a))

@@ -16,7 +16,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/event/memory"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // The shared fake curator (fakecurator_test.go) answers the pod network's
@@ -96,7 +96,7 @@ func TestClusterNetPublishesKeyAndPeers(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "wireguard.key")
 	var g Graph
 	w := newWorkerClusterNet(&g, v, keyFile)
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	if r := waitFor(t, &v.LocalPodRange, "no range before the curator answers", func(netip.Prefix) bool { return true }); r.IsValid() {
 		t.Errorf("pod range %v before any curator answered", r)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // Control-plane tests run real consensus members and curators, each test on
@@ -57,7 +57,7 @@ func TestControlPlaneBootstrapAndRoleRemoval(t *testing.T) {
 		},
 		LeaseTTL: 2 * time.Second,
 	})
-	sup, stop := supervisor.TestHarnessTree(t, w.run)
+	sup, stop := supervisortest.HarnessTree(t, w.run)
 
 	// "The local curator serves" is published once its Status is set, and
 	// says where.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func beats(n int) func([]time.Time) bool {
@@ -19,7 +19,7 @@ func TestHeartbeatAtOnce(t *testing.T) {
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	var g Graph
-	supervisor.TestHarness(t, newWorkerHeartbeat(&g, v).run)
+	supervisortest.Harness(t, newWorkerHeartbeat(&g, v).run)
 	waitFor(t, &f.heartbeats, "the first heartbeat", beats(1))
 
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
@@ -34,7 +34,7 @@ func TestHeartbeatInterval(t *testing.T) {
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	var g Graph
-	supervisor.TestHarness(t, newWorkerHeartbeat(&g, v).run)
+	supervisortest.Harness(t, newWorkerHeartbeat(&g, v).run)
 	got := waitFor(t, &f.heartbeats, "five heartbeats", beats(5))
 	for i := 1; i < len(got); i++ {
 		if gap := got[i].Sub(got[i-1]); gap < interval {
@@ -51,6 +51,6 @@ func TestHeartbeatRetriesThroughRestart(t *testing.T) {
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, testCredentials(t)))
 	var g Graph
-	supervisor.TestHarness(t, newWorkerHeartbeat(&g, v).run)
+	supervisortest.Harness(t, newWorkerHeartbeat(&g, v).run)
 	waitFor(t, &f.heartbeats, "a heartbeat after two failures", beats(1))
 }

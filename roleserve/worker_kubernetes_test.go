@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 var kubeAddr = netip.MustParseAddr("192.0.2.1")
@@ -41,7 +41,7 @@ func TestKubernetesIsHonest(t *testing.T) {
 			v := NewValues()
 			var g Graph
 			cfg := KubernetesConfig{Bundle: tc.bundle, Dir: t.TempDir()}
-			supervisor.TestHarness(t, newWorkerKubernetes(&g, v, cfg, kubeAddr).run)
+			supervisortest.Harness(t, newWorkerKubernetes(&g, v, cfg, kubeAddr).run)
 			if st := waitFor(t, &v.Kubernetes, "nil before the roles are known", func(*KubernetesStatus) bool { return true }); st != nil {
 				t.Errorf("status %+v before the roles are known", st)
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/kubelet"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // stepLog records the leftover steps a worker runs, in order.
@@ -62,7 +62,7 @@ func TestKubernetesWorkerRemovesLeftoversWithoutRole(t *testing.T) {
 	var log stepLog
 	var fixed atomic.Bool
 	w.leftovers = []cleanupStep{log.step("stopped", true, nil), log.step("pod network", false, failUntil(&fixed)), log.step("tables", false, nil), log.step("bridge", false, nil)}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
 	v.LocalPodRange.Set(netip.Prefix{})
@@ -109,7 +109,7 @@ func TestKubernetesWorkerLeftoversGate(t *testing.T) {
 	var log stepLog
 	var fixed atomic.Bool
 	w.leftovers = []cleanupStep{log.step("stopped", true, failUntil(&fixed)), log.step("pod network", false, nil)}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
 	v.LocalPodRange.Set(netip.Prefix{})

@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/clusternet"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/kubelet"
 	"github.com/polis-os/polis/kube/nodeservice"
-	"github.com/polis-os/polis/supervisor"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // The role's status says what the pod network did, after what the
@@ -96,7 +97,7 @@ func TestKubernetesWorkerRoutesForController(t *testing.T) {
 		netStopped.Add(1)
 		return ctx.Err()
 	}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
 	v.LocalPodRange.Set(testPodRange)
@@ -187,7 +188,7 @@ func TestKubernetesWorkerControllerKeepsRoutesAcrossStart(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
 	v.LocalPodRange.Set(netip.Prefix{})
@@ -233,7 +234,7 @@ func TestKubernetesWorkerControllerBadKey(t *testing.T) {
 		t.Error("the pod network ran without a usable key")
 		return nil
 	}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(nil)
 	v.LocalLabels.Set(nil)
 	v.LocalPodRange.Set(testPodRange)

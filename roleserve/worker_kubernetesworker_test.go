@@ -30,7 +30,7 @@ import (
 	"github.com/polis-os/polis/kube/nodeservice"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/kube/proxy"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // kubeletIssuer is the fake curator's IssueKubeletCredentials: it signs
@@ -184,7 +184,7 @@ func TestKubernetesWorkerNotRun(t *testing.T) {
 	v.ClusterPodRange.Set(testClusterPodRange)
 	var g Graph
 	w := newWorkerKubernetesWorker(&g, v, KubernetesConfig{}, kubeAddr, filepath.Join(t.TempDir(), "wireguard.key"))
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	if st := waitFor(t, &v.KubernetesWorker, "nil before the roles", func(*KubernetesWorkerStatus) bool { return true }); st != nil {
 		t.Errorf("status %v before the roles are known", st)
 	}
@@ -243,7 +243,7 @@ func TestKubernetesWorkerRuns(t *testing.T) {
 		}
 		return 9000, nil
 	}
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(m)
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
 	v.LocalPodRange.Set(testPodRange)
@@ -438,7 +438,7 @@ func TestKubernetesWorkerKeepsLabels(t *testing.T) {
 	// Not this machine's network.
 	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
 	w.leftovers = nil
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalLabels.Set(map[string]string{"zone": "a"})
 	v.LocalPodRange.Set(testPodRange)
@@ -576,7 +576,7 @@ func TestKubernetesWorkerEarlyAsksKeepTheKubelet(t *testing.T) {
 	w.retry = 200 * time.Millisecond
 	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { <-ctx.Done(); return ctx.Err() }
 	w.leftovers = nil
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalLabels.Set(map[string]string{})
 	v.LocalPodRange.Set(testPodRange)
@@ -635,7 +635,7 @@ func TestKubernetesWorkerBadKeyBlocksFirst(t *testing.T) {
 	var netRuns atomic.Int32
 	w.runPodNetwork = func(ctx context.Context, _ clusternet.Config) error { netRuns.Add(1); <-ctx.Done(); return ctx.Err() }
 	w.leftovers = nil
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 	v.Membership.Set(fakeMembership(t, f, creds))
 	v.LocalLabels.Set(map[string]string{})
 	v.LocalPodRange.Set(testPodRange)

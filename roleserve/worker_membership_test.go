@@ -14,7 +14,7 @@ import (
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/curator"
 	"github.com/polis-os/polis/curator/client"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // recordingDial is the membership worker's dial seam: it records every
@@ -74,7 +74,7 @@ func TestMembership(t *testing.T) {
 	v := NewValues()
 	var g Graph
 	w := newWorkerMembership(&g, v, d.Dial)
-	s, cancel := supervisor.TestHarnessTree(t, w.run)
+	s, cancel := supervisortest.HarnessTree(t, w.run)
 
 	creds, remote, m := enrolThroughRemote(t, v)
 	if m.Credentials != creds {
@@ -170,7 +170,7 @@ func TestMembershipKeptWhileLocalCuratorDoesNotServe(t *testing.T) {
 	v := NewValues()
 	var g Graph
 	w := newWorkerMembership(&g, v, d.Dial)
-	supervisor.TestHarness(t, w.run)
+	supervisortest.Harness(t, w.run)
 
 	_, remote, m := enrolThroughRemote(t, v)
 

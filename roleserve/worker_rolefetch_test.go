@@ -8,7 +8,7 @@ import (
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
 	"github.com/polis-os/polis/localstorage"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func rolesFile(t *testing.T) localstorage.File {
@@ -42,7 +42,7 @@ func runRoleFetch(t *testing.T, file localstorage.File, roles *cpb.Roles, others
 	v := NewValues()
 	v.Membership.Set(fakeMembership(t, f, creds))
 	var g Graph
-	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, file).run)
+	supervisortest.Harness(t, newWorkerRoleFetch(&g, v, file).run)
 	return f, v, creds
 }
 
@@ -82,7 +82,7 @@ func TestRoleFetchPublishesSavedRolesFirst(t *testing.T) {
 	}
 	v := NewValues()
 	var g Graph
-	supervisor.TestHarness(t, newWorkerRoleFetch(&g, v, file).run)
+	supervisortest.Harness(t, newWorkerRoleFetch(&g, v, file).run)
 	// No membership at all: no curator can answer.
 	waitFor(t, &v.LocalRoles, "the saved roles", protoEq(consensusRoles))
 

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cpb "github.com/polis-os/polis/api/curator/v1"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 var testNode = NodeInfo{ExternalAddress: netip.MustParseAddr("192.0.2.1"), Version: "v0.1.0-test", BootID: "boot-1"}
@@ -25,7 +25,7 @@ func runStatusPush(t *testing.T, v *Values, m *ClusterMembership) {
 	v.KubernetesWorker.Set(nil)
 	v.ConsensusSnapshots.Set(nil)
 	var g Graph
-	supervisor.TestHarness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
+	supervisortest.Harness(t, newWorkerStatusPush(&g, v, testNode, 7834).run)
 }
 
 // The status is reported at start, again only when it changes or the

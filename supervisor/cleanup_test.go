@@ -34,7 +34,7 @@ func TestCleanupRunsAfterSubtree(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	cancel := TestHarness(t, root)
+	cancel := startTree(t, root).cancel
 	<-started
 	cancel()
 	if !<-cleaned {
@@ -64,7 +64,7 @@ func TestCleanupBeforeRestart(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	TestHarness(t, root)
+	startTree(t, root)
 	<-second
 	want := []string{"last registered", "first registered", "restarted"}
 	for _, w := range want {
@@ -83,7 +83,8 @@ func TestLateCleanupRunsAtOnce(t *testing.T) {
 		Signal(ctx, SignalDone)
 		return nil
 	}
-	s, cancel := TestHarnessTree(t, root)
+	tr := startTree(t, root)
+	s, cancel := tr.Supervisor, tr.cancel
 	ctx := <-ctxs
 	cancel()
 	s.Wait()

@@ -79,9 +79,11 @@
 // [Cleanup] registers a function that runs once the runnable and its whole
 // subtree have returned, before any restart.
 //
-// [TestHarness] runs a runnable as the root of a tree for one test, logging
-// through the test and with a short backoff, and waits for the whole tree
-// when the test ends so that no goroutine outlives it.
+// Tests run a runnable as the root of a tree for one test with package
+// supervisortest, which logs through the test, restarts after a short
+// backoff, and waits for the whole tree when the test ends so that no
+// goroutine outlives it (a package of its own, so that programs do not
+// link the test framework).
 //
 // # What this package does not do
 //

@@ -13,8 +13,6 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/polis-os/polis/event"
 )
 
 func TestHealthyThenDone(t *testing.T) {
@@ -710,46 +708,5 @@ func TestWaitReturnsWhenEverythingIsDone(t *testing.T) {
 		if n.State != StateDone {
 			t.Errorf("%s is %v", n.Name, n.State)
 		}
-	}
-}
-
-func TestTestHarness(t *testing.T) {
-	exited := make(chan struct{})
-	var a runs
-	t.Run("inner", func(t *testing.T) {
-		started := make(chan struct{})
-		TestHarness(t, func(ctx context.Context) error {
-			return doneAfter(ctx, Run(ctx, "a", func(ctx context.Context) error {
-				if a.start(ctx) == 1 {
-					return errors.New("restarted quickly by the harness")
-				}
-				defer close(exited)
-				close(started)
-				return healthyUntilCancelled(ctx)
-			}))
-		})
-		waitChan(t, started, "second run")
-	})
-	if !isClosed(exited) {
-		t.Error("the harness's cleanup did not wait for the tree")
-	}
-}
-
-func TestTestHarnessTreeAndCancel(t *testing.T) {
-	var a runs
-	s, cancel := TestHarnessTree(t, func(ctx context.Context) error {
-		return doneAfter(ctx, Run(ctx, "a", func(ctx context.Context) error {
-			defer a.end(a.start(ctx))
-			return healthyUntilCancelled(ctx)
-		}))
-	}, WithExitWarning(time.Minute))
-	tr := &tree{Supervisor: s, cancel: cancel}
-	tr.waitState(t, "root.a", StateHealthy)
-	tr.stop(t) // cancel, then Wait: the tree must be gone
-	if !a.hasReturned(1) {
-		t.Error("runnable still running after cancel and Wait")
-	}
-	if _, ok := s.Tree().(event.Value[TreeState]); ok {
-		t.Error("Tree can be written to by its consumers")
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/identity"
 	"github.com/polis-os/polis/internal/testutil"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // testLeaseTTL keeps failovers after a lost lease short (etcd counts whole
@@ -138,7 +138,7 @@ func (c *haCluster) startConsensus(nd *haNode) *consensus.Status {
 		c.t.Fatal(err)
 	}
 	nd.consensus = svc
-	nd.stopCons = supervisor.TestHarness(c.t, svc.Run)
+	nd.stopCons = supervisortest.Harness(c.t, svc.Run)
 	st, err := event.Get(ctxT(c.t), svc.Status(), event.Filter(consensus.IsVoter))
 	if err != nil {
 		c.t.Fatalf("waiting for %s to vote: %v", nd.id, err)
@@ -177,7 +177,7 @@ func (c *haCluster) startCurator(nd *haNode) {
 		c.t.Fatal(err)
 	}
 	nd.curator = svc
-	nd.stopCur = supervisor.TestHarness(c.t, svc.Run)
+	nd.stopCur = supervisortest.Harness(c.t, svc.Run)
 	if _, err := event.Get(ctxT(c.t), svc.Status()); err != nil {
 		c.t.Fatalf("waiting for %s's curator to serve: %v", nd.id, err)
 	}

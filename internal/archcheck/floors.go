@@ -23,7 +23,7 @@ var Floors = []Floor{
 		Name: "runtime",
 		Why:  "the reactive runtime (value backends, the supervisor), storage on disk (and PID 1, which unlocks and mounts it), and the shared gRPC authorization layer",
 		Folders: []string{
-			"event/", "supervisor", "localstorage", "node/pid1", "internal/rpcauth",
+			"event/", "supervisor", "supervisor/supervisortest", "localstorage", "node/pid1", "internal/rpcauth",
 			"clusternet", "kube/process", "kube/kubetest",
 		},
 	},
@@ -94,7 +94,7 @@ type Floor struct {
 // TestKits are packages that exist for tests: only tests and other test
 // kits may import them, never a package's own code.
 var TestKits = []string{
-	"internal/testutil", "event/eventtest", "kube/kubetest",
+	"internal/testutil", "event/eventtest", "supervisor/supervisortest", "kube/kubetest",
 	"node/nodetest", "kube/roletest", "internal/clustertest", "launch/vm/vmtest",
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestProcessSupervision checks the runner's process handling without the
@@ -67,7 +68,7 @@ exec sleep 600
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	_, cancel := supervisor.TestHarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
+	_, cancel := supervisortest.HarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
 
 	// Until /readyz answers ok, the apiserver runs alone.
 	notReady := waitStatus(t, r, "probed while not ready", func(s *Status) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestRBACRetriedWhileReady: an apply that fails while the apiserver stays
@@ -74,7 +75,7 @@ func TestRBACRetriedWhileReady(t *testing.T) {
 	// Ready once, and never again: only retrying can apply.
 	r.status.Set(&Status{Ready: true, ReadyPID: 42})
 	core, logs := observer.New(zap.InfoLevel)
-	supervisor.TestHarnessTree(t, r.applyRBAC(roots), supervisor.WithLogger(zap.New(core)))
+	supervisortest.HarnessTree(t, r.applyRBAC(roots), supervisor.WithLogger(zap.New(core)))
 
 	want := []string{
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/" + DNSRoleName,

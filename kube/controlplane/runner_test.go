@@ -25,6 +25,7 @@ import (
 	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestMain fails the package if a goroutine outlives the tests.
@@ -74,7 +75,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	start := time.Now()
-	_, cancel := supervisor.TestHarnessTree(t, func(ctx context.Context) error {
+	_, cancel := supervisortest.HarnessTree(t, func(ctx context.Context) error {
 		if err := supervisor.Run(ctx, "etcdproxy", proxy.Run); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestMain fails the package if a goroutine outlives the tests (waiting a
@@ -52,7 +53,7 @@ func setup(t *testing.T) (raw, confined *clientv3.Client) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	s, _ := supervisor.TestHarnessTree(t, p.Run)
+	s, _ := supervisortest.HarnessTree(t, p.Run)
 	if _, err := event.Get(ctx, s.Tree(), event.Filter(func(ts supervisor.TreeState) bool {
 		n, ok := ts.Root()
 		return ok && n.State == supervisor.StateHealthy

@@ -12,7 +12,7 @@ import (
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func TestLabelPatch(t *testing.T) {
@@ -157,7 +157,7 @@ func TestRunnerKeepsLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, r.Run)
+	supervisortest.Harness(t, r.Run)
 	waitStatus(t, r, "containerd and kubelet running", func(s *Status) bool { return s.ContainerdRunning && s.KubeletRunning })
 
 	// Registered by the kubelet, with its start's labels and one of

@@ -10,7 +10,7 @@ import (
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/pki"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // testManifest is the digest the test archives' index.json names.
@@ -116,7 +116,7 @@ func TestRunnerSkipsImportedPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarnessTree(t, r.Run)
+	supervisortest.HarnessTree(t, r.Run)
 	waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
 	// The status says running once the process is started; its script
 	// notes its arguments a moment later. An import would come before.

@@ -25,6 +25,7 @@ import (
 	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -261,7 +262,7 @@ func TestRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	_, cancel := supervisor.TestHarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
+	_, cancel := supervisortest.HarnessTree(t, r.Run, supervisor.WithLogger(zap.New(core)))
 
 	running := waitStatus(t, r, "containerd and kubelet running", func(s *Status) bool { return s.ContainerdRunning && s.KubeletRunning })
 	if running.NodeReady {
@@ -386,7 +387,7 @@ func TestRunnerImportFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, r.Run)
+	supervisortest.Harness(t, r.Run)
 	st := waitStatus(t, r, "the failure in the status", func(s *Status) bool {
 		return strings.Contains(s.Note, "failed, restarting: importing the pause image") && strings.Contains(s.Note, "no such file: pause.tar")
 	})
@@ -408,7 +409,7 @@ func TestRunnerWaitsForAnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, r.Run)
+	supervisortest.Harness(t, r.Run)
 	st := waitStatus(t, r, "waiting for an apiserver", func(s *Status) bool {
 		return s.ContainerdRunning && strings.HasPrefix(s.Note, "waiting for an apiserver")
 	})
@@ -443,7 +444,7 @@ func TestRunnerSameCredentialsKeepTheKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarness(t, r.Run)
+	supervisortest.Harness(t, r.Run)
 	running := waitStatus(t, r, "the kubelet running", func(s *Status) bool { return s.KubeletRunning })
 	kubeletStarted(t, logPath, 1)
 	kubeconfig := filepath.Join(cfg.RunDir, fileKubeconfig)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/process"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // On a tree laid out like cgroup v2's (a directory standing in for the
@@ -99,7 +99,7 @@ func TestRunnerInCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancel := supervisor.TestHarness(t, r.Run)
+	cancel := supervisortest.Harness(t, r.Run)
 	st := waitStatus(t, r, "running", func(s *Status) bool { return s.Running })
 	procCgroup, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", st.PID))
 	if err != nil {

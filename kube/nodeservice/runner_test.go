@@ -17,7 +17,7 @@ import (
 	"github.com/polis-os/polis/event"
 	"github.com/polis-os/polis/internal/testutil"
 	"github.com/polis-os/polis/kube/process"
-	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,7 +56,7 @@ func TestRunner(t *testing.T) {
 	if st := waitStatus(t, r, "not started", func(s *Status) bool { return s != nil }); st.Running || st.Note != "not started" {
 		t.Errorf("before Run: %+v", st)
 	}
-	cancel := supervisor.TestHarness(t, r.Run)
+	cancel := supervisortest.Harness(t, r.Run)
 	first := waitStatus(t, r, "running", func(s *Status) bool { return s.Running })
 	for name, perm := range map[string]os.FileMode{"config": 0o644, "key": 0o600} {
 		if st, err := os.Stat(filepath.Join(dir, "conf", name)); err != nil || st.Mode().Perm() != perm {

@@ -25,6 +25,7 @@ import (
 	"github.com/polis-os/polis/kube/kubetest"
 	"github.com/polis-os/polis/kube/pki"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // TestMain fails the package if a goroutine outlives the tests, except
@@ -70,7 +71,7 @@ func TestControlPlaneWithClientGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	supervisor.TestHarnessTree(t, func(ctx context.Context) error {
+	supervisortest.HarnessTree(t, func(ctx context.Context) error {
 		if err := supervisor.Run(ctx, "etcdproxy", proxy.Run); err != nil {
 			return err
 		}

@@ -46,6 +46,7 @@ import (
 	"github.com/polis-os/polis/nodeapi"
 	"github.com/polis-os/polis/roleserve"
 	"github.com/polis-os/polis/supervisor"
+	"github.com/polis-os/polis/supervisor/supervisortest"
 )
 
 // Timings of the agents and the waits of the helpers.
@@ -162,7 +163,7 @@ func (n *Node) Start(t testing.TB) {
 	}
 	n.Agent = a
 	logger := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), n.Logs.Core(zapcore.DebugLevel)))
-	s, cancel := supervisor.TestHarnessTree(t, a.Run, supervisor.WithLogger(logger))
+	s, cancel := supervisortest.HarnessTree(t, a.Run, supervisor.WithLogger(logger))
 	n.stop = func() {
 		cancel()
 		s.Wait()
