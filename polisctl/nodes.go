@@ -222,6 +222,10 @@ func writeNode(w io.Writer, n *cpb.Node) error {
 		row("WireGuard public key", wireGuardKey(nn.GetWireguardPublicKey()))
 	}
 	switch {
+	case worker && strings.HasPrefix(k.GetWorkerNote(), notAvailable):
+		// No pod network runs where the role cannot: a count of peers
+		// "not in sync" would say it tried.
+		row("Pod network", "not run (the Kubernetes worker is not available on this node)")
 	case worker:
 		row("Pod network", podNetwork(k))
 	case controller && (k.GetNetworkPeers() > 0 || k.GetNetworkInSync() || k.GetWorkerNote() != ""):
@@ -391,6 +395,11 @@ Only UP nodes hold roles.`,
 	}
 }
 
+// notAvailable starts a node's note on a Kubernetes role it cannot run at
+// all (cpb.KubernetesStatus: no runtime, no bundle, no cgroup v2), as
+// opposed to one it is starting or failing to run.
+const notAvailable = "not available"
+
 // kubernetesReportWait bounds how long add-role waits for the node to say
 // whether it can run the Kubernetes roles it was given.
 const kubernetesReportWait = 10 * time.Second
@@ -433,7 +442,7 @@ func (s *session) warnKubernetesNotRun(ctx context.Context, w io.Writer, id stri
 			}
 			if reported {
 				for _, r := range roles {
-					if note := r.note(k); strings.HasPrefix(note, "not available") {
+					if note := r.note(k); strings.HasPrefix(note, notAvailable) {
 						fmt.Fprintf(w, "warning: %s holds %s but cannot run it: %s\n", id, r.name, note)
 					}
 				}

@@ -31,6 +31,8 @@ func TestDescribeKubernetes(t *testing.T) {
 			[]string{"Pod network:           2 peers over WireGuard, in sync\n"}, nil},
 		{"pod network not in sync", roles, &cpb.KubernetesStatus{NetworkPeers: 1, WorkerNote: "the pod network is not in line with the peers: injected"},
 			[]string{"Pod network:           1 peer over WireGuard, not in sync\n", "not in line with the peers: injected"}, nil},
+		{"worker not available", &cpb.Roles{KubernetesWorker: &cpb.KubernetesWorkerRole{}}, &cpb.KubernetesStatus{WorkerNote: "not available: this node agent was given no container runtime"},
+			[]string{" not available: this node agent was given no container runtime\n", " not run (the Kubernetes worker is not available on this node)\n"}, []string{"peers"}},
 		{"not reported", roles, nil, []string{"Kubernetes controller: not reported by the node yet\n", "Pod network:           not reported by the node yet\n"}, nil},
 		{"controller only", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{Running: []string{"apiserver"}}, nil, []string{"Pod network"}},
 		{"controller routing to Pods", &cpb.Roles{KubernetesController: &cpb.KubernetesControllerRole{}}, &cpb.KubernetesStatus{Running: []string{"apiserver"}, NetworkPeers: 2, NetworkInSync: true},
