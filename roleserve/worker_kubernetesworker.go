@@ -368,7 +368,9 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 		Registries:    rt.Registries,
 	})
 	if err != nil {
-		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("not available: " + err.Error())})
+		// A failure to be retried, not "not available" (which says the
+		// node cannot run the role at all: polisctl tells them apart).
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("failed: setting up the Kubernetes node: " + err.Error())})
 		return err
 	}
 	// Whatever ends the run from here, the status says so once the
@@ -398,7 +400,7 @@ func (w *workerKubernetesWorker) runNode(ctx context.Context, m0 *ClusterMembers
 	}
 	services, err := w.nodeServices(issued)
 	if err != nil {
-		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("not available: " + err.Error())})
+		w.status.Set(&KubernetesWorkerStatus{Held: true, Note: truncateNote("failed: setting up kube-proxy and the DNS server: " + err.Error())})
 		return err
 	}
 	for _, sv := range []*nodeService{services.proxy, services.dns} {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/polis-os/polis/event"
 )
 
 func TestZeroTreeState(t *testing.T) {
@@ -22,6 +24,19 @@ func TestZeroTreeState(t *testing.T) {
 	}
 	if s := ts.String(); s != "" {
 		t.Errorf("zero tree renders as %q", s)
+	}
+}
+
+// Tree hands consumers the read side only: the supervisor alone writes
+// the tree's state, so no consumer can make it lie.
+func TestTreeReadOnly(t *testing.T) {
+	tr := startTree(t, func(ctx context.Context) error {
+		Signal(ctx, SignalHealthy)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if _, ok := tr.Tree().(event.Value[TreeState]); ok {
+		t.Error("Tree can be written to by its consumers")
 	}
 }
 

@@ -35,6 +35,10 @@ func TestHarness(t *testing.T) {
 			close(started)
 			supervisor.Signal(ctx, supervisor.SignalHealthy)
 			<-ctx.Done()
+			// Slow to return, as a runnable that shuts something down
+			// is: a cleanup that only cancelled, without waiting,
+			// would let the subtest end before this returns.
+			time.Sleep(50 * time.Millisecond)
 			return ctx.Err()
 		})
 		select {
