@@ -1095,10 +1095,12 @@ type KubernetesStatus struct {
 	// Why KubernetesController, when held, is not run in full; empty when it
 	// is, or is not held. At most 200 bytes.
 	ControllerNote string `protobuf:"bytes,4,opt,name=controller_note,json=controllerNote,proto3" json:"controller_note,omitempty"`
-	// Why KubernetesWorker, when held, is not run in full (not available,
-	// starting, containerd, kubelet, kube-proxy or the DNS server down, the
-	// Node not Ready); empty when it runs with its Node Ready, or is not
-	// held. At most 200 bytes.
+	// Why KubernetesWorker, when held, is not run in full: "not available: …"
+	// when the node cannot run it at all (no container runtime, no bundle,
+	// no cgroup v2), "starting: …", "failed: …" for a set-up tried again,
+	// containerd, kubelet, kube-proxy or the DNS server down, the Node not
+	// Ready; empty when it runs with its Node Ready, or is not held. At most
+	// 200 bytes.
 	WorkerNote string `protobuf:"bytes,5,opt,name=worker_note,json=workerNote,proto3" json:"worker_note,omitempty"`
 	// Whether containerd's process runs on the node (KubernetesWorker).
 	ContainerdRunning bool `protobuf:"varint,6,opt,name=containerd_running,json=containerdRunning,proto3" json:"containerd_running,omitempty"`
